@@ -1,0 +1,69 @@
+package baremetal
+
+import (
+	"net"
+	"strings"
+	"time"
+)
+
+// Port is one network interface of a node (reference §10.2). Its MAC
+// Address is unique across the store and kept in lower case; the agent
+// lookup finds a node by the MACs of its ports.
+type Port struct {
+	// ID is the store's internal key.
+	ID int64
+	// UUID is the port's public identity; generated when empty.
+	UUID string
+	// NodeUUID is the UUID of the node the port belongs to.
+	NodeUUID string
+	// Address is the MAC address, normalised to lower case with colons.
+	Address string
+	// Name is an optional unique name.
+	Name string
+	// PXEEnabled marks the port the node boots from over the network.
+	PXEEnabled bool
+	// LocalLinkConnection describes the switch port the NIC is cabled to
+	// (switch_id, port_id, switch_info, hostname, network_type).
+	LocalLinkConnection map[string]any
+	// PhysicalNetwork names the physical network the port is on.
+	PhysicalNetwork string
+	// IsSmartNIC marks a Smart NIC port.
+	IsSmartNIC bool
+	// InternalInfo is written by the engine (VIF identifiers).
+	InternalInfo map[string]any
+	// Extra is free-form operator data.
+	Extra map[string]any
+	// Description is free text.
+	Description string
+	// Vendor and Category describe the NIC.
+	Vendor   string
+	Category string
+	// CreatedAt and UpdatedAt are stamped by the store.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Version is the compare-and-swap counter, as on Node.
+	Version int64
+}
+
+// Clone returns a deep copy of p.
+func (p *Port) Clone() *Port {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.LocalLinkConnection = cloneMap(p.LocalLinkConnection)
+	c.InternalInfo = cloneMap(p.InternalInfo)
+	c.Extra = cloneMap(p.Extra)
+	return &c
+}
+
+// NormalizeMAC parses a 48-bit MAC address written with colons or dashes
+// (either case) and returns it lower case with colons. It returns an
+// *InvalidFieldError naming field when s is not such an address.
+func NormalizeMAC(field, s string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(s))
+	if err != nil || len(hw) != 6 || strings.Count(s, ".") > 0 {
+		return "", &InvalidFieldError{Kind: "port", Field: field, Expected: "a 48-bit MAC address such as 52:54:00:12:34:56"}
+	}
+	return hw.String(), nil
+}

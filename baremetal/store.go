@@ -1,0 +1,251 @@
+package baremetal
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps nodes, ports, conductors and node history. Implementations
+// live in sub-packages (baremetal/sqlstore for SQLite and PostgreSQL) and
+// are checked by the conformance suite in baremetal/storetest.
+//
+// Every method is safe for concurrent use by many goroutines and, for a
+// shared database, many processes. Objects passed in are not retained;
+// objects returned belong to the caller. Methods that write either succeed
+// completely or leave the store unchanged.
+type Store interface {
+	NodeStore
+	PortStore
+	ReservationStore
+	ConductorStore
+	HistoryStore
+	// Close releases the store's connections. The store must not be used
+	// afterwards.
+	Close() error
+}
+
+// NodeStore creates, reads, updates and deletes nodes.
+type NodeStore interface {
+	// CreateNode validates n and inserts it. On success it fills n.ID,
+	// n.UUID (when empty), n.ProvisionState ("enroll" when empty),
+	// n.CreatedAt, n.UpdatedAt and n.Version (1). n.Reservation must be
+	// empty. Errors: *InvalidFieldError, *DuplicateError.
+	CreateNode(ctx context.Context, n *Node) error
+	// CreateNodes inserts many nodes in few transactions, for enrolling a
+	// fleet. It is all-or-nothing: on error no node was inserted, and the
+	// error names the offending node. It fills each node as CreateNode does.
+	CreateNodes(ctx context.Context, nodes []*Node) error
+	// GetNode returns the node whose UUID or name is ident, or a
+	// *NotFoundError.
+	GetNode(ctx context.Context, ident string) (*Node, error)
+	// ListNodes returns the nodes matching f in ID order, at most
+	// page.Limit of them, starting after page.Marker.
+	ListNodes(ctx context.Context, f NodeFilter, page Page) ([]*Node, error)
+	// CountNodes returns how many nodes match f.
+	CountNodes(ctx context.Context, f NodeFilter) (int, error)
+	// UpdateNode writes every field of n except ID, UUID, Reservation and
+	// CreatedAt, as a compare-and-swap: it succeeds only if the stored
+	// version equals n.Version and, when holder is not empty, the stored
+	// reservation equals holder. Otherwise it returns a *ConflictError (or
+	// a *NotFoundError) and writes nothing. On success it increments
+	// n.Version and refreshes n.UpdatedAt and n.ProvisionUpdatedAt, which
+	// the store stamps when ProvisionState or TargetProvisionState changed
+	// (otherwise the later of the stored and the given value is kept, so a
+	// stale copy never moves the stamp back).
+	UpdateNode(ctx context.Context, n *Node, holder string) error
+	// TouchProvisioning stamps provision_updated_at with the current time
+	// without changing the version, as an agent heartbeat in a wait state
+	// does. Errors: *NotFoundError.
+	TouchProvisioning(ctx context.Context, uuid string) error
+	// DeleteNode deletes the node with its ports and history. A reserved
+	// node is refused with a *NodeInUseError.
+	DeleteNode(ctx context.Context, uuid string) error
+	// LookupNode finds the node for the agent lookup: by UUID when uuid is
+	// not empty, else by the MAC addresses of its ports (malformed MACs
+	// are ignored). No match, or MACs of several nodes, give a
+	// *NotFoundError; no usable identifier gives an *InvalidFieldError.
+	LookupNode(ctx context.Context, uuid string, macs []string) (*Node, error)
+}
+
+// PortStore keeps the ports of nodes.
+type PortStore interface {
+	// CreatePort validates p (the MAC is normalised to lower case) and
+	// inserts it, filling ID, UUID, CreatedAt, UpdatedAt and Version.
+	// Errors: *InvalidFieldError, *DuplicateError, *NotFoundError (node).
+	CreatePort(ctx context.Context, p *Port) error
+	// GetPort returns the port with the given UUID or MAC address.
+	GetPort(ctx context.Context, ident string) (*Port, error)
+	// ListPorts returns the ports of a node in ID order ("" lists all).
+	ListPorts(ctx context.Context, nodeUUID string) ([]*Port, error)
+	// UpdatePort writes p's fields as a compare-and-swap on p.Version.
+	UpdatePort(ctx context.Context, p *Port) error
+	// DeletePort deletes the port with the given UUID.
+	DeletePort(ctx context.Context, uuid string) error
+}
+
+// ReservationStore implements the exclusive node lock of reference §5.1:
+// the reservation column holds the hostname of the conductor holding it.
+// Shared access needs no store call.
+type ReservationStore interface {
+	// ReserveNode takes the exclusive lock with one conditional update
+	// (UPDATE ... WHERE reservation IS NULL) and returns the node as
+	// locked. A node already reserved, even by holder itself, gives a
+	// *NodeLockedError naming the holder; an unknown node a
+	// *NotFoundError. It does not retry: see AcquireNode.
+	ReserveNode(ctx context.Context, uuid, holder string) (*Node, error)
+	// ReleaseNode releases the lock if holder holds it. Otherwise it
+	// returns a *NodeNotLockedError (unlocked) or a *NodeLockedError
+	// (someone else holds it) and writes nothing.
+	ReleaseNode(ctx context.Context, uuid, holder string) error
+	// ReleaseReservationsOf clears every reservation held by hostname
+	// (compared case-insensitively), as a conductor does at start and
+	// stop. It returns the number of nodes released.
+	ReleaseReservationsOf(ctx context.Context, hostname string) (int, error)
+	// ClearTargetPowerStateOf clears target_power_state on the nodes
+	// reserved by hostname that have one, setting last_error to lastError,
+	// as a restarting conductor does before it releases its locks. It
+	// bumps the version of each node written and returns their number.
+	ClearTargetPowerStateOf(ctx context.Context, hostname, lastError string) (int, error)
+	// BreakDeadReservations releases the reservations held by conductors
+	// whose last keepalive is older than heartbeatTimeout, never counting
+	// self as dead, and returns the nodes released with their old holder,
+	// for the orphan-node task.
+	BreakDeadReservations(ctx context.Context, heartbeatTimeout time.Duration, self string) ([]BrokenReservation, error)
+}
+
+// BrokenReservation is a node whose lock was taken from a dead conductor.
+type BrokenReservation struct {
+	// NodeUUID is the node released.
+	NodeUUID string
+	// Holder is the dead conductor that held it.
+	Holder string
+}
+
+// ConductorStore implements conductor registration and liveness
+// (reference §4.2).
+type ConductorStore interface {
+	// RegisterConductor inserts the conductor's row, or revives it when it
+	// exists offline, and replaces its hardware-interface rows. An online
+	// row gives a *ConductorAlreadyRegisteredError unless
+	// r.UpdateExisting is set.
+	RegisterConductor(ctx context.Context, r ConductorRegistration) (*ConductorRecord, error)
+	// KeepaliveConductor stamps the conductor's updated_at and sets its
+	// online flag (false while draining). Errors: *NotFoundError.
+	KeepaliveConductor(ctx context.Context, hostname string, online bool) error
+	// DrainConductor marks the conductor offline but still heart-beating:
+	// it leaves the hash ring yet is not considered dead, so its locks are
+	// not broken.
+	DrainConductor(ctx context.Context, hostname string) error
+	// UnregisterConductor marks the conductor offline at stop.
+	UnregisterConductor(ctx context.Context, hostname string) error
+	// GetConductor returns the conductor's row.
+	GetConductor(ctx context.Context, hostname string) (*ConductorRecord, error)
+	// ListAliveConductors returns the conductors that are online and kept
+	// alive within heartbeatTimeout, ordered by hostname.
+	ListAliveConductors(ctx context.Context, heartbeatTimeout time.Duration) ([]*ConductorRecord, error)
+	// ListOfflineConductors returns the hostnames whose last keepalive is
+	// older than heartbeatTimeout, whatever their online flag, excluding
+	// self: the conductors whose locks may be broken.
+	ListOfflineConductors(ctx context.Context, heartbeatTimeout time.Duration, self string) ([]string, error)
+	// ListHardwareInterfaces returns the hardware-interface rows of the
+	// conductor with the given hostname.
+	ListHardwareInterfaces(ctx context.Context, hostname string) ([]HardwareInterface, error)
+	// DeleteStaleConductors deletes at most limit conductors that are
+	// offline and not kept alive for olderThan, returning their hostnames.
+	DeleteStaleConductors(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
+}
+
+// HistoryStore keeps node history.
+type HistoryStore interface {
+	// AddHistory appends an entry (its Message masked for secrets),
+	// filling ID and CreatedAt. Errors: *NotFoundError (node),
+	// *InvalidFieldError.
+	AddHistory(ctx context.Context, e *HistoryEntry) error
+	// ListHistory returns the node's entries, oldest first, at most limit
+	// (0 for all) of the newest ones.
+	ListHistory(ctx context.Context, nodeUUID string, limit int) ([]*HistoryEntry, error)
+}
+
+// NodeFilter selects nodes in ListNodes and CountNodes. The zero value
+// matches every node; set fields are combined with AND.
+type NodeFilter struct {
+	// ProvisionStates matches any of the given provision states.
+	ProvisionStates []string
+	// Maintenance matches the maintenance flag when not nil.
+	Maintenance *bool
+	// Reserved matches reserved (true) or unreserved (false) nodes.
+	Reserved *bool
+	// ReservedBy matches nodes reserved by this hostname.
+	ReservedBy string
+	// ConductorGroup matches the group when not nil ("" is a valid group).
+	ConductorGroup *string
+	// Drivers matches any of the given hardware types.
+	Drivers []string
+	// ProvisionUpdatedBefore matches nodes whose provision_updated_at is
+	// older than this time (the callback-timeout query).
+	ProvisionUpdatedBefore time.Time
+	// Associated matches nodes with (true) or without (false) an instance.
+	Associated *bool
+	// ConductorAffinityNot matches nodes whose conductor affinity differs
+	// from this conductor ID (the takeover query); 0 disables it.
+	ConductorAffinityNot int64
+}
+
+// Page bounds a listing: at most Limit items (0 for no limit) that come
+// after the node or port whose UUID is Marker. Listings are ordered by the
+// internal ID, a stable key, so paging never skips or repeats.
+type Page struct {
+	Limit  int
+	Marker string
+}
+
+// Ptr returns a pointer to v, for the optional fields of NodeFilter.
+func Ptr[T any](v T) *T { return &v }
+
+// NodeChange describes a committed write to a node, for in-process
+// watchers.
+type NodeChange struct {
+	// UUID is the node written.
+	UUID string
+	// Op is what happened: "create", "update", "reserve", "release",
+	// "delete" or "touch".
+	Op string
+	// ProvisionState and TargetProvisionState are the node's states after
+	// the write ("" for delete and for lock operations).
+	ProvisionState       string
+	TargetProvisionState string
+	// Reservation is the holder after the write.
+	Reservation string
+	// Version is the node's version after the write (0 for delete and for
+	// bulk operations).
+	Version int64
+}
+
+// NodeChangeNotifier is an optional Store capability, found by type
+// assertion: it calls fn after every committed node write made through this
+// store value, so an engine in the same process can be woken at once
+// instead of polling. fn runs on the writer's goroutine and must not block
+// or call back into the store's write methods; it should hand the change
+// to a channel or a goroutine it owns. The returned function removes fn.
+// Writes by other processes are not seen: poll or use the database's own
+// notification for those.
+type NodeChangeNotifier interface {
+	SubscribeNodeChanges(fn func(NodeChange)) (cancel func())
+}
+
+// Clock is the time source of the store and of lock retries, injected so
+// that tests control time.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// After returns a channel that receives once d has elapsed.
+	After(d time.Duration) <-chan time.Time
+}
+
+// SystemClock returns the Clock of the real time.
+func SystemClock() Clock { return systemClock{} }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
