@@ -1,0 +1,72 @@
+// Package driver composes the driver of a bare-metal node from per-kind
+// interface implementations, the way OpenStack Ironic composes hardware
+// types and hardware interfaces.
+//
+// A node's driver is made of one implementation for each of the 13
+// interface kinds (Kind): bios, boot, console, deploy, firmware, inspect,
+// management, network, power, raid, rescue, storage and vendor. Each kind
+// has a small Go interface (PowerInterface, DeployInterface, ...) whose
+// methods take a context.Context and a *Task: the node's identity and the
+// parts a driver may read (driver_info, driver_internal_info,
+// instance_info, properties, ports). A driver never touches a database; it
+// records what it changes on the Task (SetDriverInternalInfo, SetProperty,
+// AddPort, ...) and the caller persists Task.Changes(). This is what makes
+// out-of-process plugins (package driver/plugin) stateless: every call
+// carries the Task and returns the Changes.
+//
+// Every implementation describes its driver_info properties and validates
+// a node (Interface). Optional capabilities are one-method-set interfaces
+// found by type assertion: StepProvider and StepRunner (steps as metadata
+// of type steps.Step, and a way to run one), StepPreparer (deploy
+// interfaces that prepare clean/service environments) and BootModeManager
+// (management interfaces).
+//
+// A HardwareType is data: a name and, per kind, the ordered list of
+// implementation names it supports. A Registry holds hardware types and
+// implementations, built-in and from plugins side by side, together with
+// the enabled lists and defaults of a Config, and applies Ironic's rules:
+//
+//   - an empty enabled list for a kind is computed from the first supported
+//     (registered) implementation of each enabled hardware type;
+//   - the default for a node is default_<kind>_interface when configured,
+//     else the first supported implementation that is enabled;
+//   - instance_info["<kind>_interface"] overrides the node's field;
+//   - errors are typed and say what is wrong: *HardwareTypeNotFoundError,
+//     *InterfaceNotFoundError (listing the valid names),
+//     *IncompatibleInterfaceError, *NoValidDefaultError (saying what to
+//     enable); they match the sentinels ErrHardwareTypeNotFound and friends
+//     with errors.Is;
+//   - fake-hardware (HardwareType.SkipCompatibilityCheck) accepts any
+//     enabled implementation of any kind.
+//
+// Built in (Builtins): the fake-hardware and manual-management hardware
+// types; a "fake" implementation of every kind whose state lives in
+// driver_internal_info (so it survives restarts) and which accepts
+// injected delays and failures (FakeConfig, or the driver_info keys
+// fake_delay and fake_fail); the no-op implementations no-bios,
+// no-console, no-firmware, no-inspect, no-raid, no-rescue and no-vendor
+// (every method fails with ErrUnsupported); and noop network, storage,
+// management and deploy.
+//
+// # Usage
+//
+// An embedder builds one registry, registers the built-ins and plugins,
+// checks the configuration at start, fills defaults when a node is
+// created, and resolves the driver when working on a node:
+//
+//	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+//	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+//		return err
+//	}
+//	if err := reg.Check(); err != nil {
+//		return err // a conductor refuses to start
+//	}
+//	ifaces, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+//	// persist ifaces on the new node ...
+//	drv, err := reg.Resolve(driver.NodeInterfaces{Node: uuid, HardwareType: driver.FakeHardware, Interfaces: ifaces})
+//	task := &driver.Task{NodeUUID: uuid, HardwareType: drv.HardwareType, Interfaces: drv.Names, DriverInfo: info}
+//	err = drv.Power().SetPowerState(ctx, task, driver.PowerOn, 0)
+//	changes := task.Changes() // persist changes.DriverInternalInfo ...
+//
+// See ExampleRegistry_Resolve and ExampleTask_Changes.
+package driver

@@ -1,0 +1,45 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/anvilmetal/anvil/driver"
+)
+
+func ExampleRegistry_Resolve() {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		fmt.Println(err)
+		return
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{Node: "node-1", HardwareType: driver.FakeHardware})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(drv.Names[driver.KindPower], drv.Names[driver.KindNetwork], drv.Names[driver.KindVendor])
+
+	_, err = reg.Resolve(driver.NodeInterfaces{
+		Node: "node-2", HardwareType: driver.FakeHardware,
+		Interfaces: map[driver.Kind]string{driver.KindPower: "ipmitool"},
+	})
+	var nf *driver.InterfaceNotFoundError
+	fmt.Println(errors.As(err, &nf), nf.Valid)
+	// Output:
+	// fake noop fake
+	// true [fake]
+}
+
+func ExampleTask_Changes() {
+	power := driver.NewFakePower(driver.FakeConfig{})
+	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: driver.FakeHardware}
+	if err := power.SetPowerState(context.Background(), task, driver.PowerOn, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(task.Changes().DriverInternalInfo)
+	// Output:
+	// map[fake_power_state:power on]
+}
