@@ -1,0 +1,622 @@
+package agentclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DefaultHeartbeatTimeout is Ironic's [api]ramdisk_heartbeat_timeout: the
+// agent heartbeats every 30 to 60 % of it.
+const DefaultHeartbeatTimeout = 300 * time.Second
+
+// maxBodyBytes bounds a heartbeat body; a PEM certificate is a few KiB.
+const maxBodyBytes = 256 << 10
+
+// HandlerConfig configures the lookup and heartbeat handler. The zero value
+// is Ironic's default configuration.
+type HandlerConfig struct {
+	// Logger receives one debug line per refused request and warnings for
+	// backend failures. Tokens are never logged. Nil discards.
+	Logger *slog.Logger
+	// Clock stamps accepted heartbeats. Nil means the system clock.
+	Clock Clock
+	// Rand is the randomness for new agent tokens. Nil means crypto/rand.
+	Rand io.Reader
+
+	// DisableRamdiskEndpoints is the inverse of Ironic's
+	// [api]enable_ramdisk_endpoints: when set both endpoints answer 403.
+	DisableRamdiskEndpoints bool
+	// UnrestrictedLookup is the inverse of [api]restrict_lookup: when set,
+	// lookup succeeds whatever the node's provision state.
+	UnrestrictedLookup bool
+	// AllowInsecureCallback is the inverse of [agent]require_tls (true by
+	// default since Ironic 2024.2): when set, http:// callback URLs are
+	// accepted.
+	AllowInsecureCallback bool
+	// HeartbeatTimeout is [api]ramdisk_heartbeat_timeout, sent to the agent
+	// at lookup. Zero means DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// PublicURL is the base URL of this API as agents reach it, used in the
+	// node links of a lookup answer. Empty means the request's scheme and
+	// Host.
+	PublicURL string
+	// Lookup holds the rest of the lookup answer's config section. Nil
+	// means DefaultLookupConfig(); agent_token, heartbeat_timeout and
+	// agent_skip_bmc_detect are always set per request.
+	Lookup *LookupConfig
+}
+
+// Handler serves the agent-facing endpoints of the Ironic API: GET / and
+// GET /v1 (version discovery, which IPA reads before anything else),
+// GET /v1/lookup and POST /v1/heartbeat/{node_ident}. Mount it at the root
+// of the URL the agents are given as ipa-api-url.
+type Handler struct {
+	backend Backend
+	cfg     HandlerConfig
+	lookup  LookupConfig
+	log     *slog.Logger
+	clock   Clock
+	mux     *http.ServeMux
+}
+
+// NewHandler returns a handler that checks every request as Ironic does and
+// talks to b for node data. It fails when b is nil or PublicURL is not an
+// absolute http(s) URL.
+func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: agentclient: NewHandler: backend is nil", ErrInvalidArgument)
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: agentclient: NewHandler: PublicURL %q is not an absolute http(s) URL", ErrInvalidArgument, cfg.PublicURL)
+		}
+		cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	h := &Handler{backend: b, cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.clock == nil {
+		h.clock = SystemClock{}
+	}
+	if cfg.Lookup != nil {
+		h.lookup = *cfg.Lookup
+	} else {
+		h.lookup = DefaultLookupConfig()
+	}
+	h.mux = http.NewServeMux()
+	h.mux.HandleFunc("GET /{$}", h.serveRoot)
+	h.mux.HandleFunc("GET /v1", h.serveV1)
+	h.mux.HandleFunc("GET /v1/{$}", h.serveV1)
+	h.mux.HandleFunc("GET /v1/lookup", h.serveLookup)
+	h.mux.HandleFunc("GET /v1/lookup/{$}", h.serveLookup)
+	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}", h.serveHeartbeat)
+	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}/{$}", h.serveHeartbeat)
+	return h, nil
+}
+
+// ServeHTTP routes a request. Unknown paths get Ironic's 404 error body.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := h.mux.Handler(r)
+	if pattern == "" {
+		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// writeIronicError writes an error the way the Ironic API does: the fault
+// object JSON-encoded as a string inside error_message.
+func writeIronicError(w http.ResponseWriter, status int, msg string) {
+	code := "Client"
+	if status >= 500 {
+		code = "Server"
+	}
+	inner, _ := json.Marshal(struct {
+		Faultcode   string  `json:"faultcode"`
+		Faultstring string  `json:"faultstring"`
+		Debuginfo   *string `json:"debuginfo"`
+	}{code, msg, nil})
+	body, _ := json.Marshal(map[string]string{"error_message": string(inner)})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// IronicError is the decoded body of an Ironic API error: error_message
+// holding a JSON-encoded fault.
+type IronicError struct {
+	Faultcode   string `json:"faultcode"`
+	Faultstring string `json:"faultstring"`
+}
+
+// ParseIronicError decodes an Ironic API error body. It returns false when
+// body is not one.
+func ParseIronicError(body []byte) (IronicError, bool) {
+	var outer struct {
+		ErrorMessage string `json:"error_message"`
+	}
+	if json.Unmarshal(body, &outer) != nil || outer.ErrorMessage == "" {
+		return IronicError{}, false
+	}
+	var e IronicError
+	if json.Unmarshal([]byte(outer.ErrorMessage), &e) != nil {
+		return IronicError{Faultstring: outer.ErrorMessage}, true
+	}
+	return e, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeIronicError(w, http.StatusInternalServerError, "Failed to encode the response.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// negotiate reads the microversion header, sets the version response
+// headers and returns the version to serve. It writes 406 and returns false
+// when the header is malformed or out of range.
+func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request) (APIVersion, bool) {
+	hd := w.Header()
+	hd.Set(HeaderAPIMinVersion, minAPIVersion.String())
+	hd.Set(HeaderAPIMaxVersion, maxAPIVersion.String())
+	hd.Add("Vary", HeaderAPIVersion)
+	raw := r.Header.Get(HeaderAPIVersion)
+	if raw == "" {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(r.Header.Get(headerOpenStackAPI)), "baremetal "); ok {
+			raw = v
+		}
+	}
+	v := minAPIVersion
+	switch strings.TrimSpace(raw) {
+	case "":
+	case "latest":
+		v = maxAPIVersion
+	default:
+		parsed, err := ParseAPIVersion(raw)
+		if err != nil {
+			writeIronicError(w, http.StatusNotAcceptable, fmt.Sprintf("Invalid value for %s header", HeaderAPIVersion))
+			return APIVersion{}, false
+		}
+		if parsed.Less(minAPIVersion) || maxAPIVersion.Less(parsed) {
+			writeIronicError(w, http.StatusNotAcceptable, fmt.Sprintf(
+				"Version %s was requested but the minor version is not supported by this service. The supported version range is: [%s, %s].",
+				parsed, minAPIVersion, maxAPIVersion))
+			return APIVersion{}, false
+		}
+		v = parsed
+	}
+	hd.Set(HeaderAPIVersion, v.String())
+	hd.Set(headerOpenStackAPI, "baremetal "+v.String())
+	return v, true
+}
+
+func (h *Handler) baseURL(r *http.Request) string {
+	if h.cfg.PublicURL != "" {
+		return h.cfg.PublicURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+type versionDoc struct {
+	ID         string `json:"id"`
+	Links      []Link `json:"links"`
+	Status     string `json:"status"`
+	MinVersion string `json:"min_version"`
+	Version    string `json:"version"`
+}
+
+// Link is an Ironic resource link.
+type Link struct {
+	Href string `json:"href"`
+	Rel  string `json:"rel"`
+}
+
+func (h *Handler) versionDoc(r *http.Request) versionDoc {
+	return versionDoc{
+		ID:         "v1",
+		Links:      []Link{{Href: h.baseURL(r) + "/v1/", Rel: "self"}},
+		Status:     "CURRENT",
+		MinVersion: minAPIVersion.String(),
+		Version:    maxAPIVersion.String(),
+	}
+}
+
+// serveRoot answers version discovery; IPA reads default_version.version
+// to pick the microversion of its lookup and heartbeats.
+func (h *Handler) serveRoot(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.negotiate(w, r); !ok {
+		return
+	}
+	v := h.versionDoc(r)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name":            "OpenStack Ironic API",
+		"description":     "Ironic-compatible ramdisk endpoints served by Anvil.",
+		"default_version": v,
+		"versions":        []versionDoc{v},
+	})
+}
+
+func (h *Handler) serveV1(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.negotiate(w, r); !ok {
+		return
+	}
+	base := h.baseURL(r)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": "v1",
+		"links": []Link{
+			{Href: base + "/v1/", Rel: "self"},
+		},
+		"media_types": []map[string]string{{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}},
+		"lookup":      []Link{{Href: base + "/v1/lookup/", Rel: "self"}, {Href: base + "/lookup/", Rel: "bookmark"}},
+		"heartbeat":   []Link{{Href: base + "/v1/heartbeat/", Rel: "self"}, {Href: base + "/heartbeat/", Rel: "bookmark"}},
+	})
+}
+
+// refuse logs a refused request at debug level and writes the error.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, node, msg string) {
+	h.log.LogAttrs(r.Context(), slog.LevelDebug, "agentclient: refused ramdisk request",
+		slog.String("path", r.URL.Path), slog.String("node", node), slog.Int("status", status), slog.String("reason", msg))
+	writeIronicError(w, status, msg)
+}
+
+// lookupAllowedStates are Ironic's LOOKUP_ALLOWED_STATES.
+func lookupAllowed(state string, fastTrack bool) bool {
+	switch state {
+	case "deploying", "wait call-back", "cleaning", "clean wait", "inspecting", "inspect wait", "rescuing", "rescue wait", "service wait":
+		return true
+	case "enroll", "manageable", "available", "servicing", "service hold":
+		return fastTrack
+	}
+	return false
+}
+
+// ParseMAC normalises a MAC address as Ironic's lookup does: six
+// colon-separated hexadecimal octets, returned in lower case. Hyphens are
+// accepted as separators. It reports false for anything else.
+func ParseMAC(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) != 17 {
+		return "", false
+	}
+	hw, err := net.ParseMAC(strings.ReplaceAll(s, "-", ":"))
+	if err != nil || len(hw) != 6 {
+		return "", false
+	}
+	return hw.String(), true
+}
+
+// serveLookup implements GET /v1/lookup.
+func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.DisableRamdiskEndpoints {
+		h.refuse(w, r, http.StatusForbidden, "", "Ramdisk endpoints are disabled.")
+		return
+	}
+	ver, ok := h.negotiate(w, r)
+	if !ok {
+		return
+	}
+	if ver.Less(versionRamdiskEndpoints) {
+		h.refuse(w, r, http.StatusNotFound, "", "The resource could not be found.")
+		return
+	}
+	q := r.URL.Query()
+	var lq LookupQuery
+	for _, a := range strings.Split(q.Get("addresses"), ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if mac, ok := ParseMAC(a); ok {
+			lq.Addresses = append(lq.Addresses, mac)
+		} else {
+			h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: lookup: dropping an invalid MAC address", slog.String("address", a))
+		}
+	}
+	if raw := q.Get("node_uuid"); raw != "" {
+		id, err := uuid.Parse(raw)
+		if err != nil || len(raw) != 36 {
+			h.refuse(w, r, http.StatusBadRequest, "", fmt.Sprintf("Expected a UUID for node_uuid but received %q.", raw))
+			return
+		}
+		lq.NodeUUID = id.String()
+	}
+	if lq.NodeUUID == "" && len(lq.Addresses) == 0 {
+		h.refuse(w, r, http.StatusBadRequest, "", "One or more of the following fields are required and must be valid: addresses (MAC addresses), node_uuid.")
+		return
+	}
+	const notFound = "Node could not be found or is not in a state that allows lookup."
+	node, err := h.backend.LookupNode(r.Context(), lq)
+	if err != nil {
+		if errors.Is(err, ErrNodeNotFound) {
+			h.refuse(w, r, http.StatusNotFound, lq.NodeUUID, notFound)
+			return
+		}
+		h.backendFailure(w, r, "lookup", lq.NodeUUID, err)
+		return
+	}
+	if !h.cfg.UnrestrictedLookup && !lookupAllowed(node.ProvisionState, node.FastTrack) {
+		// Deliberately the same answer as "not found".
+		h.refuse(w, r, http.StatusNotFound, node.UUID, notFound)
+		return
+	}
+	candidate, err := NewToken(h.cfg.Rand)
+	if err != nil {
+		h.backendFailure(w, r, "lookup", node.UUID, err)
+		return
+	}
+	created, err := h.backend.EnsureAgentToken(r.Context(), node.UUID, candidate)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrNodeLocked):
+			h.refuse(w, r, http.StatusConflict, node.UUID, fmt.Sprintf("Node %s is locked by another process; retry later.", node.UUID))
+		case errors.Is(err, ErrNodeNotFound):
+			h.refuse(w, r, http.StatusNotFound, node.UUID, notFound)
+		default:
+			h.backendFailure(w, r, "lookup", node.UUID, err)
+		}
+		return
+	}
+	token := MaskedToken
+	if created {
+		token = candidate
+	}
+	cfg := h.lookup
+	cfg.HeartbeatTimeout = int(h.cfg.HeartbeatTimeout / time.Second)
+	cfg.AgentToken = token
+	cfg.AgentTokenRequired = true
+	cfg.AgentSkipBMCDetect = node.ManagementInterface == "redfish" || node.ManagementInterface == "idrac-redfish"
+	dii := MaskSecrets(node.DriverInternalInfo)
+	if created {
+		dii["agent_secret_token"] = MaskedToken
+	}
+	base := h.baseURL(r)
+	writeJSON(w, http.StatusOK, LookupResponse{
+		Node: LookupNode{
+			UUID:               node.UUID,
+			Properties:         nonNil(node.Properties),
+			InstanceInfo:       maskInstanceInfo(node.InstanceInfo),
+			DriverInternalInfo: dii,
+			Links: []Link{
+				{Href: base + "/v1/nodes/" + node.UUID, Rel: "self"},
+				{Href: base + "/nodes/" + node.UUID, Rel: "bookmark"},
+			},
+		},
+		Config: cfg,
+	})
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// maskInstanceInfo masks instance_info as Ironic does for API output:
+// secrets, and configdrive and image_url always.
+func maskInstanceInfo(m map[string]any) map[string]any {
+	out := MaskSecrets(m)
+	for _, k := range []string{"configdrive", "image_url"} {
+		if _, ok := out[k]; ok {
+			out[k] = MaskedToken
+		}
+	}
+	return out
+}
+
+func (h *Handler) backendFailure(w http.ResponseWriter, r *http.Request, op, node string, err error) {
+	h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: backend failed", slog.String("op", op), slog.String("node", node), slog.Any("error", err))
+	writeIronicError(w, http.StatusInternalServerError, "Internal error while processing the request.")
+}
+
+// HeartbeatRequest is the JSON body of POST /v1/heartbeat/{node_ident}.
+// Absent and null fields are nil.
+type HeartbeatRequest struct {
+	CallbackURL        *string `json:"callback_url,omitempty"`
+	AgentToken         *string `json:"agent_token,omitempty"`
+	AgentVersion       *string `json:"agent_version,omitempty"`
+	AgentVerifyCA      *string `json:"agent_verify_ca,omitempty"`
+	AgentStatus        *string `json:"agent_status,omitempty"`
+	AgentStatusMessage *string `json:"agent_status_message,omitempty"`
+}
+
+// DecodeHeartbeatRequest parses a heartbeat body strictly: one JSON object,
+// string (or null) fields only, no unknown fields, nothing after it.
+func DecodeHeartbeatRequest(body []byte) (HeartbeatRequest, error) {
+	var req HeartbeatRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return HeartbeatRequest{}, fmt.Errorf("%w: heartbeat body: %v", ErrInvalidArgument, err)
+	}
+	if dec.More() {
+		return HeartbeatRequest{}, fmt.Errorf("%w: heartbeat body: trailing data after the JSON object", ErrInvalidArgument)
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("null")) {
+		return HeartbeatRequest{}, fmt.Errorf("%w: heartbeat body: expected a JSON object, got null", ErrInvalidArgument)
+	}
+	return req, nil
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// validCallbackURL reports whether u is an absolute http(s) URL with a host.
+func validCallbackURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	return u.Scheme == "http" || u.Scheme == "https"
+}
+
+// parseCertificatePEM checks that s holds at least one PEM certificate.
+func parseCertificatePEM(s string) error {
+	block, _ := pem.Decode([]byte(s))
+	if block == nil || block.Type != "CERTIFICATE" {
+		return errors.New("no PEM CERTIFICATE block")
+	}
+	_, err := x509.ParseCertificate(block.Bytes)
+	return err
+}
+
+// serveHeartbeat implements POST /v1/heartbeat/{node_ident}. The checks run
+// in Ironic's order: API-side ones first, then the conductor's.
+func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
+	ident := r.PathValue("node_ident")
+	if h.cfg.DisableRamdiskEndpoints {
+		h.refuse(w, r, http.StatusForbidden, ident, "Ramdisk endpoints are disabled.")
+		return
+	}
+	ver, ok := h.negotiate(w, r)
+	if !ok {
+		return
+	}
+	if ver.Less(versionRamdiskEndpoints) {
+		h.refuse(w, r, http.StatusNotFound, ident, "The resource could not be found.")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body is too large or could not be read.")
+		return
+	}
+	req, err := DecodeHeartbeatRequest(body)
+	if err != nil {
+		h.refuse(w, r, http.StatusBadRequest, ident, "Invalid heartbeat body: expected a JSON object with string fields callback_url, agent_token, agent_version, agent_verify_ca, agent_status, agent_status_message.")
+		return
+	}
+	for _, f := range []struct {
+		name string
+		val  *string
+		min  APIVersion
+	}{
+		{"agent_version", req.AgentVersion, versionAgentVersion},
+		{"agent_token", req.AgentToken, versionAgentToken},
+		{"agent_verify_ca", req.AgentVerifyCA, versionAgentVerifyCA},
+		{"agent_status", req.AgentStatus, versionAgentStatus},
+		{"agent_status_message", req.AgentStatusMessage, versionAgentStatus},
+	} {
+		if f.val != nil && ver.Less(f.min) {
+			h.refuse(w, r, http.StatusBadRequest, ident, fmt.Sprintf("Field %s requires API version %s or newer; the request used %s.", f.name, f.min, ver))
+			return
+		}
+	}
+	if req.CallbackURL == nil {
+		h.refuse(w, r, http.StatusBadRequest, ident, "Missing argument: callback_url.")
+		return
+	}
+	callback := *req.CallbackURL
+	if callback == "" && req.AgentStatus == nil || callback != "" && !validCallbackURL(callback) {
+		h.refuse(w, r, http.StatusBadRequest, ident, fmt.Sprintf("Invalid callback_url %q: expected an absolute http or https URL.", callback))
+		return
+	}
+	if req.AgentStatus != nil {
+		switch *req.AgentStatus {
+		case "start", "end", "error":
+		default:
+			h.refuse(w, r, http.StatusBadRequest, ident, fmt.Sprintf("Unknown agent_status %q: expected one of start, end, error.", *req.AgentStatus))
+			return
+		}
+	}
+	node, err := h.backend.GetNode(r.Context(), ident)
+	if err != nil {
+		if errors.Is(err, ErrNodeNotFound) {
+			h.refuse(w, r, http.StatusNotFound, ident, fmt.Sprintf("Node %s could not be found.", ident))
+			return
+		}
+		h.backendFailure(w, r, "heartbeat", ident, err)
+		return
+	}
+	if node.AgentURL != "" && callback != node.AgentURL {
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Agent callback URL changed unexpectedly; refusing the heartbeat.")
+		return
+	}
+	if req.AgentToken == nil || *req.AgentToken == "" {
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Agent token is required for heartbeat processing.")
+		return
+	}
+	// Conductor-side checks.
+	if req.AgentVersion == nil && req.AgentStatus == nil {
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Heartbeat carries no agent_version; upgrade the agent.")
+		return
+	}
+	if !TokensEqual(node.AgentToken, *req.AgentToken) {
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Invalid or missing agent token received.")
+		return
+	}
+	if !h.cfg.AllowInsecureCallback && !strings.HasPrefix(callback, "https://") {
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "TLS is required by the conductor but the agent callback URL does not use https.")
+		return
+	}
+	ca := str(req.AgentVerifyCA)
+	if ca != "" {
+		if err := parseCertificatePEM(ca); err != nil {
+			h.refuse(w, r, http.StatusBadRequest, node.UUID, "agent_verify_ca is not a PEM certificate.")
+			return
+		}
+		if node.AgentVerifyCA != "" && strings.TrimSpace(node.AgentVerifyCA) != strings.TrimSpace(ca) {
+			h.refuse(w, r, http.StatusBadRequest, node.UUID, "Agent certificate differs from the one pinned for this node; refusing the heartbeat.")
+			return
+		}
+	}
+	if node.AgentURL == "" && node.Reservation != "" {
+		h.refuse(w, r, http.StatusConflict, node.UUID, fmt.Sprintf("Node %s is locked by host %s, please retry after the current operation is completed.", node.UUID, node.Reservation))
+		return
+	}
+	hb := Heartbeat{
+		NodeUUID:           node.UUID,
+		CallbackURL:        callback,
+		AgentVersion:       str(req.AgentVersion),
+		AgentVerifyCA:      ca,
+		AgentStatus:        str(req.AgentStatus),
+		AgentStatusMessage: str(req.AgentStatusMessage),
+		ReceivedAt:         h.clock.Now().UTC(),
+	}
+	if err := h.backend.RecordHeartbeat(r.Context(), hb); err != nil {
+		switch {
+		case errors.Is(err, ErrNodeLocked):
+			h.refuse(w, r, http.StatusConflict, node.UUID, fmt.Sprintf("Node %s is locked, please retry after the current operation is completed.", node.UUID))
+		case errors.Is(err, ErrNodeNotFound):
+			h.refuse(w, r, http.StatusNotFound, node.UUID, fmt.Sprintf("Node %s could not be found.", ident))
+		case errors.Is(err, context.Canceled):
+			h.refuse(w, r, http.StatusServiceUnavailable, node.UUID, "The request was cancelled.")
+		default:
+			h.backendFailure(w, r, "heartbeat", node.UUID, err)
+		}
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+var _ http.Handler = (*Handler)(nil)
