@@ -1,5 +1,7 @@
 package steps
 
+import "strings"
+
 // Kind names a family of steps: the operation a step list belongs to.
 type Kind string
 
@@ -29,4 +31,203 @@ type Step struct {
 	Abortable       bool               `json:"abortable"`
 	RequiresRamdisk bool               `json:"requires_ramdisk,omitempty"`
 	RebootRequested bool               `json:"reboot_requested,omitempty"`
+
+	// AbortAfter is set on the running step when an abort was requested
+	// while a non-abortable step ran: the operation is aborted once the
+	// step finishes (Ironic's "abort_after" key of the current step).
+	AbortAfter bool `json:"abort_after,omitempty"`
+	// ExecuteOnChildNodes asks the conductor to run a user step on the
+	// node's child nodes; such steps are not validated against the
+	// parent's driver.
+	ExecuteOnChildNodes bool `json:"execute_on_child_nodes,omitempty"`
+	// LimitChildNodeExecution restricts ExecuteOnChildNodes to the named
+	// child nodes.
+	LimitChildNodeExecution []string `json:"limit_child_node_execution,omitempty"`
+}
+
+// Key returns the step's identity, "<interface>.<step>", the form used by
+// priority overrides, disallow lists and duplicate detection.
+func (s Step) Key() string { return s.Interface + "." + s.Name }
+
+// IsZero reports whether s is the empty step ({} in Ironic), the value of
+// a node's current-step column when no step runs.
+func (s Step) IsZero() bool { return s.Interface == "" && s.Name == "" }
+
+// IsReserved reports whether the step's name is one the conductor handles
+// itself (power_on, power_off, reboot, hold, wait) rather than a driver.
+func (s Step) IsReserved() bool { return IsReservedName(s.Name) }
+
+// Reserved step names: steps with these names are executed by the
+// conductor, whatever their interface, and skip validation.
+const (
+	StepPowerOn  = "power_on"
+	StepPowerOff = "power_off"
+	StepReboot   = "reboot"
+	StepHold     = "hold"
+	StepWait     = "wait"
+)
+
+// IsReservedName reports whether name is a reserved step name.
+func IsReservedName(name string) bool {
+	switch name {
+	case StepPowerOn, StepPowerOff, StepReboot, StepHold, StepWait:
+		return true
+	}
+	return false
+}
+
+// clone returns a copy of s that shares no maps or slices with it.
+func (s Step) clone() Step {
+	c := s
+	if s.Args != nil {
+		c.Args = cloneValue(s.Args).(map[string]any)
+	}
+	if s.ArgsInfo != nil {
+		c.ArgsInfo = make(map[string]ArgInfo, len(s.ArgsInfo))
+		for k, v := range s.ArgsInfo {
+			c.ArgsInfo[k] = v
+		}
+	}
+	if s.LimitChildNodeExecution != nil {
+		c.LimitChildNodeExecution = append([]string(nil), s.LimitChildNodeExecution...)
+	}
+	return c
+}
+
+// cloneValue deep-copies the JSON-like values found in step arguments.
+func cloneValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = cloneValue(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(t))
+		for i, e := range t {
+			l[i] = cloneValue(e)
+		}
+		return l
+	default:
+		return v
+	}
+}
+
+func cloneSteps(in []Step) []Step {
+	if in == nil {
+		return nil
+	}
+	out := make([]Step, len(in))
+	for i, s := range in {
+		out[i] = s.clone()
+	}
+	return out
+}
+
+// Interface types, as Ironic names them.
+const (
+	InterfaceBIOS       = "bios"
+	InterfaceBoot       = "boot"
+	InterfaceConsole    = "console"
+	InterfaceDeploy     = "deploy"
+	InterfaceFirmware   = "firmware"
+	InterfaceInspect    = "inspect"
+	InterfaceManagement = "management"
+	InterfaceNetwork    = "network"
+	InterfacePower      = "power"
+	InterfaceRAID       = "raid"
+	InterfaceRescue     = "rescue"
+	InterfaceStorage    = "storage"
+	InterfaceVendor     = "vendor"
+)
+
+// ifacePrio is one row of a kind's tie-break table.
+type ifacePrio struct {
+	iface string
+	prio  int
+}
+
+// The tie-break tables of §3.2, in Ironic's collection order (the order of
+// its priority dictionaries), higher priority first.
+var (
+	cleanTable = []ifacePrio{
+		{InterfaceVendor, 7}, {InterfacePower, 6}, {InterfaceManagement, 5},
+		{InterfaceFirmware, 4}, {InterfaceDeploy, 3}, {InterfaceBIOS, 2}, {InterfaceRAID, 1},
+	}
+	serviceTable = []ifacePrio{
+		{InterfaceNetwork, 8}, {InterfaceVendor, 7}, {InterfacePower, 6}, {InterfaceManagement, 5},
+		{InterfaceFirmware, 4}, {InterfaceDeploy, 3}, {InterfaceBIOS, 2}, {InterfaceRAID, 1},
+	}
+	verifyTable = []ifacePrio{
+		{InterfacePower, 13}, {InterfaceManagement, 12}, {InterfaceFirmware, 11},
+		{InterfaceInspect, 10}, {InterfaceDeploy, 9}, {InterfaceBoot, 8}, {InterfaceBIOS, 7},
+		{InterfaceRAID, 6}, {InterfaceVendor, 5}, {InterfaceNetwork, 4}, {InterfaceStorage, 3},
+		{InterfaceConsole, 2}, {InterfaceRescue, 1},
+	}
+)
+
+func (k Kind) table() []ifacePrio {
+	switch k {
+	case Clean, Deploy:
+		// Ironic keeps two tables with identical content for clean and deploy.
+		return cleanTable
+	case Service:
+		return serviceTable
+	case Verify:
+		return verifyTable
+	}
+	return nil
+}
+
+// Valid reports whether k is one of the four step kinds.
+func (k Kind) Valid() bool { return k.table() != nil }
+
+// InterfacePriority returns the tie-break priority of an interface for
+// this kind (higher runs first among steps of equal priority), and false
+// when the interface contributes no steps of this kind.
+func (k Kind) InterfacePriority(iface string) (int, bool) {
+	for _, r := range k.table() {
+		if r.iface == iface {
+			return r.prio, true
+		}
+	}
+	return 0, false
+}
+
+// Interfaces returns the interfaces that contribute steps of this kind, in
+// Ironic's collection order.
+func (k Kind) Interfaces() []string {
+	t := k.table()
+	out := make([]string, len(t))
+	for i, r := range t {
+		out[i] = r.iface
+	}
+	return out
+}
+
+// userInterfaces returns the interfaces the API accepts in user steps of
+// this kind: the cleaning table for clean and service steps, the
+// deploying table for deploy steps.
+func (k Kind) userInterfaces() []string {
+	switch k {
+	case Clean, Service, Deploy:
+		return Clean.Interfaces()
+	}
+	return nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// splitKey splits "interface.step" at the first dot.
+func splitKey(key string) (iface, name string, ok bool) {
+	iface, name, ok = strings.Cut(key, ".")
+	return iface, name, ok && iface != "" && name != ""
 }

@@ -1,0 +1,93 @@
+// Package steps is the pure logic of Ironic's step machinery: which clean,
+// deploy, service and verify steps a node runs, in which order, with which
+// arguments, and what the conductor does after each step. It does no I/O
+// and keeps no state: a conductor persists what it decides (the Progress
+// record, stored under Ironic's own driver_internal_info keys) and executes
+// the actions it returns, so a run survives a restart and can be resumed
+// by another conductor.
+//
+// # Declaring steps
+//
+// An interface implementation describes each step it offers with Declare,
+// which applies the defaults of Ironic's decorators per kind (clean and
+// service steps are not abortable and require the ramdisk; deploy steps are
+// abortable and need a priority of at least 0) and refuses invalid
+// metadata with a *MetadataError. Check validates metadata received from
+// elsewhere, ParseArgsInfo converts argsinfo decoded from JSON, and
+// AgentSteps turns an agent's get_<kind>_steps answer into the
+// per-interface cache Ironic keeps.
+//
+// # Planning
+//
+// Gather collects a node's steps of one kind from its driver's interfaces
+// and the agent (a Source), applies priority overrides keyed
+// "interface.step", drops disabled (priority 0) steps for automated runs
+// and sorts them by priority and then by the interface tie-break of the
+// kind (cleaning and deploying: vendor > power > management > firmware >
+// deploy > bios > raid; verifying has its own table). A Planner, built from
+// the operator Config, turns that into plans:
+//
+//   - AutomatedClean: every enabled step in order, or a runbook's list, or
+//     a skip when automated cleaning is off for the node or globally;
+//   - ManualClean and Service: exactly the user's steps in the user's order
+//     after validation;
+//   - Deploy: user steps, then steps of deploy templates matched by the
+//     instance traits, then the driver's enabled steps that neither
+//     overrides; priority 0 disables a driver step;
+//   - Verify: enabled verify steps in order.
+//
+// User steps come from ParseUserSteps, which checks the API's request
+// schema. Validation (ValidateUserSteps, used by the planners) reports every
+// problem of a request, worded as Ironic words it, in one *ValidationError:
+// unknown step, unexpected or missing arguments, ramdisk required while
+// disabled, the core deploy.deploy step overridden, duplicated deploy steps,
+// disallowed steps. Reserved step names (power_on, power_off, reboot, hold,
+// wait) are the conductor's own and pass through.
+//
+// # Running
+//
+// Plan.Progress gives the initial Progress; Planner.Start enters the first
+// step. After each step the conductor reports an Outcome to Planner.Decide
+// and receives an Action (run step i, power action, hold, sleep, wait for
+// the agent, reboot then wait, refresh the agent's steps and restart or
+// re-run, finish, fail, abort now or after the step) together with the
+// Progress to persist. Planner.Continue is the continuation Ironic runs on
+// heartbeats and continue calls: it pops the skip-current-step flag and
+// honours abort-after.
+//
+// # Usage
+//
+//	planner, err := steps.NewPlanner(steps.Config{
+//		CleanPriorityOverrides: map[string]int{"deploy.erase_devices": 0},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	plan, err := planner.AutomatedClean(steps.AutomatedCleanRequest{
+//		Source: steps.Source{Driver: driverSteps, Agent: agentSteps},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	if plan.Skip {
+//		return fireDone()
+//	}
+//	prog := plan.Progress()
+//	for action := planner.Start(prog); ; {
+//		if err := action.Progress.Write(node.DriverInternalInfo); err != nil {
+//			return err
+//		}
+//		node.CleanStep = action.Progress.Current
+//		switch action.Kind {
+//		case steps.RunStep:
+//			outcome := execute(action.Step)
+//			action = planner.Decide(action.Progress, outcome)
+//		case steps.Finish:
+//			return fireDone()
+//		default:
+//			return handle(action) // wait, reboot, fail, abort...
+//		}
+//	}
+//
+// See the Example functions for runnable versions.
+package steps

@@ -1,0 +1,141 @@
+package steps
+
+import (
+	"sort"
+)
+
+// Source is where a node's steps come from: the steps declared by each
+// interface implementation of the node's driver, and the in-band steps the
+// agent reported (Ironic's agent_cached_<kind>_steps).
+type Source struct {
+	// Driver maps an interface type ("deploy", "raid", ...) to the steps
+	// its implementation for this node declares. Interfaces that
+	// contribute no steps of the kind are ignored.
+	Driver map[string][]Step `json:"driver,omitempty"`
+	// Agent maps an interface type to the in-band steps the agent
+	// reported for it. The conductor passes only interfaces whose
+	// implementation takes in-band steps (an agent-based deploy
+	// interface, the agent RAID interface...). An agent step with the
+	// same interface and name as a driver step is shadowed by the
+	// driver's out-of-band step (which proxies to it).
+	Agent map[string][]Step `json:"agent,omitempty"`
+	// AgentPriorities overrides the priority of agent steps, keyed by
+	// "interface.step" or by bare step name, as [deploy]erase_devices_priority
+	// and friends do; any value present applies, 0 included.
+	AgentPriorities map[string]int `json:"agent_priorities,omitempty"`
+}
+
+// GatherOptions selects how Gather filters and orders steps.
+type GatherOptions struct {
+	// EnabledOnly drops steps whose priority is exactly 0 after
+	// overrides, as automated runs do.
+	EnabledOnly bool
+	// Sorted orders the result by priority, then the interface tie-break
+	// of the kind, descending; stable for equal keys.
+	Sorted bool
+	// Overrides replaces priorities, keyed "interface.step"; as in Ironic
+	// only a non-zero value overrides.
+	Overrides map[string]int
+}
+
+// Gather collects the node's steps of one kind, in Ironic's order: for
+// each interface of the kind's table (in table order) the driver's steps,
+// then the agent's steps; then priority overrides, the enabled filter
+// and the sort. The result shares no memory with src.
+func Gather(kind Kind, src Source, opts GatherOptions) []Step {
+	var out []Step
+	for _, row := range kind.table() {
+		driver := src.Driver[row.iface]
+		for _, s := range driver {
+			s = s.clone()
+			s.Interface = row.iface
+			out = append(out, s)
+		}
+		for _, s := range src.Agent[row.iface] {
+			if findStep(driver, row.iface, s.Name) >= 0 {
+				continue
+			}
+			s = s.clone()
+			s.Interface = row.iface
+			if kind == Clean || kind == Service {
+				// In-band steps always need the ramdisk.
+				s.RequiresRamdisk = true
+			}
+			if p, ok := src.AgentPriorities[s.Key()]; ok {
+				s.Priority = p
+			} else if p, ok := src.AgentPriorities[s.Name]; ok {
+				s.Priority = p
+			}
+			out = append(out, s)
+		}
+	}
+	for i := range out {
+		if p := opts.Overrides[out[i].Key()]; p != 0 {
+			out[i].Priority = p
+		}
+	}
+	if opts.EnabledOnly {
+		kept := out[:0]
+		for _, s := range out {
+			if s.Priority != 0 {
+				kept = append(kept, s)
+			}
+		}
+		out = kept
+	}
+	if opts.Sorted {
+		sortSteps(kind, out)
+	}
+	return out
+}
+
+// sortSteps sorts by (priority, interface priority) descending, keeping
+// the collection order of equal keys.
+func sortSteps(kind Kind, list []Step) {
+	sort.SliceStable(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		pa, _ := kind.InterfacePriority(a.Interface)
+		pb, _ := kind.InterfacePriority(b.Interface)
+		return pa > pb
+	})
+}
+
+func findStep(list []Step, iface, name string) int {
+	for i, s := range list {
+		if s.Interface == iface && s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// AgentSteps turns the step list of an agent's get_<kind>_steps answer
+// (hardware manager name → steps) into the per-interface cache Ironic
+// keeps in agent_cached_<kind>_steps. Steps of interfaces that contribute
+// no steps of the kind are dropped; clean and service steps are marked as
+// requiring the ramdisk. Hardware managers are read in name order so the
+// result is deterministic.
+func AgentSteps(kind Kind, byManager map[string][]Step) map[string][]Step {
+	managers := make([]string, 0, len(byManager))
+	for m := range byManager {
+		managers = append(managers, m)
+	}
+	sort.Strings(managers)
+	out := map[string][]Step{}
+	for _, m := range managers {
+		for _, s := range byManager[m] {
+			if _, ok := kind.InterfacePriority(s.Interface); !ok {
+				continue
+			}
+			s = s.clone()
+			if kind == Clean || kind == Service {
+				s.RequiresRamdisk = true
+			}
+			out[s.Interface] = append(out[s.Interface], s)
+		}
+	}
+	return out
+}
