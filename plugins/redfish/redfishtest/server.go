@@ -1,0 +1,808 @@
+package redfishtest
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed testdata/mockup
+var mockupFS embed.FS
+
+// SystemID is the identifier of the one computer system the server
+// exposes, as the DMTF mockup names it.
+const SystemID = "437XR1138R2"
+
+const (
+	root        = "/redfish/v1"
+	systemPath  = root + "/Systems/" + SystemID
+	sessionsURI = root + "/SessionService/Sessions"
+	biosRegID   = "BiosAttributeRegistryP89.v1_0_0"
+)
+
+// Options configures a Server. The zero value serves plain HTTP with the
+// user "admin" and the password "password".
+type Options struct {
+	// Username and Password are the only credentials the service accepts,
+	// through HTTP Basic or a session.
+	Username string
+	Password string
+	// TLS serves HTTPS with a freshly generated self-signed certificate.
+	TLS bool
+	// Latency is added to every request before it is answered, to model
+	// a slow BMC.
+	Latency time.Duration
+	// NoSessions models a BMC without a session service: logins answer
+	// 405 and only HTTP Basic works.
+	NoSessions bool
+	// TaskPolls is how many GETs of a firmware update task report it
+	// Running before it completes (default 2).
+	TaskPolls int
+}
+
+// Stats is a snapshot of what the server has seen.
+type Stats struct {
+	// Requests counts every HTTP request answered.
+	Requests int
+	// PeakConcurrent is the largest number of requests in flight at once.
+	PeakConcurrent int
+	// SessionsCreated and SessionsDeleted count logins and logouts.
+	SessionsCreated int
+	SessionsDeleted int
+	// Unauthorized counts requests answered 401.
+	Unauthorized int
+	// Resets lists the ResetType of every accepted Reset action in order.
+	Resets []string
+	// Boots lists the boot source of every simulated boot (a Reset that
+	// leaves the system on), honouring the boot override.
+	Boots []string
+}
+
+// Server is a stateful Redfish service built from the DMTF public
+// mockups. It is safe for concurrent use. Close releases its listener.
+type Server struct {
+	opts Options
+	srv  *httptest.Server
+
+	mu        sync.Mutex
+	res       map[string]map[string]any
+	sessions  map[string]string // token -> session URI
+	nextID    int
+	failNext  []int
+	inflight  int
+	stats     Stats
+	taskPolls map[string]int
+	biosPend  map[string]any
+	biosReset bool
+	biosDef   map[string]any
+	tasks     map[string]updateTask
+}
+
+type updateTask struct{ target, image string }
+
+// New loads the mockup, makes it stateful and starts serving it on a
+// loopback port. The caller must Close the server.
+func New(opts Options) (*Server, error) {
+	if opts.Username == "" {
+		opts.Username = "admin"
+	}
+	if opts.Password == "" {
+		opts.Password = "password"
+	}
+	if opts.TaskPolls <= 0 {
+		opts.TaskPolls = 2
+	}
+	s := &Server{
+		opts:      opts,
+		res:       map[string]map[string]any{},
+		sessions:  map[string]string{},
+		nextID:    100,
+		taskPolls: map[string]int{},
+		tasks:     map[string]updateTask{},
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opts.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
+	return s, nil
+}
+
+// URL is the base address of the service, such as http://127.0.0.1:1234.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Address is the URL without the scheme's default expectations: the value
+// to put in redfish_address.
+func (s *Server) Address() string { return s.srv.URL }
+
+// CertPool returns a pool trusting the server's self-signed certificate,
+// or nil for plain HTTP.
+func (s *Server) CertPool() *x509.CertPool {
+	if s.srv.TLS == nil {
+		return nil
+	}
+	p := x509.NewCertPool()
+	p.AddCert(s.srv.Certificate())
+	return p
+}
+
+// Certificate returns the server's self-signed certificate, or nil for
+// plain HTTP.
+func (s *Server) Certificate() *x509.Certificate {
+	if s.srv.TLS == nil {
+		return nil
+	}
+	return s.srv.Certificate()
+}
+
+// TLSConfig is the server's TLS configuration, or nil for plain HTTP.
+func (s *Server) TLSConfig() *tls.Config { return s.srv.TLS }
+
+// Close stops the server and waits for requests in flight.
+func (s *Server) Close() { s.srv.Close() }
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Resets = append([]string(nil), s.stats.Resets...)
+	st.Boots = append([]string(nil), s.stats.Boots...)
+	return st
+}
+
+// ActiveSessions returns how many sessions are currently open.
+func (s *Server) ActiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// ExpireSessions forgets every session, as a BMC does after its session
+// timeout or a reboot: the next request with an old token gets 401.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, uri := range s.sessions {
+		s.removeMember(sessionsURI, uri)
+		delete(s.res, uri)
+	}
+	s.sessions = map[string]string{}
+}
+
+// FailNext makes the next len(codes) requests (after authentication)
+// answer with the given HTTP status codes, in order.
+func (s *Server) FailNext(codes ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = append(s.failNext, codes...)
+}
+
+// PowerState returns the system's PowerState ("On" or "Off").
+func (s *Server) PowerState() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, _ := s.res[systemPath]["PowerState"].(string)
+	return v
+}
+
+// SetPowerState changes the system's PowerState out of band.
+func (s *Server) SetPowerState(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res[systemPath]["PowerState"] = state
+}
+
+// Resource returns a deep copy of the resource at uri, or nil.
+func (s *Server) Resource(uri string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.res[strings.TrimSuffix(uri, "/")]
+	if !ok {
+		return nil
+	}
+	return deepCopy(r)
+}
+
+// Mutate lets a test change the resource at uri in place, for example to
+// model a vendor quirk. It reports whether the resource exists.
+func (s *Server) Mutate(uri string, fn func(map[string]any)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.res[strings.TrimSuffix(uri, "/")]
+	if ok {
+		fn(r)
+	}
+	return ok
+}
+
+func deepCopy(r map[string]any) map[string]any {
+	b, _ := json.Marshal(r)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// load reads the embedded mockup tree: <dir>/index.json is the resource
+// at /redfish/v1/<dir>.
+func (s *Server) load() error {
+	const base = "testdata/mockup"
+	err := fs.WalkDir(mockupFS, base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Base(p) != "index.json" {
+			return err
+		}
+		b, err := mockupFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("redfishtest: mockup %s: %w", p, err)
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(path.Dir(p), base), "/")
+		s.res[root+rel] = m
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redfishtest: load mockup: %w", err)
+	}
+	s.decorate()
+	return nil
+}
+
+// decorate adds what the static mockup lacks for a stateful service:
+// actions on virtual media, a Storage link, a BIOS attribute registry,
+// and collections that only list resources that exist.
+func (s *Server) decorate() {
+	sys := s.res[systemPath]
+	sys["Storage"] = map[string]any{"@odata.id": systemPath + "/Storage"}
+	sys["PowerState"] = "Off"
+	s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
+	s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+	for uri, r := range s.res {
+		if strings.HasPrefix(uri, systemPath+"/VirtualMedia/") {
+			r["Actions"] = map[string]any{
+				"#VirtualMedia.InsertMedia": map[string]any{"target": uri + "/Actions/VirtualMedia.InsertMedia"},
+				"#VirtualMedia.EjectMedia":  map[string]any{"target": uri + "/Actions/VirtualMedia.EjectMedia"},
+			}
+			r["Inserted"] = false
+			r["Image"] = nil
+			r["ImageName"] = nil
+		}
+	}
+	// A BIOS attribute registry written for these tests (the mockup names
+	// one but does not ship it).
+	regURI := root + "/Registries/" + biosRegID
+	s.res[root+"/Registries"] = map[string]any{
+		"@odata.id": root + "/Registries", "Name": "Registries",
+		"Members": []any{map[string]any{"@odata.id": regURI}},
+	}
+	s.res[regURI] = map[string]any{
+		"@odata.id": regURI, "@odata.type": "#MessageRegistryFile.v1_1_0.MessageRegistryFile",
+		"Id": biosRegID, "Registry": biosRegID, "Languages": []any{"en"},
+		"Location": []any{map[string]any{"Language": "en", "Uri": regURI + "/Registry"}},
+	}
+	s.res[regURI+"/Registry"] = biosRegistry(regURI + "/Registry")
+	for _, coll := range []string{sessionsURI, root + "/TaskService/Tasks"} {
+		if s.res[coll] == nil {
+			s.res[coll] = map[string]any{"@odata.id": coll, "Name": path.Base(coll), "Members": []any{}}
+		}
+	}
+	// Collections list only what exists.
+	for _, r := range s.res {
+		members, ok := r["Members"].([]any)
+		if !ok {
+			continue
+		}
+		kept := members[:0]
+		for _, m := range members {
+			if id, _ := m.(map[string]any)["@odata.id"].(string); s.res[strings.SplitN(id, "#", 2)[0]] != nil {
+				kept = append(kept, m)
+			}
+		}
+		r["Members"] = kept
+		r["Members@odata.count"] = len(kept)
+	}
+}
+
+func biosRegistry(uri string) map[string]any {
+	enum := func(vals ...string) []any {
+		out := make([]any, 0, len(vals))
+		for _, v := range vals {
+			out = append(out, map[string]any{"ValueName": v})
+		}
+		return out
+	}
+	attr := func(name, typ string, vals []any) map[string]any {
+		a := map[string]any{"AttributeName": name, "Type": typ, "ReadOnly": false, "ResetRequired": true}
+		if vals != nil {
+			a["Value"] = vals
+		}
+		return a
+	}
+	return map[string]any{
+		"@odata.id": uri, "@odata.type": "#AttributeRegistry.v1_3_0.AttributeRegistry",
+		"Id": biosRegID, "Name": "BIOS attribute registry", "Language": "en",
+		"RegistryVersion": "1.0.0", "OwningEntity": "Anvil tests",
+		"RegistryEntries": map[string]any{"Attributes": []any{
+			attr("BootMode", "Enumeration", enum("Uefi", "Bios")),
+			attr("ProcTurboMode", "Enumeration", enum("Enabled", "Disabled")),
+			attr("ProcHyperthreading", "Enumeration", enum("Enabled", "Disabled")),
+			attr("PowerProfile", "Enumeration", enum("MaxPerf", "Balanced", "PowerSaver")),
+			attr("ProcCoreDisable", "Integer", nil),
+			attr("AdminPhone", "String", nil),
+		}},
+	}
+}
+
+func (s *Server) newID() string {
+	s.nextID++
+	return strconv.Itoa(s.nextID)
+}
+
+func token() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inflight++
+	s.stats.Requests++
+	if s.inflight > s.stats.PeakConcurrent {
+		s.stats.PeakConcurrent = s.inflight
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	if s.opts.Latency > 0 {
+		select {
+		case <-time.After(s.opts.Latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	uri := strings.TrimSuffix(r.URL.Path, "/")
+	var body map[string]any
+	if r.Body != nil && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			writeError(w, http.StatusBadRequest, "Base.1.5.0.MalformedJSON", "request body is not JSON: "+err.Error())
+			return
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	public := uri == root || uri == root+"/odata" || (uri == sessionsURI && r.Method == http.MethodPost)
+	if !public && !s.authorized(r) {
+		s.stats.Unauthorized++
+		w.Header().Set("WWW-Authenticate", `Basic realm="redfishtest"`)
+		writeError(w, http.StatusUnauthorized, "Base.1.5.0.NoValidSession", "no valid session or credentials")
+		return
+	}
+	if len(s.failNext) > 0 && !public {
+		code := s.failNext[0]
+		s.failNext = s.failNext[1:]
+		writeError(w, code, "Base.1.5.0.InternalError", "injected failure")
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.get(w, uri)
+	case http.MethodPost:
+		s.post(w, uri, body)
+	case http.MethodPatch:
+		s.patch(w, uri, body)
+	case http.MethodDelete:
+		s.delete(w, uri)
+	default:
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", r.Method+" not allowed")
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		_, ok := s.sessions[tok]
+		return ok
+	}
+	u, p, ok := r.BasicAuth()
+	return ok && subtle.ConstantTimeCompare([]byte(u), []byte(s.opts.Username)) == 1 &&
+		subtle.ConstantTimeCompare([]byte(p), []byte(s.opts.Password)) == 1
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, id, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{
+		"code": id, "message": msg,
+		"@Message.ExtendedInfo": []any{map[string]any{"MessageId": id, "Message": msg}},
+	}})
+}
+
+func (s *Server) get(w http.ResponseWriter, uri string) {
+	r, ok := s.res[uri]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
+		return
+	}
+	if strings.HasPrefix(uri, root+"/TaskService/Tasks/") {
+		s.advanceTask(uri, r)
+	}
+	writeJSON(w, http.StatusOK, r)
+}
+
+func (s *Server) addMember(coll, uri string) {
+	c := s.res[coll]
+	members, _ := c["Members"].([]any)
+	members = append(members, map[string]any{"@odata.id": uri})
+	c["Members"] = members
+	c["Members@odata.count"] = len(members)
+}
+
+func (s *Server) removeMember(coll, uri string) {
+	c := s.res[coll]
+	members, _ := c["Members"].([]any)
+	kept := make([]any, 0, len(members))
+	for _, m := range members {
+		if id, _ := m.(map[string]any)["@odata.id"].(string); id != uri {
+			kept = append(kept, m)
+		}
+	}
+	c["Members"] = kept
+	c["Members@odata.count"] = len(kept)
+}
+
+func (s *Server) post(w http.ResponseWriter, uri string, body map[string]any) {
+	switch {
+	case uri == sessionsURI && s.opts.NoSessions:
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", "sessions are not supported")
+	case uri == sessionsURI:
+		s.login(w, body)
+	case uri == systemPath+"/Actions/ComputerSystem.Reset":
+		s.reset(w, body)
+	case strings.HasPrefix(uri, systemPath+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.InsertMedia"):
+		s.insertMedia(w, strings.TrimSuffix(uri, "/Actions/VirtualMedia.InsertMedia"), body)
+	case strings.HasPrefix(uri, systemPath+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.EjectMedia"):
+		vm := s.res[strings.TrimSuffix(uri, "/Actions/VirtualMedia.EjectMedia")]
+		if vm == nil {
+			writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
+			return
+		}
+		vm["Inserted"], vm["Image"], vm["ImageName"] = false, nil, nil
+		w.WriteHeader(http.StatusNoContent)
+	case uri == systemPath+"/Bios/Actions/Bios.ResetBios":
+		s.biosReset = true
+		s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = true
+		w.WriteHeader(http.StatusNoContent)
+	case strings.HasPrefix(uri, systemPath+"/Storage/") && strings.HasSuffix(uri, "/Volumes"):
+		s.createVolume(w, uri, body)
+	case uri == root+"/UpdateService/Actions/UpdateService.SimpleUpdate":
+		s.simpleUpdate(w, body)
+	default:
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ActionNotSupported", "no action at "+uri)
+	}
+}
+
+func (s *Server) login(w http.ResponseWriter, body map[string]any) {
+	u, _ := body["UserName"].(string)
+	p, _ := body["Password"].(string)
+	if subtle.ConstantTimeCompare([]byte(u), []byte(s.opts.Username)) != 1 ||
+		subtle.ConstantTimeCompare([]byte(p), []byte(s.opts.Password)) != 1 {
+		s.stats.Unauthorized++
+		writeError(w, http.StatusUnauthorized, "Base.1.5.0.NoValidSession", "invalid credentials")
+		return
+	}
+	id := s.newID()
+	uri := sessionsURI + "/" + id
+	tok := token()
+	s.sessions[tok] = uri
+	s.res[uri] = map[string]any{
+		"@odata.id": uri, "@odata.type": "#Session.v1_7_0.Session", "Id": id, "Name": "Session " + id, "UserName": u,
+	}
+	s.addMember(sessionsURI, uri)
+	s.stats.SessionsCreated++
+	w.Header().Set("X-Auth-Token", tok)
+	w.Header().Set("Location", uri)
+	writeJSON(w, http.StatusCreated, s.res[uri])
+}
+
+func (s *Server) reset(w http.ResponseWriter, body map[string]any) {
+	rt, _ := body["ResetType"].(string)
+	sys := s.res[systemPath]
+	allowed := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)["ResetType@Redfish.AllowableValues"].([]any)
+	found := false
+	for _, a := range allowed {
+		found = found || a == rt
+	}
+	if !found {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueNotInList", "ResetType "+rt+" not allowed")
+		return
+	}
+	s.stats.Resets = append(s.stats.Resets, rt)
+	switch rt {
+	case "On", "ForceOn":
+		sys["PowerState"] = "On"
+	case "ForceOff", "GracefulShutdown":
+		sys["PowerState"] = "Off"
+		s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
+		s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+	case "ForceRestart", "GracefulRestart", "PowerCycle":
+		sys["PowerState"] = "On"
+	case "PushPowerButton":
+		if sys["PowerState"] == "On" {
+			sys["PowerState"] = "Off"
+			s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
+			s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+		} else {
+			sys["PowerState"] = "On"
+		}
+	case "Nmi":
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if sys["PowerState"] == "On" {
+		s.applyPendingBios()
+		s.consumeBootOnce()
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// applyPendingBios moves pending BIOS settings into the current ones, as
+// a BMC does on the next boot.
+func (s *Server) applyPendingBios() {
+	bios := s.res[systemPath+"/Bios"]
+	attrs := bios["Attributes"].(map[string]any)
+	if s.biosReset {
+		for k, v := range s.biosDef {
+			attrs[k] = v
+		}
+		s.biosReset = false
+		bios["ResetBiosToDefaultsPending"] = false
+	}
+	for k, v := range s.biosPend {
+		attrs[k] = v
+	}
+	s.biosPend = nil
+	s.res[systemPath+"/Bios/Settings"]["Attributes"] = map[string]any{}
+}
+
+// consumeBootOnce clears a one-time boot override once the system boots.
+func (s *Server) consumeBootOnce() {
+	boot := s.res[systemPath]["Boot"].(map[string]any)
+	target, _ := boot["BootSourceOverrideTarget"].(string)
+	switch boot["BootSourceOverrideEnabled"] {
+	case "Once":
+		boot["BootSourceOverrideEnabled"] = "Disabled"
+		s.stats.Boots = append(s.stats.Boots, target)
+	case "Continuous":
+		s.stats.Boots = append(s.stats.Boots, target)
+	default:
+		s.stats.Boots = append(s.stats.Boots, "Hdd")
+	}
+}
+
+func (s *Server) insertMedia(w http.ResponseWriter, vmURI string, body map[string]any) {
+	vm := s.res[vmURI]
+	if vm == nil {
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", vmURI+" not found")
+		return
+	}
+	img, _ := body["Image"].(string)
+	if img == "" {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "Image is required")
+		return
+	}
+	if vm["Inserted"] == true {
+		writeError(w, http.StatusConflict, "Base.1.5.0.ResourceInUse", "media already inserted")
+		return
+	}
+	vm["Image"], vm["ImageName"], vm["Inserted"] = img, path.Base(img), true
+	if wp, ok := body["WriteProtected"].(bool); ok {
+		vm["WriteProtected"] = wp
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) createVolume(w http.ResponseWriter, coll string, body map[string]any) {
+	if s.res[coll] == nil {
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", coll+" not found")
+		return
+	}
+	capBytes, ok := body["CapacityBytes"].(float64)
+	if !ok || capBytes <= 0 {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "CapacityBytes must be a positive number")
+		return
+	}
+	raid, _ := body["RAIDType"].(string)
+	if raid == "" {
+		raid = "RAID0"
+	}
+	id := s.newID()
+	uri := coll + "/" + id
+	name, _ := body["Name"].(string)
+	if name == "" {
+		name = "Volume " + id
+	}
+	vol := map[string]any{
+		"@odata.id": uri, "@odata.type": "#Volume.v1_10_2.Volume", "Id": id, "Name": name,
+		"RAIDType": raid, "CapacityBytes": capBytes,
+		"Status": map[string]any{"State": "Enabled", "Health": "OK"},
+	}
+	if links, ok := body["Links"].(map[string]any); ok {
+		vol["Links"] = links
+	}
+	s.res[uri] = vol
+	s.addMember(coll, uri)
+	w.Header().Set("Location", uri)
+	writeJSON(w, http.StatusCreated, vol)
+}
+
+func (s *Server) simpleUpdate(w http.ResponseWriter, body map[string]any) {
+	img, _ := body["ImageURI"].(string)
+	if img == "" {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "ImageURI is required")
+		return
+	}
+	target := root + "/UpdateService/FirmwareInventory/BIOS"
+	if ts, ok := body["Targets"].([]any); ok && len(ts) > 0 {
+		target, _ = ts[0].(string)
+	}
+	if s.res[target] == nil {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyValueNotInList", "unknown target "+target)
+		return
+	}
+	id := s.newID()
+	uri := root + "/TaskService/Tasks/" + id
+	s.res[uri] = map[string]any{
+		"@odata.id": uri, "@odata.type": "#Task.v1_7_0.Task", "Id": id, "Name": "Firmware update",
+		"TaskState": "Running", "TaskStatus": "OK", "PercentComplete": 0,
+	}
+	s.tasks[uri] = updateTask{target: target, image: img}
+	s.addMember(root+"/TaskService/Tasks", uri)
+	w.Header().Set("Location", uri)
+	writeJSON(w, http.StatusAccepted, s.res[uri])
+}
+
+func (s *Server) advanceTask(uri string, t map[string]any) {
+	if t["TaskState"] != "Running" {
+		return
+	}
+	s.taskPolls[uri]++
+	if s.taskPolls[uri] < s.opts.TaskPolls {
+		t["PercentComplete"] = 100 * s.taskPolls[uri] / s.opts.TaskPolls
+		return
+	}
+	t["TaskState"], t["PercentComplete"] = "Completed", 100
+	if ut, ok := s.tasks[uri]; ok && s.res[ut.target] != nil {
+		s.res[ut.target]["Version"] = strings.TrimSuffix(path.Base(ut.image), path.Ext(ut.image))
+	}
+}
+
+func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
+	r, ok := s.res[uri]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
+		return
+	}
+	switch uri {
+	case systemPath:
+		if boot, ok := body["Boot"].(map[string]any); ok {
+			cur := r["Boot"].(map[string]any)
+			if t, ok := boot["BootSourceOverrideTarget"].(string); ok {
+				allowed := cur["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+				found := false
+				for _, a := range allowed {
+					found = found || a == t
+				}
+				if !found {
+					writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyValueNotInList", "BootSourceOverrideTarget "+t)
+					return
+				}
+			}
+			for _, k := range []string{"BootSourceOverrideTarget", "BootSourceOverrideEnabled", "BootSourceOverrideMode"} {
+				if v, ok := boot[k]; ok {
+					cur[k] = v
+				}
+			}
+		}
+		for _, k := range []string{"IndicatorLED", "LocationIndicatorActive"} {
+			if v, ok := body[k]; ok {
+				r[k] = v
+			}
+		}
+	case systemPath + "/SecureBoot":
+		if v, ok := body["SecureBootEnable"].(bool); ok {
+			r["SecureBootEnable"] = v
+			if v {
+				r["SecureBootCurrentBoot"] = "Enabled"
+			} else {
+				r["SecureBootCurrentBoot"] = "Disabled"
+			}
+		}
+	case systemPath + "/Bios/Settings":
+		attrs, ok := body["Attributes"].(map[string]any)
+		if !ok {
+			writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "Attributes is required")
+			return
+		}
+		cur := s.res[systemPath+"/Bios"]["Attributes"].(map[string]any)
+		for k := range attrs {
+			if _, ok := cur[k]; !ok {
+				writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyUnknown", "unknown attribute "+k)
+				return
+			}
+		}
+		if s.biosPend == nil {
+			s.biosPend = map[string]any{}
+		}
+		for k, v := range attrs {
+			s.biosPend[k] = v
+		}
+		r["Attributes"] = deepCopy(s.biosPend)
+	default:
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", "PATCH not supported on "+uri)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) delete(w http.ResponseWriter, uri string) {
+	switch {
+	case strings.HasPrefix(uri, sessionsURI+"/") && s.res[uri] != nil:
+		for tok, u := range s.sessions {
+			if u == uri {
+				delete(s.sessions, tok)
+			}
+		}
+		delete(s.res, uri)
+		s.removeMember(sessionsURI, uri)
+		s.stats.SessionsDeleted++
+		w.WriteHeader(http.StatusNoContent)
+	case strings.Contains(uri, "/Volumes/") && s.res[uri] != nil:
+		delete(s.res, uri)
+		s.removeMember(path.Dir(uri), uri)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", "DELETE not supported on "+uri)
+	}
+}
+
+// Volumes returns the URIs of the volumes of the storage subsystem, sorted.
+func (s *Server) Volumes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for uri := range s.res {
+		if strings.HasPrefix(uri, systemPath+"/Storage/1/Volumes/") {
+			out = append(out, uri)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

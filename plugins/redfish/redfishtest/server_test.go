@@ -1,0 +1,102 @@
+package redfishtest
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+func do(t *testing.T, c *http.Client, s *Server, method, uri, token string, body any) (*http.Response, map[string]any) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, s.URL()+uri, rd)
+	if token != "" {
+		req.Header.Set("X-Auth-Token", token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+func TestStatefulService(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		s, err := New(Options{TLS: useTLS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		c := http.DefaultClient
+		if useTLS {
+			c = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.CertPool()}}}
+		}
+		if resp, _ := do(t, c, s, "GET", "/redfish/v1/", "", nil); resp.StatusCode != 200 {
+			t.Fatalf("service root is public, got %d", resp.StatusCode)
+		}
+		if resp, _ := do(t, c, s, "GET", "/redfish/v1/Systems", "", nil); resp.StatusCode != 401 {
+			t.Fatalf("want 401 without credentials, got %d", resp.StatusCode)
+		}
+		if resp, _ := do(t, c, s, "POST", "/redfish/v1/SessionService/Sessions", "", map[string]string{"UserName": "admin", "Password": "wrong"}); resp.StatusCode != 401 {
+			t.Fatalf("bad login: %d", resp.StatusCode)
+		}
+		resp, _ := do(t, c, s, "POST", "/redfish/v1/SessionService/Sessions", "", map[string]string{"UserName": "admin", "Password": "password"})
+		tok, loc := resp.Header.Get("X-Auth-Token"), resp.Header.Get("Location")
+		if resp.StatusCode != 201 || tok == "" || loc == "" || s.ActiveSessions() != 1 {
+			t.Fatalf("login: %d %q %q", resp.StatusCode, tok, loc)
+		}
+		sys := "/redfish/v1/Systems/" + SystemID
+		if resp, _ := do(t, c, s, "POST", sys+"/Actions/ComputerSystem.Reset", tok, map[string]string{"ResetType": "On"}); resp.StatusCode != 204 || s.PowerState() != "On" {
+			t.Fatalf("reset: %d power=%s", resp.StatusCode, s.PowerState())
+		}
+		if resp, _ := do(t, c, s, "POST", sys+"/Actions/ComputerSystem.Reset", tok, map[string]string{"ResetType": "Explode"}); resp.StatusCode != 400 {
+			t.Fatalf("unknown reset type: %d", resp.StatusCode)
+		}
+		do(t, c, s, "PATCH", sys, tok, map[string]any{"Boot": map[string]string{"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Continuous"}})
+		if _, m := do(t, c, s, "GET", sys, tok, nil); m["Boot"].(map[string]any)["BootSourceOverrideTarget"] != "Cd" {
+			t.Fatalf("boot override not read back: %v", m["Boot"])
+		}
+		cd := sys + "/VirtualMedia/CD1"
+		do(t, c, s, "POST", cd+"/Actions/VirtualMedia.InsertMedia", tok, map[string]any{"Image": "http://x/y.iso"})
+		if _, m := do(t, c, s, "GET", cd, tok, nil); m["Inserted"] != true || m["Image"] != "http://x/y.iso" {
+			t.Fatalf("insert: %v", m)
+		}
+		do(t, c, s, "POST", cd+"/Actions/VirtualMedia.EjectMedia", tok, map[string]any{})
+		if _, m := do(t, c, s, "GET", cd, tok, nil); m["Inserted"] != false {
+			t.Fatalf("eject: %v", m)
+		}
+		vols := sys + "/Storage/1/Volumes"
+		resp, _ = do(t, c, s, "POST", vols, tok, map[string]any{"RAIDType": "RAID0", "CapacityBytes": 1e9})
+		if resp.StatusCode != 201 {
+			t.Fatalf("create volume: %d", resp.StatusCode)
+		}
+		if _, m := do(t, c, s, "GET", resp.Header.Get("Location"), tok, nil); m["RAIDType"] != "RAID0" {
+			t.Fatalf("volume: %v", m)
+		}
+		if resp, _ := do(t, c, s, "DELETE", loc, tok, nil); resp.StatusCode != 204 || s.ActiveSessions() != 0 {
+			t.Fatalf("logout: %d", resp.StatusCode)
+		}
+		if resp, _ := do(t, c, s, "GET", sys, tok, nil); resp.StatusCode != 401 {
+			t.Fatalf("token must die with its session: %d", resp.StatusCode)
+		}
+		s.FailNext(503)
+		req, _ := http.NewRequest("GET", s.URL()+sys, nil)
+		req.SetBasicAuth("admin", "password")
+		r, err := c.Do(req)
+		if err != nil || r.StatusCode != 503 {
+			t.Fatalf("injected failure: %v %v", r, err)
+		}
+		r.Body.Close()
+	}
+}

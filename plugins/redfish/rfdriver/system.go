@@ -1,0 +1,297 @@
+package rfdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/stmcginnis/gofish/common"
+	"github.com/stmcginnis/gofish/redfish"
+)
+
+// ErrUnsupported is wrapped when the BMC does not offer what was asked
+// (a reset type, a boot target, virtual media, a storage controller).
+var ErrUnsupported = errors.New("not supported by the BMC")
+
+// ErrNotFound is wrapped when a resource the request names does not exist.
+var ErrNotFound = errors.New("not found")
+
+// System is one ComputerSystem reached through a Conn, bound to a caller's
+// context. The ComputerSystem itself is decoded tolerantly (a generic map
+// with typed getters) so that one malformed vendor field cannot make power
+// control fail; resources with well-behaved schemas go through gofish.
+type System struct {
+	conn *Conn
+	cl   common.Client
+	uri  string
+}
+
+// System resolves the node's ComputerSystem: redfish_system_id when set,
+// otherwise the only member of /redfish/v1/Systems.
+func (c *Conn) System(ctx context.Context) (*System, error) {
+	cl := c.Client(ctx)
+	uri := c.info.SystemID
+	if uri == "" {
+		coll, err := getJSON(cl, "/redfish/v1/Systems")
+		if err != nil {
+			return nil, err
+		}
+		members := links(coll, "Members")
+		if len(members) != 1 {
+			return nil, fmt.Errorf("redfish: %s manages %d systems (%s): %w: set redfish_system_id", c.info.Endpoint, len(members), strings.Join(members, ", "), ErrInvalidInfo)
+		}
+		uri = members[0]
+	}
+	return &System{conn: c, cl: cl, uri: uri}, nil
+}
+
+// URI is the ComputerSystem's path.
+func (s *System) URI() string { return s.uri }
+
+// Raw fetches the ComputerSystem as a generic map.
+func (s *System) Raw() (map[string]any, error) {
+	m, err := getJSON(s.cl, s.uri)
+	var he *HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		return nil, fmt.Errorf("redfish: system %s on %s: %w: %w", s.uri, s.conn.info.Endpoint, ErrNotFound, err)
+	}
+	return m, err
+}
+
+// PowerState returns the Redfish PowerState (On, Off, PoweringOn,
+// PoweringOff, Paused) of the system.
+func (s *System) PowerState() (string, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return "", err
+	}
+	ps := getString(m, "PowerState")
+	if ps == "" {
+		return "", fmt.Errorf("redfish: system %s reports no PowerState: %w", s.uri, ErrUnsupported)
+	}
+	return ps, nil
+}
+
+// ResetTypes returns the reset types the system advertises; an empty list
+// means the BMC did not say.
+func (s *System) ResetTypes() ([]string, string, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return nil, "", err
+	}
+	act := getMap(getMap(m, "Actions"), "#ComputerSystem.Reset")
+	target := getString(act, "target")
+	if target == "" {
+		return nil, "", fmt.Errorf("redfish: system %s has no ComputerSystem.Reset action: %w", s.uri, ErrUnsupported)
+	}
+	return getStrings(act, "ResetType@Redfish.AllowableValues"), target, nil
+}
+
+// Reset posts the first of the preferred reset types the system
+// advertises (any of them when it advertises none) and returns the one
+// used.
+func (s *System) Reset(preferred ...string) (string, error) {
+	allowed, target, err := s.ResetTypes()
+	if err != nil {
+		return "", err
+	}
+	chosen := ""
+	for _, p := range preferred {
+		if len(allowed) == 0 || slices.Contains(allowed, p) {
+			chosen = p
+			break
+		}
+	}
+	if chosen == "" {
+		return "", fmt.Errorf("redfish: system %s offers reset types %v, none of %v: %w", s.uri, allowed, preferred, ErrUnsupported)
+	}
+	resp, err := s.cl.Post(target, map[string]string{"ResetType": chosen})
+	if err != nil {
+		return "", err
+	}
+	drain(resp)
+	return chosen, nil
+}
+
+// BootOverride is the system's boot source override.
+type BootOverride struct {
+	Target  string // Pxe, Hdd, Cd, BiosSetup, ...
+	Enabled string // Once, Continuous, Disabled
+	Mode    string // UEFI or Legacy; empty when not reported
+	Allowed []string
+}
+
+// Boot reads the boot override.
+func (s *System) Boot() (BootOverride, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return BootOverride{}, err
+	}
+	b := getMap(m, "Boot")
+	return BootOverride{
+		Target: getString(b, "BootSourceOverrideTarget"), Enabled: getString(b, "BootSourceOverrideEnabled"),
+		Mode: getString(b, "BootSourceOverrideMode"), Allowed: getStrings(b, "BootSourceOverrideTarget@Redfish.AllowableValues"),
+	}, nil
+}
+
+// SetBoot patches the boot override. Empty fields are left unchanged.
+func (s *System) SetBoot(target, enabled, mode string) error {
+	if target != "" {
+		cur, err := s.Boot()
+		if err != nil {
+			return err
+		}
+		if len(cur.Allowed) > 0 && !slices.Contains(cur.Allowed, target) {
+			return fmt.Errorf("redfish: system %s offers boot targets %v, not %q: %w", s.uri, cur.Allowed, target, ErrUnsupported)
+		}
+	}
+	boot := map[string]string{}
+	if target != "" {
+		boot["BootSourceOverrideTarget"] = target
+	}
+	if enabled != "" {
+		boot["BootSourceOverrideEnabled"] = enabled
+	}
+	if mode != "" {
+		boot["BootSourceOverrideMode"] = mode
+	}
+	return s.patch(s.uri, map[string]any{"Boot": boot})
+}
+
+// Indicator returns the IndicatorLED value (Lit, Blinking, Off), falling
+// back to LocationIndicatorActive on newer services.
+func (s *System) Indicator() (string, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return "", err
+	}
+	if v := getString(m, "IndicatorLED"); v != "" {
+		return v, nil
+	}
+	if v, ok := m["LocationIndicatorActive"].(bool); ok {
+		if v {
+			return "Lit", nil
+		}
+		return "Off", nil
+	}
+	return "", fmt.Errorf("redfish: system %s reports no indicator: %w", s.uri, ErrUnsupported)
+}
+
+// SetIndicator sets IndicatorLED to Lit, Blinking or Off.
+func (s *System) SetIndicator(state string) error {
+	return s.patch(s.uri, map[string]any{"IndicatorLED": state})
+}
+
+func (s *System) patch(uri string, body any) error {
+	resp, err := s.cl.Patch(uri, body)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// SecureBoot returns the SecureBoot resource through gofish.
+func (s *System) SecureBoot() (*redfish.SecureBoot, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return nil, err
+	}
+	uri := link(m, "SecureBoot")
+	if uri == "" {
+		return nil, fmt.Errorf("redfish: system %s has no SecureBoot resource: %w", s.uri, ErrUnsupported)
+	}
+	return redfish.GetSecureBoot(s.cl, uri)
+}
+
+// SetSecureBoot enables or disables UEFI secure boot.
+func (s *System) SetSecureBoot(enabled bool) error {
+	sb, err := s.SecureBoot()
+	if err != nil {
+		return err
+	}
+	return s.patch(sb.ODataID, map[string]any{"SecureBootEnable": enabled})
+}
+
+// VirtualMedia lists the system's virtual media devices, or those of the
+// manager when the system has none (older services).
+func (s *System) VirtualMedia() ([]*redfish.VirtualMedia, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return nil, err
+	}
+	if uri := link(m, "VirtualMedia"); uri != "" {
+		return redfish.ListReferencedVirtualMedias(s.cl, uri)
+	}
+	for _, mgr := range links(getMap(m, "Links"), "ManagedBy") {
+		mm, err := getJSON(s.cl, mgr)
+		if err != nil {
+			return nil, err
+		}
+		if uri := link(mm, "VirtualMedia"); uri != "" {
+			return redfish.ListReferencedVirtualMedias(s.cl, uri)
+		}
+	}
+	return nil, fmt.Errorf("redfish: system %s has no virtual media: %w", s.uri, ErrUnsupported)
+}
+
+// InsertCD puts image into the first CD/DVD device, ejecting what it held,
+// and returns the device's URI.
+func (s *System) InsertCD(image string) (string, error) {
+	vm, err := s.findCD()
+	if err != nil {
+		return "", err
+	}
+	if vm.Inserted {
+		if err := vm.EjectMedia(); err != nil {
+			return "", fmt.Errorf("redfish: eject %s before insert: %w", vm.ODataID, err)
+		}
+	}
+	if err := vm.InsertMedia(image, true, true); err != nil {
+		return "", fmt.Errorf("redfish: insert media into %s: %w", vm.ODataID, err)
+	}
+	return vm.ODataID, nil
+}
+
+// EjectCD ejects every CD/DVD device holding media. Ejecting an empty
+// device is a no-op.
+func (s *System) EjectCD() error {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return err
+	}
+	for _, vm := range all {
+		if isCD(vm) && vm.Inserted {
+			if err := vm.EjectMedia(); err != nil {
+				return fmt.Errorf("redfish: eject %s: %w", vm.ODataID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *System) findCD() (*redfish.VirtualMedia, error) {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b *redfish.VirtualMedia) int { return strings.Compare(a.ODataID, b.ODataID) })
+	for _, vm := range all {
+		if isCD(vm) && vm.SupportsMediaInsert {
+			return vm, nil
+		}
+	}
+	return nil, fmt.Errorf("redfish: system %s has no CD/DVD virtual media that accepts InsertMedia: %w", s.uri, ErrUnsupported)
+}
+
+func isCD(vm *redfish.VirtualMedia) bool {
+	for _, t := range vm.MediaTypes {
+		if t == redfish.CDMediaType || t == redfish.DVDMediaType {
+			return true
+		}
+	}
+	return false
+}
