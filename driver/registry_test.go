@@ -1,0 +1,282 @@
+package driver_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/anvilmetal/anvil/driver"
+)
+
+// otherPower is a second power implementation registered under another
+// name, to exercise overrides and compatibility.
+type otherPower struct{ *driver.FakePower }
+
+func newRegistry(t *testing.T, cfg driver.Config) *driver.Registry {
+	t.Helper()
+	reg := driver.NewRegistry(cfg)
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatalf("Register builtins: %v", err)
+	}
+	if err := reg.RegisterInterface(driver.KindPower, "other", otherPower{driver.NewFakePower(driver.FakeConfig{})}); err != nil {
+		t.Fatalf("RegisterInterface: %v", err)
+	}
+	return reg
+}
+
+func TestResolveRules(t *testing.T) {
+	fakeOnly := driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}
+	both := driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindPower:      {driver.Fake, "other"},
+			driver.KindManagement: {driver.Fake, driver.Noop},
+			driver.KindDeploy:     {driver.Fake, driver.Noop},
+			driver.KindBoot:       {driver.Fake},
+		},
+	}
+	tests := []struct {
+		name      string
+		cfg       driver.Config
+		node      driver.NodeInterfaces
+		wantIs    error
+		wantText  []string // fragments the error message must contain
+		wantNames map[driver.Kind]string
+		check     func(t *testing.T, err error)
+	}{
+		{
+			name:      "defaults for fake-hardware",
+			cfg:       fakeOnly,
+			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware},
+			wantNames: map[driver.Kind]string{driver.KindPower: driver.Fake, driver.KindNetwork: driver.Noop, driver.KindStorage: driver.Noop, driver.KindBIOS: driver.Fake},
+		},
+		{
+			name:     "unknown hardware type",
+			cfg:      fakeOnly,
+			node:     driver.NodeInterfaces{HardwareType: "idrac"},
+			wantIs:   driver.ErrHardwareTypeNotFound,
+			wantText: []string{`"idrac" not found`, `"fake-hardware"`},
+		},
+		{
+			name:     "registered but disabled hardware type",
+			cfg:      fakeOnly,
+			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement},
+			wantIs:   driver.ErrHardwareTypeNotFound,
+			wantText: []string{"registered but not enabled"},
+			check: func(t *testing.T, err error) {
+				var e *driver.HardwareTypeNotFoundError
+				if !errors.As(err, &e) || !e.Registered {
+					t.Errorf("want *HardwareTypeNotFoundError with Registered, got %#v", err)
+				}
+			},
+		},
+		{
+			name:     "unknown implementation lists valid names",
+			cfg:      both,
+			node:     driver.NodeInterfaces{Node: "n1", HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "ipmitool"}},
+			wantIs:   driver.ErrInterfaceNotFound,
+			wantText: []string{`power interface "ipmitool" not found`, `"fake", "other"`, "node n1"},
+			check: func(t *testing.T, err error) {
+				var e *driver.InterfaceNotFoundError
+				if !errors.As(err, &e) || e.Kind != driver.KindPower || !slices.Equal(e.Valid, []string{"fake", "other"}) {
+					t.Errorf("want InterfaceNotFoundError{power, valid [fake other]}, got %#v", e)
+				}
+			},
+		},
+		{
+			name:     "registered but not enabled implementation",
+			cfg:      fakeOnly,
+			node:     driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "other"}},
+			wantIs:   driver.ErrInterfaceNotFound,
+			wantText: []string{"registered but not enabled"},
+		},
+		{
+			name:     "incompatible implementation",
+			cfg:      both,
+			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindPower: "other", driver.KindBoot: driver.Fake}},
+			wantIs:   driver.ErrIncompatibleInterface,
+			wantText: []string{`power interface "other" is not supported by hardware type "manual-management"`, `"agent", "fake"`},
+			check: func(t *testing.T, err error) {
+				// Both the power and the boot choice are wrong: both are reported.
+				if n := strings.Count(err.Error(), "is not supported by"); n != 2 {
+					t.Errorf("want both kinds reported, got %d in %v", n, err)
+				}
+			},
+		},
+		{
+			name:     "no valid default says what to enable",
+			cfg:      both,
+			node:     driver.NodeInterfaces{Node: "n2", HardwareType: driver.ManualManagement},
+			wantIs:   driver.ErrNoValidDefault,
+			wantText: []string{"no default boot interface", `enable one of "ipxe", "pxe", "http-ipxe", "http"`, "node n2"},
+			check: func(t *testing.T, err error) {
+				var e *driver.NoValidDefaultError
+				if !errors.As(err, &e) || e.Kind != driver.KindBoot || e.HardwareType != driver.ManualManagement {
+					t.Errorf("want NoValidDefaultError for boot, got %#v", e)
+				}
+			},
+		},
+		{
+			name:      "instance_info overrides the node field",
+			cfg:       both,
+			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: driver.Fake}, InstanceInfo: map[string]any{"power_interface": "other"}},
+			wantNames: map[driver.Kind]string{driver.KindPower: "other"},
+		},
+		{
+			name:     "bad instance_info override names the key",
+			cfg:      both,
+			node:     driver.NodeInterfaces{HardwareType: driver.FakeHardware, InstanceInfo: map[string]any{"deploy_interface": "direct"}},
+			wantIs:   driver.ErrInterfaceNotFound,
+			wantText: []string{`instance_info["deploy_interface"]`, `"direct" not found`},
+		},
+		{
+			name:      "fake-hardware skips compatibility checks",
+			cfg:       both,
+			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindManagement: driver.Noop, driver.KindDeploy: driver.Noop, driver.KindPower: "other"}},
+			wantNames: map[driver.Kind]string{driver.KindManagement: driver.Noop, driver.KindDeploy: driver.Noop, driver.KindPower: "other"},
+		},
+		{
+			name: "configured default must be compatible",
+			cfg: driver.Config{
+				EnabledHardwareTypes: []string{driver.ManualManagement},
+				EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "other"}, driver.KindBoot: {driver.Fake}},
+				DefaultInterfaces:    map[driver.Kind]string{driver.KindPower: "other"},
+			},
+			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindBoot: driver.Fake}},
+			wantIs:   driver.ErrIncompatibleInterface,
+			wantText: []string{`configured default "other" is unusable`},
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, driver.ErrNoValidDefault) {
+					t.Errorf("want ErrNoValidDefault too, got %v", err)
+				}
+			},
+		},
+		{
+			name: "configured default wins over supported order",
+			cfg: driver.Config{
+				EnabledHardwareTypes: []string{driver.FakeHardware},
+				EnabledInterfaces:    map[driver.Kind][]string{driver.KindNetwork: {driver.Noop, driver.Fake}},
+				DefaultInterfaces:    map[driver.Kind]string{driver.KindNetwork: driver.Fake},
+			},
+			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware},
+			wantNames: map[driver.Kind]string{driver.KindNetwork: driver.Fake},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := newRegistry(t, tc.cfg)
+			drv, err := reg.Resolve(tc.node)
+			if tc.wantIs != nil {
+				if !errors.Is(err, tc.wantIs) {
+					t.Fatalf("Resolve error = %v, want errors.Is %v", err, tc.wantIs)
+				}
+				for _, frag := range tc.wantText {
+					if !strings.Contains(err.Error(), frag) {
+						t.Errorf("error %q lacks %q", err, frag)
+					}
+				}
+				if tc.check != nil {
+					tc.check(t, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if len(drv.Names) != 13 {
+				t.Errorf("resolved %d kinds, want 13: %v", len(drv.Names), drv.Names)
+			}
+			for k, want := range tc.wantNames {
+				if got := drv.Names[k]; got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+				if drv.Interface(k) == nil {
+					t.Errorf("%s has no implementation", k)
+				}
+			}
+		})
+	}
+}
+
+func TestEnabledComputedFromHardwareTypes(t *testing.T) {
+	reg := newRegistry(t, driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {"other", "other", ""}},
+	})
+	e := reg.Enabled()
+	cases := map[driver.Kind][]string{
+		driver.KindPower:      {"other"},                 // configured, de-duplicated, empty entries dropped
+		driver.KindManagement: {driver.Fake, driver.Noop}, // first of each enabled type
+		driver.KindBoot:       {driver.Fake},              // manual-management's ipxe is not registered
+		driver.KindRAID:       {driver.Fake, driver.NoRAID},
+		driver.KindStorage:    {driver.Noop},
+	}
+	for k, want := range cases {
+		if got := e.Interfaces[k]; !slices.Equal(got, want) {
+			t.Errorf("enabled %s = %v, want %v", k, got, want)
+		}
+	}
+}
+
+func TestFillDefaults(t *testing.T) {
+	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	got, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindNetwork: driver.Noop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 13 || got[driver.KindPower] != driver.Fake || got[driver.KindNetwork] != driver.Noop {
+		t.Errorf("FillDefaults = %v", got)
+	}
+	_, err = reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware, InstanceInfo: map[string]any{"raid_interface": "agent"}})
+	if !errors.Is(err, driver.ErrInterfaceNotFound) || !strings.Contains(err.Error(), "raid_interface") {
+		t.Errorf("bad override error = %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	if err := newRegistry(t, driver.Config{}).Check(); !errors.Is(err, driver.ErrNoHardwareTypes) {
+		t.Errorf("no hardware types: %v", err)
+	}
+	err := newRegistry(t, driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware, "redfish"},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "ipmitool"}},
+		DefaultInterfaces:    map[driver.Kind]string{driver.KindBoot: "ipxe"},
+	}).Check()
+	var hw *driver.HardwareTypeNotFoundError
+	var nf *driver.InterfaceNotFoundError
+	if !errors.As(err, &hw) || hw.Name != "redfish" {
+		t.Errorf("want redfish not found in %v", err)
+	}
+	if !errors.As(err, &nf) || nf.Name != "ipmitool" || !slices.Contains(nf.Valid, "other") {
+		t.Errorf("want ipmitool not found listing registered names in %v", err)
+	}
+	if !errors.Is(err, driver.ErrInvalidParameter) || !strings.Contains(err.Error(), `default boot interface "ipxe" is not enabled`) {
+		t.Errorf("want default not enabled in %v", err)
+	}
+	if err := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}).Check(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
+
+func TestRegistrationErrors(t *testing.T) {
+	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := reg.RegisterInterface(driver.KindPower, driver.Fake, driver.NewFakePower(driver.FakeConfig{})); !errors.Is(err, driver.ErrDuplicate) {
+		t.Errorf("duplicate: %v", err)
+	}
+	if err := reg.RegisterInterface(driver.KindPower, "boot-as-power", driver.NewFakeBoot(driver.FakeConfig{})); !errors.Is(err, driver.ErrInvalidParameter) {
+		t.Errorf("wrong kind: %v", err)
+	}
+	if err := reg.RegisterInterface("bogus", "x", driver.NoopNetwork{}); !errors.Is(err, driver.ErrInvalidParameter) {
+		t.Errorf("bogus kind: %v", err)
+	}
+	if err := reg.RegisterHardwareType(driver.HardwareType{Name: "half", Supported: map[driver.Kind][]string{driver.KindPower: {"x"}}}); !errors.Is(err, driver.ErrInvalidParameter) || !strings.Contains(err.Error(), "boot") {
+		t.Errorf("missing core kinds: %v", err)
+	}
+	if err := reg.RegisterHardwareType(driver.FakeHardwareType()); !errors.Is(err, driver.ErrDuplicate) {
+		t.Errorf("duplicate hardware type: %v", err)
+	}
+	if src, _ := reg.Source(driver.KindPower, "other"); src != "builtin" {
+		t.Errorf("source = %q", src)
+	}
+}
