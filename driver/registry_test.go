@@ -206,7 +206,7 @@ func TestEnabledComputedFromHardwareTypes(t *testing.T) {
 	})
 	e := reg.Enabled()
 	cases := map[driver.Kind][]string{
-		driver.KindPower:      {"other"},                 // configured, de-duplicated, empty entries dropped
+		driver.KindPower:      {"other"},                  // configured, de-duplicated, empty entries dropped
 		driver.KindManagement: {driver.Fake, driver.Noop}, // first of each enabled type
 		driver.KindBoot:       {driver.Fake},              // manual-management's ipxe is not registered
 		driver.KindRAID:       {driver.Fake, driver.NoRAID},
