@@ -104,7 +104,8 @@ type ValidationError struct {
 }
 
 // Message returns the text Ironic would put in InvalidParameterValue:
-// per origin an optional prefix and the problems joined with "; ".
+// per origin an optional prefix and the problems joined with "; "
+// (origins are joined the same way).
 func (e *ValidationError) Message() string {
 	var groups []string
 	for _, o := range []Origin{OriginUser, OriginRunbook, OriginTemplate} {
@@ -129,7 +130,7 @@ func (e *ValidationError) Message() string {
 		}
 		groups = append(groups, prefix+strings.Join(msgs, "; "))
 	}
-	return strings.Join(groups, " ")
+	return strings.Join(groups, "; ")
 }
 
 func (e *ValidationError) Error() string { return "steps: " + e.Message() }
