@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -204,7 +205,8 @@ func (c *Client) ExecuteServiceStep(ctx context.Context, a Agent, step steps.Ste
 
 // InstallBootloader installs the bootloader on the written disk
 // (image.install_bootloader), polling until it finishes. An agent that
-// rejects target_boot_mode as an unknown parameter gets the call again
+// rejects target_boot_mode as an unknown parameter (its command_error
+// names the parameter) gets the call again
 // without it, as Ironic does for old agents.
 func (c *Client) InstallBootloader(ctx context.Context, a Agent, args InstallBootloaderArgs) (*CommandResult, error) {
 	p := map[string]any{
@@ -216,7 +218,7 @@ func (c *Client) InstallBootloader(ctx context.Context, a Agent, args InstallBoo
 		p["target_boot_mode"] = args.TargetBootMode
 	}
 	r, err := c.Call(ctx, a, CmdInstallBootloader, p, CallOptions{Poll: true})
-	if err != nil && args.TargetBootMode != "" && r != nil && r.Error != nil && r.Error.Type == "TypeError" {
+	if err != nil && args.TargetBootMode != "" && r != nil && r.Error != nil && strings.Contains(r.Error.String(), "target_boot_mode") {
 		delete(p, "target_boot_mode")
 		return c.Call(ctx, a, CmdInstallBootloader, p, CallOptions{Poll: true})
 	}

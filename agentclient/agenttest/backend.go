@@ -1,0 +1,207 @@
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/anvilmetal/anvil/agentclient"
+)
+
+// Backend is an in-memory agentclient.Backend for tests, the quickstart and
+// benchmarks: nodes with MAC addresses, reservations and agent fields, and
+// a record of accepted heartbeats. OnHeartbeat, when set, runs after each
+// recorded heartbeat in a goroutine the Backend owns (the handler does not
+// wait for it); Close waits for those goroutines.
+type Backend struct {
+	// OnHeartbeat is called with every recorded heartbeat. Set it before
+	// the handler serves requests.
+	OnHeartbeat func(agentclient.Heartbeat)
+
+	wg sync.WaitGroup
+
+	mu     sync.RWMutex
+	nodes  map[string]*backendNode // by UUID
+	byName map[string]string
+	byMAC  map[string]string
+}
+
+type backendNode struct {
+	node       agentclient.Node
+	heartbeats int
+	last       agentclient.Heartbeat
+}
+
+// NewBackend returns an empty backend.
+func NewBackend() *Backend {
+	return &Backend{nodes: map[string]*backendNode{}, byName: map[string]string{}, byMAC: map[string]string{}}
+}
+
+// AddNode adds or replaces a node and its ports' MAC addresses.
+func (b *Backend) AddNode(n agentclient.Node, macs ...string) error {
+	if n.UUID == "" {
+		return fmt.Errorf("agenttest: AddNode: node has no UUID")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n.UUID = strings.ToLower(n.UUID)
+	n.DriverInternalInfo = maps.Clone(n.DriverInternalInfo)
+	if n.DriverInternalInfo == nil {
+		n.DriverInternalInfo = map[string]any{}
+	}
+	b.nodes[n.UUID] = &backendNode{node: n}
+	if n.Name != "" {
+		b.byName[n.Name] = n.UUID
+	}
+	for _, m := range macs {
+		mac, ok := agentclient.ParseMAC(m)
+		if !ok {
+			return fmt.Errorf("agenttest: AddNode %s: invalid MAC address %q", n.UUID, m)
+		}
+		b.byMAC[mac] = n.UUID
+	}
+	return nil
+}
+
+// Node returns a copy of a node.
+func (b *Backend) Node(uuid string) (agentclient.Node, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok {
+		return agentclient.Node{}, false
+	}
+	return copyNode(bn.node), true
+}
+
+// Update changes a node under the backend's lock: set the provision state,
+// a reservation, wipe the token and so on.
+func (b *Backend) Update(uuid string, f func(n *agentclient.Node)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok {
+		return false
+	}
+	f(&bn.node)
+	return true
+}
+
+// HeartbeatCount is how many heartbeats were recorded for a node.
+func (b *Backend) HeartbeatCount(uuid string) int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if bn, ok := b.nodes[strings.ToLower(uuid)]; ok {
+		return bn.heartbeats
+	}
+	return 0
+}
+
+// LastHeartbeat is the last heartbeat recorded for a node.
+func (b *Backend) LastHeartbeat(uuid string) (agentclient.Heartbeat, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok || bn.heartbeats == 0 {
+		return agentclient.Heartbeat{}, false
+	}
+	return bn.last, true
+}
+
+func copyNode(n agentclient.Node) agentclient.Node {
+	n.DriverInternalInfo = maps.Clone(n.DriverInternalInfo)
+	return n
+}
+
+// LookupNode implements agentclient.Backend.
+func (b *Backend) LookupNode(_ context.Context, q agentclient.LookupQuery) (agentclient.Node, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if q.NodeUUID != "" {
+		if bn, ok := b.nodes[q.NodeUUID]; ok {
+			return copyNode(bn.node), nil
+		}
+		return agentclient.Node{}, fmt.Errorf("agenttest: node %s: %w", q.NodeUUID, agentclient.ErrNodeNotFound)
+	}
+	for _, mac := range q.Addresses {
+		if id, ok := b.byMAC[mac]; ok {
+			return copyNode(b.nodes[id].node), nil
+		}
+	}
+	return agentclient.Node{}, fmt.Errorf("agenttest: no node has any of %d MAC addresses: %w", len(q.Addresses), agentclient.ErrNodeNotFound)
+}
+
+// GetNode implements agentclient.Backend.
+func (b *Backend) GetNode(_ context.Context, ident string) (agentclient.Node, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if bn, ok := b.nodes[strings.ToLower(ident)]; ok {
+		return copyNode(bn.node), nil
+	}
+	if id, ok := b.byName[ident]; ok {
+		return copyNode(b.nodes[id].node), nil
+	}
+	return agentclient.Node{}, fmt.Errorf("agenttest: node %s: %w", ident, agentclient.ErrNodeNotFound)
+}
+
+// EnsureAgentToken implements agentclient.Backend.
+func (b *Backend) EnsureAgentToken(_ context.Context, uuid, candidate string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bn, ok := b.nodes[uuid]
+	if !ok {
+		return false, fmt.Errorf("agenttest: node %s: %w", uuid, agentclient.ErrNodeNotFound)
+	}
+	if bn.node.AgentToken != "" {
+		return false, nil
+	}
+	if bn.node.Reservation != "" {
+		return false, fmt.Errorf("agenttest: node %s reserved by %s: %w", uuid, bn.node.Reservation, agentclient.ErrNodeLocked)
+	}
+	bn.node.AgentToken = candidate
+	bn.node.DriverInternalInfo = maps.Clone(bn.node.DriverInternalInfo)
+	bn.node.DriverInternalInfo["agent_secret_token"] = candidate
+	return true, nil
+}
+
+// RecordHeartbeat implements agentclient.Backend: it stores agent_url,
+// agent_version, agent_last_heartbeat and the pinned certificate.
+func (b *Backend) RecordHeartbeat(_ context.Context, hb agentclient.Heartbeat) error {
+	b.mu.Lock()
+	bn, ok := b.nodes[hb.NodeUUID]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("agenttest: node %s: %w", hb.NodeUUID, agentclient.ErrNodeNotFound)
+	}
+	bn.node.AgentURL = hb.CallbackURL
+	if hb.AgentVerifyCA != "" {
+		bn.node.AgentVerifyCA = hb.AgentVerifyCA
+	}
+	dii := maps.Clone(bn.node.DriverInternalInfo)
+	dii["agent_url"] = hb.CallbackURL
+	dii["agent_version"] = hb.AgentVersion
+	dii["agent_last_heartbeat"] = hb.ReceivedAt.Format(agentclient.LastHeartbeatLayout)
+	if hb.AgentVerifyCA != "" {
+		dii["agent_verify_ca"] = hb.AgentVerifyCA
+	}
+	bn.node.DriverInternalInfo = dii
+	bn.heartbeats++
+	bn.last = hb
+	hook := b.OnHeartbeat
+	b.mu.Unlock()
+	if hook != nil {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			hook(hb)
+		}()
+	}
+	return nil
+}
+
+// Close waits for OnHeartbeat calls in flight.
+func (b *Backend) Close() { b.wg.Wait() }
+
+var _ agentclient.Backend = (*Backend)(nil)
