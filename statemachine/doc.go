@@ -69,6 +69,12 @@
 //		// m.Allowed(node.State) lists the events that would be accepted.
 //	}
 //
+// Validate a node's stored state and target when loading it:
+//
+//	if err := m.Check(row.ProvisionState, row.TargetProvisionState); err != nil {
+//		return err // *UnknownStateError or *TargetError
+//	}
+//
 // Move a node, carrying its current target along:
 //
 //	spec, _ := verb.Spec()

@@ -295,6 +295,21 @@ func (m *Machine) Allowed(s State) []Event {
 	return slices.Clone(m.allowed[i])
 }
 
+// Check validates a stored pair of current state and target, as Ironic
+// does when it loads a node into its machine: the state must be registered
+// (else *UnknownStateError) and the target, when set, must be a registered
+// stable state (else *TargetError). It does not allocate when the pair is
+// valid.
+func (m *Machine) Check(state, target State) error {
+	if _, ok := m.stateIndex[state]; !ok {
+		return &UnknownStateError{Machine: m.def.Name, Field: "state", State: state}
+	}
+	if target != NoState && !m.stableIndex(target) {
+		return m.targetError("target", target)
+	}
+	return nil
+}
+
 // Move is everything Apply needs to process one event the way Ironic's
 // TaskManager.process_event does.
 type Move struct {
@@ -331,13 +346,10 @@ type Move struct {
 // registered stable state is a *TargetError. Apply does not allocate
 // unless it returns an error.
 func (m *Machine) Apply(mv Move) (State, State, error) {
-	from, ok := m.stateIndex[mv.State]
-	if !ok {
-		return NoState, NoState, &UnknownStateError{Machine: m.def.Name, Field: "state", State: mv.State}
+	if err := m.Check(mv.State, mv.Target); err != nil {
+		return NoState, NoState, err
 	}
-	if mv.Target != NoState && !m.stableIndex(mv.Target) {
-		return NoState, NoState, m.targetError("target", mv.Target)
-	}
+	from := m.stateIndex[mv.State]
 	if mv.ExplicitTarget != NoState && !m.stableIndex(mv.ExplicitTarget) {
 		return NoState, NoState, m.targetError("explicit target", mv.ExplicitTarget)
 	}

@@ -259,3 +259,39 @@ func TestAllowedMatchesNext(t *testing.T) {
 		t.Error("Allows accepted an unregistered state or event")
 	}
 }
+
+func TestCheck(t *testing.T) {
+	m := sm.NewProvisionMachine()
+	valid := [][2]sm.State{
+		{sm.Enroll, sm.NoState},
+		{sm.CleanWait, sm.Manageable},
+		{sm.DeployWait, sm.Active},
+		{sm.Error, sm.Available},
+	}
+	for _, p := range valid {
+		if err := m.Check(p[0], p[1]); err != nil {
+			t.Errorf("Check(%q, %q) = %v, want nil", p[0], p[1], err)
+		}
+	}
+	invalid := []struct {
+		state, target sm.State
+		want          error
+	}{
+		{"deleted", sm.NoState, sm.ErrUnknownState},
+		{sm.NoState, sm.NoState, sm.ErrUnknownState},
+		{sm.Cleaning, sm.CleanWait, sm.ErrInvalidTarget},
+		{sm.Cleaning, "deploy complete", sm.ErrInvalidTarget},
+	}
+	for _, c := range invalid {
+		if err := m.Check(c.state, c.target); !errors.Is(err, c.want) {
+			t.Errorf("Check(%q, %q) = %v, want %v", c.state, c.target, err, c.want)
+		}
+	}
+	var te *sm.TargetError
+	if err := m.Check(sm.Cleaning, sm.CleanWait); !errors.As(err, &te) || !strings.Contains(te.Reason, "not a stable state") {
+		t.Errorf("non-stable target error = %v", err)
+	}
+	if err := m.Check(sm.Cleaning, "nowhere"); !errors.As(err, &te) || !strings.Contains(te.Reason, "not a registered state") {
+		t.Errorf("unregistered target error = %v", err)
+	}
+}
