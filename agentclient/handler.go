@@ -575,7 +575,7 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Invalid or missing agent token received.")
 		return
 	}
-	if !h.cfg.AllowInsecureCallback && !strings.HasPrefix(callback, "https://") {
+	if !h.cfg.AllowInsecureCallback && callback != "" && !strings.HasPrefix(callback, "https://") {
 		h.refuse(w, r, http.StatusBadRequest, node.UUID, "TLS is required by the conductor but the agent callback URL does not use https.")
 		return
 	}
