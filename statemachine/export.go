@@ -115,7 +115,7 @@ func (m *Machine) WriteMermaid(w io.Writer) error {
 // mermaidIDs derives a unique identifier per state: the name with every
 // character outside [A-Za-z0-9] replaced by an underscore, prefixed with
 // "s_" so that no identifier can collide with a Mermaid keyword, and
-// suffixed with the state's index if two names map to the same identifier.
+// suffixed with a number (the state's index first) until it is unique.
 func mermaidIDs(states []StateSpec) []string {
 	ids := make([]string, len(states))
 	seen := make(map[string]bool, len(states))
@@ -130,8 +130,8 @@ func mermaidIDs(states []StateSpec) []string {
 			}
 		}
 		id := b.String()
-		if seen[id] {
-			id = fmt.Sprintf("%s_%d", id, i)
+		for n := i; seen[id]; n += len(states) {
+			id = fmt.Sprintf("%s_%d", b.String(), n)
 		}
 		seen[id] = true
 		ids[i] = id

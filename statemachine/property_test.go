@@ -142,9 +142,9 @@ func TestRandomEventSequences(t *testing.T) {
 	events := append(m.Events(), "", "bogus", "DEPLOY", "deleted")
 	stable := sm.StableStates()
 	rng := rand.New(rand.NewPCG(2026, 11))
-	walks, length := 2000, 200
+	walks, length := 500, 200
 	if testing.Short() {
-		walks = 200
+		walks = 50
 	}
 	for range walks {
 		w := &walker{t: t, m: m, state: m.Initial()}
