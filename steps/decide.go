@@ -162,7 +162,7 @@ func (p *Planner) Start(prog Progress) Action {
 	prog.Current = nil
 	prog.Index = nil
 	prog.SkipCurrentStep = nil
-	return p.Enter(prog, 0)
+	return p.enter(prog, 0)
 }
 
 // Continue is Ironic's continue_node_<kind>: it pops the skip flag and
@@ -170,14 +170,18 @@ func (p *Planner) Start(prog Progress) Action {
 // again when the flag was false, the following one otherwise. When the
 // current step carries AbortAfter and steps remain, it aborts instead.
 func (p *Planner) Continue(prog Progress) Action {
-	prog = prog.clone()
+	return p.cont(prog.clone())
+}
+
+// cont is Continue on a progress the caller owns.
+func (p *Planner) cont(prog Progress) Action {
 	skip := true
 	if prog.SkipCurrentStep != nil {
 		skip = *prog.SkipCurrentStep
 		prog.SkipCurrentStep = nil
 	}
 	if prog.Current == nil || prog.Current.IsZero() {
-		return p.Enter(prog, 0)
+		return p.enter(prog, 0)
 	}
 	next := -1
 	if prog.Index != nil {
@@ -196,14 +200,18 @@ func (p *Planner) Continue(prog Progress) Action {
 	if next < 0 {
 		return finish(prog)
 	}
-	return p.Enter(prog, next)
+	return p.enter(prog, next)
 }
 
 // Enter makes step i current (clearing a stale polling flag) and returns
 // how to run it: RunStep for a driver step, the matching action for a
 // reserved step, Finish when i is past the end.
 func (p *Planner) Enter(prog Progress, i int) Action {
-	prog = prog.clone()
+	return p.enter(prog.clone(), i)
+}
+
+// enter is Enter on a progress the caller owns.
+func (p *Planner) enter(prog Progress, i int) Action {
 	if i < 0 || i >= len(prog.Steps) {
 		return finish(prog)
 	}
@@ -245,7 +253,8 @@ func (p *Planner) Enter(prog Progress, i int) Action {
 	return a
 }
 
-// Decide returns what to do after outcome o of the current step.
+// Decide returns what to do after outcome o of the current step. It does
+// not modify prog; the returned progress may share argument maps with it.
 func (p *Planner) Decide(prog Progress, o Outcome) Action {
 	prog = prog.clone()
 	here := func(kind ActionKind) Action {
@@ -265,7 +274,7 @@ func (p *Planner) Decide(prog Progress, o Outcome) Action {
 	}
 	switch o.Kind {
 	case StepDone:
-		return p.Continue(prog)
+		return p.cont(prog)
 	case StepWaiting:
 		return here(Wait)
 	case AgentBusy:
@@ -291,7 +300,7 @@ func (p *Planner) Decide(prog Progress, o Outcome) Action {
 		return here(RebootToFinishStep)
 	case AgentRebooted:
 		prog.Reboot = false
-		return p.Continue(prog)
+		return p.cont(prog)
 	case AbortRequested:
 		if prog.Current == nil || prog.Current.Abortable {
 			a := here(Abort)
@@ -387,10 +396,17 @@ func stepRepr(s Step) string {
 	return b.String()
 }
 
+// clone copies p so that the decision functions can change it without
+// touching their input. Step lists are copied shallowly: argument maps are
+// never modified here, so the copy may share them with p.
 func (p Progress) clone() Progress {
 	c := p
-	c.Steps = cloneSteps(p.Steps)
-	c.UserSteps = cloneSteps(p.UserSteps)
+	if p.Steps != nil {
+		c.Steps = append([]Step(nil), p.Steps...)
+	}
+	if p.UserSteps != nil {
+		c.UserSteps = append([]Step(nil), p.UserSteps...)
+	}
 	if p.Index != nil {
 		i := *p.Index
 		c.Index = &i
