@@ -32,9 +32,12 @@ type StateSpec struct {
 // Transition is one row of a transition table: in state From, event Event
 // moves to state To.
 type Transition struct {
-	From  State `json:"from"`
+	// From is the state the event is accepted in.
+	From State `json:"from"`
+	// Event is the accepted event.
 	Event Event `json:"event"`
-	To    State `json:"to"`
+	// To is the state the event leads to.
+	To State `json:"to"`
 }
 
 // StickyTarget keeps a caller's target while a node moves between the
