@@ -65,6 +65,9 @@ type Outcome struct {
 	// FromAgent marks a StepFailed reported by the agent (FAILED
 	// command status), which Ironic words differently.
 	FromAgent bool
+	// AgentStatus is set on a StepFailed for a command status the agent
+	// should not report; the message names it.
+	AgentStatus string
 	// AgentURLMissing marks an AgentConnectionLost during a deploy
 	// before the agent recorded its URL: the agent is still booting.
 	AgentURLMissing bool
@@ -327,6 +330,8 @@ func (p *Planner) fail(prog Progress, here func(ActionKind) Action, o Outcome) A
 		step = stepRepr(*prog.Current)
 	}
 	switch {
+	case o.FromAgent && o.AgentStatus != "":
+		a.Message = fmt.Sprintf("Agent returned unknown status for %s step %s on node %s : %s.", prog.Kind, step, o.Node, o.AgentStatus)
 	case o.FromAgent:
 		a.Message = fmt.Sprintf("Agent returned error for %s step %s on node %s : %s.", prog.Kind, step, o.Node, o.Err)
 	case prog.Kind == Deploy:
