@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -192,6 +193,7 @@ func (c *Client) endpoint(a Agent, path string, q url.Values) (full, safe string
 		return "", "", fmt.Errorf("%w: agentclient: node %s: agent URL %q is not an absolute http(s) URL", ErrInvalidArgument, orUnknown(a.NodeUUID), a.URL)
 	}
 	base.Path = strings.TrimRight(base.Path, "/") + "/" + c.cfg.APIVersion + "/" + path
+	q = maps.Clone(q) // never add the token to the caller's values
 	if q == nil {
 		q = url.Values{}
 	}

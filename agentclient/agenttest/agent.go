@@ -521,6 +521,11 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 		delay = a.delay
 	}
 	if spec.async {
+		// Like IPA, answer with the command as it is when the thread
+		// starts: RUNNING, unless the caller waits.
+		a.mu.Lock()
+		started := c.res
+		a.mu.Unlock()
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -533,18 +538,22 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 			res, cerr, status := a.run(c, spec, beh)
 			a.finish(c, res, cerr, status)
 		}()
-		if isTrue(r.URL.Query().Get("wait")) {
-			select {
-			case <-c.done:
-			case <-r.Context().Done():
-				return
-			}
+		if !isTrue(r.URL.Query().Get("wait")) {
+			writeJSON(w, http.StatusOK, started)
+			return
+		}
+		select {
+		case <-c.done:
+		case <-r.Context().Done():
+			return
 		}
 	} else {
 		if delay > 0 {
+			// The command keeps running when the caller gives up, as
+			// in IPA; only closing the agent cuts it short.
 			select {
 			case <-a.clock.After(delay):
-			case <-r.Context().Done():
+			case <-a.ctx.Done():
 			}
 		}
 		res, cerr, status := a.run(c, spec, beh)

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -78,7 +80,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		scheme = "https"
 	}
 	s.base = scheme + "://" + s.ln.Addr().String()
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// Handshake errors from clients that refuse the self-signed
+	// certificate are expected in tests; they are not worth a log line.
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
