@@ -53,7 +53,15 @@
 // re-run, finish, fail, abort now or after the step) together with the
 // Progress to persist. Planner.Continue is the continuation Ironic runs on
 // heartbeats and continue calls: it pops the skip-current-step flag and
-// honours abort-after.
+// honours abort-after. On an agent heartbeat, AgentOutcome turns the
+// agent's command list into the Outcome (or nothing to do yet), ignoring
+// late results of earlier steps.
+//
+// Progress.Write and ReadProgress store and load a run under Ironic's own
+// driver_internal_info keys (clean_steps, clean_step_index,
+// cleaning_reboot, skip_current_clean_step, cleaning_polling, ... and the
+// deploy and service equivalents); CurrentColumn and StepFromColumn
+// convert the node's <kind>_step column; Wipe clears a finished run.
 //
 // # Usage
 //

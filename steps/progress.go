@@ -275,3 +275,36 @@ func toJSONValue(v any) (any, error) {
 	}
 	return out, nil
 }
+
+// StepFromColumn decodes a node's <kind>_step column (Ironic stores {}
+// when no step runs, which gives nil) for ReadProgress.
+func StepFromColumn(kind Kind, col map[string]any) (*Step, error) {
+	if len(col) == 0 {
+		return nil, nil
+	}
+	var s Step
+	raw, err := json.Marshal(col)
+	if err == nil {
+		err = json.Unmarshal(raw, &s)
+	}
+	if err != nil {
+		return nil, &ProgressError{Kind: kind, Key: string(kind) + "_step", Err: err}
+	}
+	if s.IsZero() {
+		return nil, nil
+	}
+	return &s, nil
+}
+
+// CurrentColumn returns the value to store in the node's <kind>_step
+// column: the current step as a JSON object, or {} when none runs.
+func (p Progress) CurrentColumn() (map[string]any, error) {
+	if p.Current == nil || p.Current.IsZero() {
+		return map[string]any{}, nil
+	}
+	v, err := toJSONValue(p.Current)
+	if err != nil {
+		return nil, &ProgressError{Kind: p.Kind, Key: string(p.Kind) + "_step", Err: err}
+	}
+	return v.(map[string]any), nil
+}

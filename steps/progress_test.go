@@ -196,3 +196,32 @@ func TestAgentCacheRoundTrip(t *testing.T) {
 		t.Fatalf("unmarshalable args error = %v", err)
 	}
 }
+
+func TestCurrentColumn(t *testing.T) {
+	p := Progress{Kind: Service}
+	col, err := p.CurrentColumn()
+	if err != nil || len(col) != 0 || col == nil {
+		t.Fatalf("empty column = %#v, %v", col, err)
+	}
+	if s, err := StepFromColumn(Service, col); err != nil || s != nil {
+		t.Fatalf("StepFromColumn({}) = %v, %v", s, err)
+	}
+	cur := Step{Interface: "bios", Name: "apply_configuration", Args: map[string]any{"settings": []any{}}, AbortAfter: true}
+	p.Current = &cur
+	col, err = p.CurrentColumn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"interface": "bios", "step": "apply_configuration", "priority": 0.0, "abortable": false,
+		"args": map[string]any{"settings": []any{}}, "abort_after": true}
+	if !reflect.DeepEqual(col, want) {
+		t.Fatalf("column = %#v, want %#v", col, want)
+	}
+	back, err := StepFromColumn(Service, col)
+	if err != nil || !reflect.DeepEqual(*back, cur) {
+		t.Fatalf("StepFromColumn = %+v, %v", back, err)
+	}
+	if _, err := StepFromColumn(Service, map[string]any{"step": 5.0}); !errors.Is(err, ErrInvalidProgress) {
+		t.Fatalf("bad column error = %v", err)
+	}
+}
