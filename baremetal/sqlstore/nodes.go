@@ -1,0 +1,506 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+)
+
+// defaultProvisionState is where a node created without a state starts.
+const defaultProvisionState = "enroll"
+
+// insertBatch is how many nodes one multi-row INSERT carries; with about
+// 65 columns it stays under both databases' bind-parameter limits.
+const insertBatch = 200
+
+// validNameChar reports whether c may appear in a node or port name: the
+// unreserved characters of RFC 3986, as Ironic allows.
+func validNameChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func validName(s string) bool {
+	if s == "" || isUUID(s) {
+		return false
+	}
+	for _, c := range s {
+		if !validNameChar(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// prepareNewNode fills the store-assigned fields of a node about to be
+// created and checks what the column table does not.
+func (s *Store) prepareNewNode(n *baremetal.Node) error {
+	if n == nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Field: "node", Expected: "a non-nil node"}
+	}
+	if n.UUID == "" {
+		n.UUID = uuid.NewString()
+	} else if !isUUID(n.UUID) {
+		return invalid(n, "uuid", "a UUID such as 1be26c0b-03f2-4d2e-ae87-c02d7f33c123", nil)
+	} else {
+		n.UUID = strings.ToLower(n.UUID)
+	}
+	if n.Name != "" && !validName(n.Name) {
+		return invalid(n, "name", "letters, digits, '-', '.', '_' or '~', and not a UUID", nil)
+	}
+	if n.InstanceUUID != "" && !isUUID(n.InstanceUUID) {
+		return invalid(n, "instance_uuid", "a UUID", nil)
+	}
+	if n.ParentNode != "" && !isUUID(n.ParentNode) {
+		return invalid(n, "parent_node", "a node UUID", nil)
+	}
+	if n.Reservation != "" {
+		return invalid(n, "reservation", "empty: a node is created unlocked; use ReserveNode", nil)
+	}
+	if n.ProvisionState == "" {
+		n.ProvisionState = defaultProvisionState
+	}
+	return nil
+}
+
+// checkUpdate checks the fields of an update that the column table does
+// not.
+func checkUpdate(n *baremetal.Node) error {
+	if n == nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Field: "node", Expected: "a non-nil node"}
+	}
+	if n.Name != "" && !validName(n.Name) {
+		return invalid(n, "name", "letters, digits, '-', '.', '_' or '~', and not a UUID", nil)
+	}
+	if n.InstanceUUID != "" && !isUUID(n.InstanceUUID) {
+		return invalid(n, "instance_uuid", "a UUID", nil)
+	}
+	if n.ParentNode != "" && !isUUID(n.ParentNode) {
+		return invalid(n, "parent_node", "a node UUID", nil)
+	}
+	if n.ProvisionState == "" {
+		return invalid(n, "provision_state", "a provision state", nil)
+	}
+	return nil
+}
+
+// CreateNode implements baremetal.NodeStore.
+func (s *Store) CreateNode(ctx context.Context, n *baremetal.Node) error {
+	return s.CreateNodes(ctx, []*baremetal.Node{n})
+}
+
+// CreateNodes implements baremetal.NodeStore. All nodes are validated
+// first, then inserted in one transaction with multi-row inserts.
+func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	// Work on copies so a failed call leaves the caller's nodes as given.
+	work := make([]*baremetal.Node, len(nodes))
+	args := make([][]any, len(nodes))
+	seen := map[string]string{}
+	now := s.now()
+	for i, orig := range nodes {
+		if orig == nil {
+			return &baremetal.InvalidFieldError{Kind: "node", Field: "node", Expected: fmt.Sprintf("a non-nil node at index %d", i)}
+		}
+		n := *orig
+		if err := s.prepareNewNode(&n); err != nil {
+			return err
+		}
+		for _, u := range [][2]string{{"uuid", n.UUID}, {"name", n.Name}, {"instance_uuid", n.InstanceUUID}} {
+			if u[1] == "" {
+				continue
+			}
+			key := u[0] + "\x00" + u[1]
+			if _, dup := seen[key]; dup {
+				return &baremetal.DuplicateError{Kind: "node", Field: u[0], Value: u[1]}
+			}
+			seen[key] = n.UUID
+		}
+		n.CreatedAt, n.UpdatedAt, n.ProvisionUpdatedAt, n.Version = now, now, now, 1
+		a, err := nodeArgs(&n)
+		if err != nil {
+			return err
+		}
+		work[i], args[i] = &n, a
+	}
+
+	cols := append([]string{"uuid", "provision_updated_at", "created_at", "updated_at", "version"}, func() []string {
+		out := make([]string, len(nodeCols))
+		for i, c := range nodeCols {
+			out[i] = c.name
+		}
+		return out
+	}()...)
+	rowPH := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	ids := make(map[string]int64, len(nodes))
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		for start := 0; start < len(work); start += insertBatch {
+			end := min(start+insertBatch, len(work))
+			var q strings.Builder
+			q.WriteString("INSERT INTO nodes (" + strings.Join(cols, ", ") + ") VALUES ")
+			bind := make([]any, 0, (end-start)*len(cols))
+			for i := start; i < end; i++ {
+				if i > start {
+					q.WriteString(", ")
+				}
+				q.WriteString(rowPH)
+				n := work[i]
+				bind = append(bind, n.UUID, micros(n.ProvisionUpdatedAt), micros(now), micros(now), int64(1))
+				bind = append(bind, args[i]...)
+			}
+			q.WriteString(" RETURNING id, uuid")
+			rows, err := tx.QueryContext(ctx, s.d.q(q.String()), bind...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id int64
+				var u string
+				if err := rows.Scan(&id, &u); err != nil {
+					_ = rows.Close()
+					return err
+				}
+				ids[u] = id
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if classify(err) == uniqueViolation {
+			return s.explainNodeDuplicate(ctx, work, err)
+		}
+		return fmt.Errorf("sqlstore: creating %d node(s): %w", len(nodes), err)
+	}
+	for i, n := range work {
+		n.ID = ids[n.UUID]
+		*nodes[i] = *n
+	}
+	if s.hasSubscribers() {
+		changes := make([]baremetal.NodeChange, len(work))
+		for i, n := range work {
+			changes[i] = baremetal.NodeChange{UUID: n.UUID, Op: "create", ProvisionState: n.ProvisionState,
+				TargetProvisionState: n.TargetProvisionState, Version: n.Version}
+		}
+		s.notify(changes...)
+	}
+	return nil
+}
+
+// explainNodeDuplicate finds which unique field of which node collided
+// with a stored node, after the database refused an insert or update.
+func (s *Store) explainNodeDuplicate(ctx context.Context, nodes []*baremetal.Node, cause error) error {
+	probe := s.d.q("SELECT uuid, COALESCE(name, ''), COALESCE(instance_uuid, '') FROM nodes WHERE uuid = ? OR name = ? OR instance_uuid = ?")
+	for _, n := range nodes {
+		rows, err := s.w.QueryContext(ctx, probe, n.UUID, nullIfEmpty(n.Name), nullIfEmpty(n.InstanceUUID))
+		if err != nil {
+			return fmt.Errorf("sqlstore: finding the duplicate field: %w (after %w)", err, cause)
+		}
+		var dup *baremetal.DuplicateError
+		for rows.Next() && dup == nil {
+			var u, name, inst string
+			if err := rows.Scan(&u, &name, &inst); err != nil {
+				break
+			}
+			switch {
+			case n.ID == 0 && u == n.UUID:
+				dup = &baremetal.DuplicateError{Kind: "node", Field: "uuid", Value: n.UUID}
+			case u != n.UUID && n.Name != "" && name == n.Name:
+				dup = &baremetal.DuplicateError{Kind: "node", Field: "name", Value: n.Name}
+			case u != n.UUID && n.InstanceUUID != "" && inst == n.InstanceUUID:
+				dup = &baremetal.DuplicateError{Kind: "node", Field: "instance_uuid", Value: n.InstanceUUID}
+			}
+		}
+		_ = rows.Close()
+		if dup != nil {
+			return dup
+		}
+	}
+	return fmt.Errorf("sqlstore: unique constraint violated: %w", cause)
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// GetNode implements baremetal.NodeStore.
+func (s *Store) GetNode(ctx context.Context, ident string) (*baremetal.Node, error) {
+	var row *sqlx.Row
+	if isUUID(ident) {
+		row = s.st.getByUUID.QueryRowxContext(ctx, strings.ToLower(ident))
+	} else {
+		row = s.st.getByName.QueryRowxContext(ctx, ident)
+	}
+	n, err := scanNode(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &baremetal.NotFoundError{Kind: "node", Ident: ident}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: reading node %s: %w", ident, err)
+	}
+	return n, nil
+}
+
+// where builds the WHERE clause and arguments of a node filter.
+func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremetal.Page) (string, []any, error) {
+	var conds []string
+	var args []any
+	in := func(col string, vals []string) {
+		conds = append(conds, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	if len(f.ProvisionStates) > 0 {
+		in("provision_state", f.ProvisionStates)
+	}
+	if f.Maintenance != nil {
+		conds = append(conds, "maintenance = ?")
+		args = append(args, *f.Maintenance)
+	}
+	if f.Reserved != nil {
+		if *f.Reserved {
+			conds = append(conds, "reservation IS NOT NULL")
+		} else {
+			conds = append(conds, "reservation IS NULL")
+		}
+	}
+	if f.ReservedBy != "" {
+		conds = append(conds, "reservation = ?")
+		args = append(args, f.ReservedBy)
+	}
+	if f.ConductorGroup != nil {
+		conds = append(conds, "conductor_group = ?")
+		args = append(args, *f.ConductorGroup)
+	}
+	if len(f.Drivers) > 0 {
+		in("driver", f.Drivers)
+	}
+	if !f.ProvisionUpdatedBefore.IsZero() {
+		conds = append(conds, "provision_updated_at < ?")
+		args = append(args, micros(f.ProvisionUpdatedBefore))
+	}
+	if f.Associated != nil {
+		if *f.Associated {
+			conds = append(conds, "instance_uuid IS NOT NULL")
+		} else {
+			conds = append(conds, "instance_uuid IS NULL")
+		}
+	}
+	if f.ConductorAffinityNot != 0 {
+		conds = append(conds, "(conductor_affinity IS NULL OR conductor_affinity <> ?)")
+		args = append(args, f.ConductorAffinityNot)
+	}
+	if page.Marker != "" {
+		var id int64
+		err := s.r.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), strings.ToLower(page.Marker)).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil, &baremetal.InvalidFieldError{Kind: "page", Field: "marker", Expected: "the UUID of an existing node"}
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("sqlstore: resolving marker: %w", err)
+		}
+		conds = append(conds, "id > ?")
+		args = append(args, id)
+	}
+	if len(conds) == 0 {
+		return "", nil, nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args, nil
+}
+
+// ListNodes implements baremetal.NodeStore.
+func (s *Store) ListNodes(ctx context.Context, f baremetal.NodeFilter, page baremetal.Page) ([]*baremetal.Node, error) {
+	if page.Limit < 0 {
+		return nil, &baremetal.InvalidFieldError{Kind: "page", Field: "limit", Expected: "zero (no limit) or a positive number"}
+	}
+	where, args, err := s.where(ctx, f, page)
+	if err != nil {
+		return nil, err
+	}
+	q := "SELECT " + nodeSelectList + " FROM nodes" + where + " ORDER BY id"
+	if page.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", page.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: listing nodes: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []*baremetal.Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: listing nodes: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: listing nodes: %w", err)
+	}
+	return out, nil
+}
+
+// CountNodes implements baremetal.NodeStore.
+func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, error) {
+	where, args, err := s.where(ctx, f, baremetal.Page{})
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.r.QueryRowxContext(ctx, s.d.q("SELECT COUNT(*) FROM nodes"+where), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlstore: counting nodes: %w", err)
+	}
+	return n, nil
+}
+
+// UpdateNode implements baremetal.NodeStore.
+func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string) error {
+	if err := checkUpdate(n); err != nil {
+		return err
+	}
+	cols, err := nodeArgs(n)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	args := make([]any, 0, len(cols)+10)
+	args = append(args, cols...)
+	args = append(args, n.ProvisionState, n.TargetProvisionState, micros(now), timeArg(n.ProvisionUpdatedAt))
+	args = append(args, micros(now), strings.ToLower(n.UUID), n.Version)
+	stmt := s.st.update
+	if holder != "" {
+		stmt = s.st.updateHeld
+		args = append(args, holder)
+	}
+	var version, updated int64
+	var provUpdated sql.NullInt64
+	err = stmt.QueryRowxContext(ctx, args...).Scan(&version, &updated, &provUpdated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.explainConflict(ctx, n, holder)
+	}
+	if err != nil {
+		if classify(err) == uniqueViolation {
+			return s.explainNodeDuplicate(ctx, []*baremetal.Node{n}, err)
+		}
+		return fmt.Errorf("sqlstore: updating node %s: %w", n.UUID, err)
+	}
+	n.Version = version
+	n.UpdatedAt = timeFrom(sql.NullInt64{Int64: updated, Valid: true})
+	n.ProvisionUpdatedAt = timeFrom(provUpdated)
+	s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "update", ProvisionState: n.ProvisionState,
+		TargetProvisionState: n.TargetProvisionState, Reservation: n.Reservation, Version: n.Version})
+	return nil
+}
+
+// explainConflict builds the error of a compare-and-swap that matched no
+// row.
+func (s *Store) explainConflict(ctx context.Context, n *baremetal.Node, holder string) error {
+	var res sql.NullString
+	var version int64
+	err := s.st.lockHolder.QueryRowxContext(ctx, strings.ToLower(n.UUID)).Scan(&res, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &baremetal.NotFoundError{Kind: "node", Ident: n.UUID}
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: node %s: write refused, and reading why failed: %w", n.UUID, err)
+	}
+	return &baremetal.ConflictError{Kind: "node", Ident: n.UUID, Expected: n.Version, Actual: version,
+		Holder: holder, ActualHolder: res.String}
+}
+
+// TouchProvisioning implements baremetal.NodeStore.
+func (s *Store) TouchProvisioning(ctx context.Context, id string) error {
+	var ps, tps string
+	var version int64
+	err := s.st.touch.QueryRowxContext(ctx, micros(s.now()), strings.ToLower(id)).Scan(&ps, &tps, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &baremetal.NotFoundError{Kind: "node", Ident: id}
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: touching node %s: %w", id, err)
+	}
+	s.notify(baremetal.NodeChange{UUID: id, Op: "touch", ProvisionState: ps, TargetProvisionState: tps, Version: version})
+	return nil
+}
+
+// DeleteNode implements baremetal.NodeStore. Ports and history go with
+// the node (ON DELETE CASCADE).
+func (s *Store) DeleteNode(ctx context.Context, id string) error {
+	id = strings.ToLower(id)
+	res, err := s.w.ExecContext(ctx, s.d.q("DELETE FROM nodes WHERE uuid = ? AND reservation IS NULL"), id)
+	if err != nil {
+		return fmt.Errorf("sqlstore: deleting node %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		s.notify(baremetal.NodeChange{UUID: id, Op: "delete"})
+		return nil
+	}
+	var holder sql.NullString
+	var version int64
+	err = s.st.lockHolder.QueryRowxContext(ctx, id).Scan(&holder, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &baremetal.NotFoundError{Kind: "node", Ident: id}
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: deleting node %s: %w", id, err)
+	}
+	return &baremetal.NodeInUseError{Node: id, Holder: holder.String}
+}
+
+// LookupNode implements baremetal.NodeStore.
+func (s *Store) LookupNode(ctx context.Context, id string, macs []string) (*baremetal.Node, error) {
+	if id != "" {
+		if !isUUID(id) {
+			return nil, &baremetal.InvalidFieldError{Kind: "lookup", Field: "node_uuid", Expected: "a node UUID"}
+		}
+		return s.GetNode(ctx, id)
+	}
+	var valid []string
+	for _, m := range macs {
+		if norm, err := baremetal.NormalizeMAC("addresses", m); err == nil {
+			valid = append(valid, norm)
+		}
+	}
+	if len(valid) == 0 {
+		return nil, &baremetal.InvalidFieldError{Kind: "lookup", Field: "addresses", Expected: "a node UUID or at least one valid MAC address"}
+	}
+	q := "SELECT DISTINCT node_id FROM ports WHERE address IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(valid)), ", ") + ")"
+	args := make([]any, len(valid))
+	for i, v := range valid {
+		args[i] = v
+	}
+	var ids []int64
+	if err := s.r.SelectContext(ctx, &ids, s.d.q(q), args...); err != nil {
+		return nil, fmt.Errorf("sqlstore: looking up node by MAC: %w", err)
+	}
+	if len(ids) != 1 {
+		// None, or MACs of several nodes: Ironic answers both with the
+		// same not-found.
+		return nil, &baremetal.NotFoundError{Kind: "node", Ident: "with MAC " + strings.Join(valid, ",")}
+	}
+	n, err := scanNode(s.r.QueryRowxContext(ctx, s.d.q("SELECT "+nodeSelectList+" FROM nodes WHERE id = ?"), ids[0]))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &baremetal.NotFoundError{Kind: "node", Ident: "with MAC " + strings.Join(valid, ",")}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: looking up node by MAC: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// statements are the hot queries, prepared once at open.
+type statements struct {
+	all []*sqlx.Stmt
+
+	getByUUID  *sqlx.Stmt // reader
+	getByName  *sqlx.Stmt // reader
+	lockHolder *sqlx.Stmt // writer: reservation, version of a uuid
+	reserve    *sqlx.Stmt
+	release    *sqlx.Stmt
+	update     *sqlx.Stmt
+	updateHeld *sqlx.Stmt
+	touch      *sqlx.Stmt
+}
+
+func (st *statements) close() {
+	for _, s := range st.all {
+		_ = s.Close()
+	}
+	st.all = nil
+}
+
+// updateSQL builds the compare-and-swap update of every caller-written
+// column. provision_updated_at is stamped when either provision state
+// changes and otherwise never moves back.
+func (s *Store) updateSQL(held bool) string {
+	var b strings.Builder
+	b.WriteString("UPDATE nodes SET ")
+	for _, c := range nodeCols {
+		b.WriteString(c.name)
+		b.WriteString(" = ?, ")
+	}
+	fmt.Fprintf(&b, "provision_updated_at = CASE WHEN provision_state <> ? OR COALESCE(target_provision_state, '') <> ? THEN ? "+
+		"ELSE NULLIF(%s(COALESCE(provision_updated_at, 0), COALESCE(?, 0)), 0) END, ", s.d.greatest)
+	b.WriteString("version = version + 1, updated_at = ? WHERE uuid = ? AND version = ?")
+	if held {
+		b.WriteString(" AND reservation = ?")
+	}
+	b.WriteString(" RETURNING version, updated_at, provision_updated_at")
+	return b.String()
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	prep := func(db *sqlx.DB, q string) (*sqlx.Stmt, error) {
+		st, err := db.PreparexContext(ctx, s.d.q(q))
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: preparing %q: %w", q, err)
+		}
+		s.st.all = append(s.st.all, st)
+		return st, nil
+	}
+	var err error
+	sel := "SELECT " + nodeSelectList + " FROM nodes "
+	if s.st.getByUUID, err = prep(s.r, sel+"WHERE uuid = ?"); err != nil {
+		return err
+	}
+	if s.st.getByName, err = prep(s.r, sel+"WHERE name = ?"); err != nil {
+		return err
+	}
+	if s.st.lockHolder, err = prep(s.w, "SELECT reservation, version FROM nodes WHERE uuid = ?"); err != nil {
+		return err
+	}
+	if s.st.reserve, err = prep(s.w, "UPDATE nodes SET reservation = ? WHERE uuid = ? AND reservation IS NULL RETURNING "+nodeSelectList); err != nil {
+		return err
+	}
+	if s.st.release, err = prep(s.w, "UPDATE nodes SET reservation = NULL WHERE uuid = ? AND reservation = ?"); err != nil {
+		return err
+	}
+	if s.st.update, err = prep(s.w, s.updateSQL(false)); err != nil {
+		return err
+	}
+	if s.st.updateHeld, err = prep(s.w, s.updateSQL(true)); err != nil {
+		return err
+	}
+	if s.st.touch, err = prep(s.w, "UPDATE nodes SET provision_updated_at = ? WHERE uuid = ? RETURNING provision_state, COALESCE(target_provision_state, ''), version"); err != nil {
+		return err
+	}
+	return nil
+}
