@@ -28,7 +28,12 @@
 // target manageable while the node moves among cleaning, clean wait, clean
 // hold and clean failed; an explicit target overrides all of this and must
 // be stable; and when no work follows the move, reaching a stable state
-// clears the target. Machine.Process is the short form for the common case
+// clears the target. (Ironic gets the manual-clean rule by passing
+// manageable explicitly on each wait, resume, fail and abort; its reserved
+// hold and wait steps fire their events without it, which in Ironic resets a
+// manual clean's target to available. Anvil's sticky rule keeps manageable
+// on every move among the cleaning states, so a held manual clean still
+// ends in manageable.) Machine.Process is the short form for the common case
 // of a node without a current target and without follow-up work.
 //
 // # Errors
