@@ -1,0 +1,402 @@
+package baremetal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// AgentBackend returns the conductor's implementation of the agent lookup
+// and heartbeat handler's Backend: mount
+// agentclient.NewHandler(c.AgentBackend(), cfg) where agents can reach it.
+func (c *Conductor) AgentBackend() agentclient.Backend { return agentBackend{c} }
+
+type agentBackend struct{ c *Conductor }
+
+var _ agentclient.Backend = agentBackend{}
+
+func (b agentBackend) LookupNode(ctx context.Context, q agentclient.LookupQuery) (agentclient.Node, error) {
+	n, err := b.c.store.LookupNode(ctx, q.NodeUUID, q.Addresses)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) {
+			return agentclient.Node{}, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return agentclient.Node{}, err
+	}
+	return b.c.agentNode(n), nil
+}
+
+func (b agentBackend) GetNode(ctx context.Context, ident string) (agentclient.Node, error) {
+	n, err := b.c.store.GetNode(ctx, ident)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return agentclient.Node{}, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return agentclient.Node{}, err
+	}
+	return b.c.agentNode(n), nil
+}
+
+func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate string) (bool, error) {
+	c := b.c
+	n, err := c.store.ReserveNode(ctx, nodeUUID, c.host)
+	if err != nil {
+		if errors.Is(err, ErrNodeLocked) {
+			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeLocked, err)
+		}
+		if errors.Is(err, ErrNotFound) {
+			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return false, err
+	}
+	t := c.newTask(n)
+	defer t.release()
+	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok != "" {
+		return false, nil
+	}
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo["agent_secret_token"] = candidate
+	if err := t.save(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
+	c := b.c
+	if !c.running.Load() {
+		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+	}
+	c.hbMu.Lock()
+	c.pendingHB[hb.NodeUUID] = hb
+	c.hbMu.Unlock()
+	c.submit(job{uuid: hb.NodeUUID, kind: jobHeartbeat})
+	return nil
+}
+
+func (c *Conductor) agentNode(n *Node) agentclient.Node {
+	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	url, _ := n.DriverInternalInfo["agent_url"].(string)
+	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	return agentclient.Node{
+		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
+		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
+		Properties: cloneMap(n.Properties), InstanceInfo: cloneMap(n.InstanceInfo),
+		DriverInternalInfo: cloneMap(n.DriverInternalInfo),
+		AgentToken:         tok, AgentURL: url, AgentVerifyCA: ca,
+	}
+}
+
+// heartbeatAllowed is Ironic's HEARTBEAT_ALLOWED plus the fast-track
+// states.
+func heartbeatAllowed(s statemachine.State, fastTrack bool) bool {
+	switch s {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.RescueWait, statemachine.Deploying,
+		statemachine.Cleaning, statemachine.Rescuing, statemachine.DeployHold, statemachine.CleanHold,
+		statemachine.Servicing, statemachine.ServiceWait, statemachine.ServiceHold:
+		return true
+	case statemachine.Manageable, statemachine.Available, statemachine.Enroll:
+		return fastTrack
+	}
+	return false
+}
+
+// processHeartbeat records the latest heartbeat of a node and continues
+// whatever waits for it (reference §7.2).
+func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
+	c.hbMu.Lock()
+	hb, ok := c.pendingHB[uuid]
+	delete(c.pendingHB, uuid)
+	c.hbMu.Unlock()
+	if !ok {
+		return
+	}
+	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	if err != nil {
+		// Locked: Ironic drops the heartbeat; the agent sends another.
+		return
+	}
+	t := c.newTask(n)
+	defer t.release()
+	state := statemachine.State(n.ProvisionState)
+	if !heartbeatAllowed(state, c.fastTrackable(t)) {
+		return
+	}
+	c.metrics.heartbeats.WithLabelValues(n.ProvisionState).Inc()
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo["agent_url"] = hb.CallbackURL
+	n.DriverInternalInfo["agent_version"] = hb.AgentVersion
+	n.DriverInternalInfo["agent_last_heartbeat"] = hb.ReceivedAt.UTC().Format(agentclient.LastHeartbeatLayout)
+	if hb.AgentVerifyCA != "" {
+		n.DriverInternalInfo["agent_verify_ca"] = hb.AgentVerifyCA
+	}
+	if hb.AgentStatus != "" {
+		n.DriverInternalInfo["agent_status"] = hb.AgentStatus
+		n.DriverInternalInfo["agent_status_message"] = hb.AgentStatusMessage
+	}
+	switch state {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:
+	default:
+		// Record-only states.
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		}
+		return
+	}
+	if n.Maintenance {
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		}
+		return
+	}
+	if err := t.save(ctx); err != nil {
+		c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		return
+	}
+	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {
+		if fresh, err := c.store.GetNode(ctx, uuid); err == nil && fresh.Version == n.Version {
+			n.ProvisionUpdatedAt = fresh.ProvisionUpdatedAt
+		}
+	}
+	var perr error
+	switch state {
+	case statemachine.CleanWait, statemachine.ServiceWait:
+		kind := steps.Clean
+		if state == statemachine.ServiceWait {
+			kind = steps.Service
+		}
+		if len(*currentStepColumn(n, kind)) == 0 {
+			// The ramdisk just booted: fetch its steps, plan, run.
+			if perr = t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); perr != nil {
+				break
+			}
+			if err := c.refreshAgentSteps(ctx, t, kind); err != nil {
+				perr = c.stepsFailed(ctx, t, kind, fmt.Sprintf("Failed to get %s steps from the agent of node %s: %s", kind, uuid, describeErr(err)), false)
+				break
+			}
+			perr = c.planAndRun(ctx, t, kind)
+			break
+		}
+		perr = c.processNextStep(ctx, t, kind)
+	case statemachine.DeployWait:
+		if cache, _ := steps.ReadAgentCache(steps.Deploy, n.DriverInternalInfo); len(cache) == 0 {
+			if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {
+				c.log.Warn("cannot fetch in-band deploy steps", "node", uuid, "error", err)
+			}
+		}
+		perr = c.processNextStep(ctx, t, steps.Deploy)
+	case statemachine.RescueWait:
+		perr = c.finalizeRescue(ctx, t)
+	}
+	if perr != nil {
+		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
+	}
+}
+
+// agentOf addresses the node's agent.
+func agentOf(n *Node) agentclient.Agent {
+	url, _ := n.DriverInternalInfo["agent_url"].(string)
+	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	return agentclient.Agent{NodeUUID: n.UUID, URL: url, Token: tok, VerifyCA: ca}
+}
+
+func (c *Conductor) agentClient() (*agentclient.Client, error) {
+	if c.agent.Client == nil {
+		return nil, fmt.Errorf("baremetal: no agent client configured (AgentSettings.Client)")
+	}
+	return c.agent.Client, nil
+}
+
+// agentNodeDict is the node as sent to the agent: secrets masked, except
+// the config drive for deploy steps, which the agent writes.
+func agentNodeDict(n *Node, kind steps.Kind) map[string]any {
+	ii := MaskSecrets(n.InstanceInfo)
+	if kind == steps.Deploy {
+		if cd, ok := n.InstanceInfo["configdrive"]; ok {
+			ii = ensureMap(ii)
+			ii["configdrive"] = cd
+		}
+	}
+	return map[string]any{
+		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": cloneMap(n.Properties),
+		"instance_info": ii, "driver_internal_info": MaskSecrets(n.DriverInternalInfo),
+		"driver_info": MaskSecrets(n.DriverInfo),
+	}
+}
+
+func (t *task) agentPorts(ctx context.Context) []map[string]any {
+	ps, err := t.loadPorts(ctx)
+	if err != nil {
+		return nil
+	}
+	out := make([]map[string]any, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, map[string]any{"uuid": p.UUID, "address": p.Address, "pxe_enabled": p.PXEEnabled})
+	}
+	return out
+}
+
+func hardwareManagerVersion(n *Node) map[string]string {
+	raw, _ := n.DriverInternalInfo[steps.HardwareManagerVersionKey].(map[string]any)
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
+// refreshAgentSteps asks the agent for its steps of kind and caches them.
+func (c *Conductor) refreshAgentSteps(ctx context.Context, t *task, kind steps.Kind) error {
+	cl, err := c.agentClient()
+	if err != nil {
+		return err
+	}
+	n := t.node
+	a := agentOf(n)
+	node, ports := agentNodeDict(n, kind), t.agentPorts(ctx)
+	var res agentclient.StepsResult
+	switch kind {
+	case steps.Clean:
+		res, err = cl.GetCleanSteps(ctx, a, node, ports)
+	case steps.Deploy:
+		res, err = cl.GetDeploySteps(ctx, a, node, ports)
+	default:
+		res, err = cl.GetServiceSteps(ctx, a, node, ports)
+	}
+	if err != nil {
+		return err
+	}
+	cache := steps.AgentSteps(kind, res.Steps)
+	if err := steps.WriteAgentCache(kind, ensureMap(n.DriverInternalInfo), cache, c.clock.Now().UTC().Format(agentclient.LastHeartbeatLayout)); err != nil {
+		return err
+	}
+	v := make(map[string]any, len(res.HardwareManagerVersion))
+	for k, s := range res.HardwareManagerVersion {
+		v[k] = s
+	}
+	n.DriverInternalInfo[steps.HardwareManagerVersionKey] = v
+	return nil
+}
+
+// executeAgentStep starts an in-band step on the agent; its completion is
+// seen on a later heartbeat.
+func (c *Conductor) executeAgentStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (driver.StepResult, error) {
+	cl, err := c.agentClient()
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	n := t.node
+	a := agentOf(n)
+	if a.URL == "" {
+		return driver.StepResult{}, fmt.Errorf("%w: node %s has no agent URL yet", agentclient.ErrConnectionFailed, n.UUID)
+	}
+	node, ports, ver := agentNodeDict(n, kind), t.agentPorts(ctx), hardwareManagerVersion(n)
+	switch kind {
+	case steps.Clean:
+		_, err = cl.ExecuteCleanStep(ctx, a, s, node, ports, ver)
+	case steps.Deploy:
+		_, err = cl.ExecuteDeployStep(ctx, a, s, node, ports, ver)
+	default:
+		_, err = cl.ExecuteServiceStep(ctx, a, s, node, ports, ver)
+	}
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	return driver.StepResult{Wait: true}, nil
+}
+
+// processNextStep looks at the agent's last command and continues the run
+// accordingly (Ironic's process_next_step).
+func (c *Conductor) processNextStep(ctx context.Context, t *task, kind steps.Kind) error {
+	n := t.node
+	prog, err := readNodeProgress(n, kind)
+	if err != nil {
+		return c.stepsFailed(ctx, t, kind, describeErr(err), false)
+	}
+	if prog.Polling {
+		return nil
+	}
+	cl, err := c.agentClient()
+	if err != nil {
+		return err
+	}
+	cmds, err := cl.ListCommands(ctx, agentOf(n))
+	if err != nil {
+		return err
+	}
+	execName := "execute_" + string(kind) + "_step"
+	fresh := true
+	for _, cmd := range cmds {
+		if cmd.Name != "get_"+string(kind)+"_steps" {
+			fresh = false
+			break
+		}
+	}
+	if fresh {
+		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.AgentRebooted}))
+	}
+	last := cmds[len(cmds)-1]
+	if last.Name != execName {
+		return nil
+	}
+	switch {
+	case last.Status == agentclient.StatusRunning:
+		return nil
+	case last.Status.IsVersionMismatch():
+		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.VersionMismatch}))
+	case last.Status == agentclient.StatusFailed:
+		msg := "unknown error"
+		if last.Error != nil {
+			msg = last.Error.String()
+		}
+		if prog.Current != nil {
+			c.metrics.stepFailures.WithLabelValues(string(kind), prog.Current.Key()).Inc()
+			c.stepEvent(t, EventStepEnd, kind, *prog.Current, msg)
+		}
+		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: MaskText(msg), FromAgent: true}))
+	case last.Status == agentclient.StatusSucceeded:
+		if sr, err := agentclient.DecodeStepResult(kind, &last); err == nil && prog.Current != nil &&
+			(sr.Step.Interface != "" && (sr.Step.Interface != prog.Current.Interface || sr.Step.Name != prog.Current.Name)) {
+			// A late report for a step that is already finished.
+			return nil
+		}
+		if prog.Current == nil {
+			return nil
+		}
+		c.stepEvent(t, EventStepEnd, kind, *prog.Current, "")
+		if prog.Current.RebootRequested {
+			return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.RebootRequested}))
+		}
+		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.StepDone}))
+	}
+	return nil
+}
+
+// finalizeRescue asks the agent to set the rescue password and finishes
+// the rescue.
+func (c *Conductor) finalizeRescue(ctx context.Context, t *task) error {
+	n := t.node
+	cl, err := c.agentClient()
+	if err == nil {
+		pw, _ := n.InstanceInfo["rescue_password"].(string)
+		_, err = cl.FinalizeRescue(ctx, agentOf(n), pw)
+	}
+	if err != nil {
+		if errors.Is(err, agentclient.ErrAgentBusy) {
+			return nil
+		}
+		t.fail(ctx, fmt.Sprintf("Node %s failed to finalize the rescue: %s", n.UUID, describeErr(err)), false)
+		return err
+	}
+	if err := t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); err != nil {
+		return err
+	}
+	delete(n.InstanceInfo, "rescue_password")
+	return t.process(ctx, statemachine.EventDone, moveOpts{})
+}

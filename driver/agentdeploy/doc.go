@@ -1,0 +1,25 @@
+// Package agentdeploy provides the "direct" deploy interface: deployment
+// through the Ironic Python Agent running in a ramdisk on the node, which
+// writes the image (and the config drive) itself.
+//
+// The interface declares Ironic's direct deploy steps: deploy.deploy (100,
+// boots the ramdisk), deploy.write_image (80, proxied to the agent's
+// in-band step), deploy.prepare_instance_boot (60), deploy.tear_down_agent
+// (40), deploy.switch_to_tenant_network (30) and deploy.boot_instance
+// (20). Agent-based clean and service steps are reported by the agent and
+// run in-band by the conductor; this interface only asks for the ramdisk
+// to be booted first (PrepareSteps).
+//
+// # Usage
+//
+//	client, _ := agentclient.NewClient(agentclient.ClientConfig{})
+//	reg := driver.NewRegistry(driver.Config{
+//		EnabledHardwareTypes: []string{driver.FakeHardware},
+//		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+//	})
+//	reg.Register(driver.Builtins(driver.FakeConfig{}))
+//	reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client))
+//
+// The conductor (package baremetal) recognises the interface through its
+// AgentBased method.
+package agentdeploy
