@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -118,6 +120,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	// Refused handshakes (clients verifying the self-signed certificate)
+	// are expected in tests; keep them out of the test output.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if opts.TLS {
 		s.srv.StartTLS()
 	} else {

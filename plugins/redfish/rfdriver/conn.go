@@ -77,6 +77,12 @@ type Options struct {
 	// RootCAs, when set, replaces the system pool for verification (used
 	// by tests with a self-signed BMC certificate).
 	RootCAs *x509.CertPool
+	// PowerTimeout bounds waiting for a power state change (default 60 s,
+	// Ironic's power_state_change_timeout).
+	PowerTimeout time.Duration
+	// PollInterval is how often power state and tasks are polled
+	// (default 1 s).
+	PollInterval time.Duration
 	// Logger receives debug lines; nil discards them. Passwords are never
 	// logged.
 	Logger *slog.Logger
@@ -102,6 +108,12 @@ func (o *Options) defaults() {
 	}
 	if o.Sleep == nil {
 		o.Sleep = sleepCtx
+	}
+	if o.PowerTimeout <= 0 {
+		o.PowerTimeout = 60 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -1,0 +1,173 @@
+package rfdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+)
+
+// Names of the hardware type and of the implementations this package
+// provides, as Ironic names them.
+const (
+	HardwareType     = "redfish"
+	ImplRedfish      = "redfish"
+	ImplVirtualMedia = "redfish-virtual-media"
+)
+
+// HardwareTypeDef returns the redfish hardware type: Ironic's generic
+// lists with the redfish implementations first where Ironic puts them.
+func HardwareTypeDef() driver.HardwareType {
+	return driver.HardwareType{
+		Name: HardwareType,
+		Supported: map[driver.Kind][]string{
+			driver.KindBIOS:       {ImplRedfish, driver.NoBIOS},
+			driver.KindBoot:       {"ipxe", "pxe", "http-ipxe", "http", ImplVirtualMedia},
+			driver.KindDeploy:     {"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent"},
+			driver.KindFirmware:   {ImplRedfish, driver.NoFirmware},
+			driver.KindInspect:    {ImplRedfish, "agent", driver.NoInspect},
+			driver.KindManagement: {ImplRedfish},
+			driver.KindPower:      {ImplRedfish},
+			driver.KindRAID:       {ImplRedfish, driver.NoRAID, "agent"},
+			driver.KindVendor:     {ImplRedfish, driver.NoVendor},
+		},
+	}
+}
+
+// Drivers holds what the redfish implementations share: the connection
+// pool (one session per BMC) and the timing options. Close logs out every
+// session.
+type Drivers struct {
+	pool *Pool
+	opts Options
+}
+
+// NewDrivers returns the redfish implementations' shared state.
+func NewDrivers(opts Options) *Drivers {
+	opts.defaults()
+	return &Drivers{pool: NewPool(opts), opts: opts}
+}
+
+// Close logs out every BMC session.
+func (d *Drivers) Close(ctx context.Context) error { return d.pool.Close(ctx) }
+
+// Bundle returns the hardware type and every implementation, ready for
+// driver.Registry.Register or the plugin SDK.
+func (d *Drivers) Bundle() driver.Bundle {
+	return driver.Bundle{
+		HardwareTypes: []driver.HardwareType{HardwareTypeDef()},
+		Implementations: []driver.Implementation{
+			{Kind: driver.KindPower, Name: ImplRedfish, Impl: d.Power()},
+			{Kind: driver.KindManagement, Name: ImplRedfish, Impl: d.Management()},
+			{Kind: driver.KindBoot, Name: ImplVirtualMedia, Impl: d.VirtualMediaBoot()},
+			{Kind: driver.KindInspect, Name: ImplRedfish, Impl: d.Inspect()},
+			{Kind: driver.KindBIOS, Name: ImplRedfish, Impl: d.BIOS()},
+			{Kind: driver.KindRAID, Name: ImplRedfish, Impl: d.RAID()},
+			{Kind: driver.KindFirmware, Name: ImplRedfish, Impl: d.Firmware()},
+			{Kind: driver.KindVendor, Name: ImplRedfish, Impl: d.Vendor()},
+		},
+	}
+}
+
+// base is what every implementation shares: its kind and name, and the
+// route from a Task to the node's System.
+type base struct {
+	d    *Drivers
+	kind driver.Kind
+	name string
+}
+
+func (b base) properties() []driver.Property {
+	ps := Properties()
+	out := make([]driver.Property, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, driver.Property{Name: p.Name, Description: p.Description, Required: p.Required})
+	}
+	return out
+}
+
+// Properties returns the redfish driver_info properties.
+func (b base) Properties() []driver.Property { return b.properties() }
+
+// Validate checks the redfish_* driver_info without contacting the BMC.
+func (b base) Validate(_ context.Context, t *driver.Task) error {
+	_, err := b.info(t)
+	return err
+}
+
+func (b base) info(t *driver.Task) (Info, error) {
+	info, err := ParseInfo(t.DriverInfo)
+	if err != nil {
+		return info, b.paramError(t, err)
+	}
+	return info, nil
+}
+
+// paramError converts an InfoError into the driver package's typed
+// parameter errors, which name the node, kind and implementation.
+func (b base) paramError(t *driver.Task, err error) error {
+	var ie *InfoError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	if ie.Missing {
+		return &driver.MissingParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Missing: []string{ie.Field}}
+	}
+	return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Key: ie.Field, Expected: ie.Expected}
+}
+
+func (b base) system(ctx context.Context, t *driver.Task) (*System, error) {
+	info, err := b.info(t)
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.d.pool.Conn(info)
+	if err != nil {
+		return nil, b.paramError(t, err)
+	}
+	sys, err := c.System(ctx)
+	if err != nil {
+		return nil, b.wrap(t, "find system", err)
+	}
+	return sys, nil
+}
+
+// wrap prefixes err with the component and node, as "power/redfish: node
+// X: op: ...".
+func (b base) wrap(t *driver.Task, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s/%s: node %s: %s: %w", b.kind, b.name, t.NodeUUID, op, err)
+}
+
+func (b base) unsupported(op string) error {
+	return &driver.UnsupportedError{Kind: b.kind, Impl: b.name, Operation: op}
+}
+
+// waitPower polls until the system reports want, or timeout passes.
+func (b base) waitPower(ctx context.Context, t *driver.Task, sys *System, want string, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = b.d.opts.PowerTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ps, err := sys.PowerState()
+		if err == nil && ps == want {
+			return nil
+		}
+		if serr := b.d.opts.Sleep(ctx, b.d.opts.PollInterval); serr != nil {
+			if err == nil {
+				err = fmt.Errorf("still %s after %s", ps, timeout)
+			}
+			return b.wrap(t, "wait for power "+want, fmt.Errorf("%w: %w", ErrTimeout, err))
+		}
+	}
+}
+
+// ErrTimeout is wrapped when a power state or task did not complete in
+// time.
+var ErrTimeout = errors.New("timed out")

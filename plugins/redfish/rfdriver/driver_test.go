@@ -1,0 +1,263 @@
+package rfdriver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+func newDrivers(t *testing.T) *Drivers {
+	t.Helper()
+	d := NewDrivers(Options{Sleep: noSleep, PollInterval: time.Millisecond})
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
+func task(s *redfishtest.Server, extra map[string]any) *driver.Task {
+	di := map[string]any{"redfish_address": s.URL(), "redfish_username": "admin", "redfish_password": "password",
+		"redfish_deploy_iso": "http://images.example/ipa.iso"}
+	for k, v := range extra {
+		di[k] = v
+	}
+	return &driver.Task{NodeUUID: "node-1", HardwareType: HardwareType, DriverInfo: di}
+}
+
+func TestValidateTypedErrors(t *testing.T) {
+	d := newDrivers(t)
+	ctx := context.Background()
+	var mp *driver.MissingParameterError
+	if err := d.Power().Validate(ctx, &driver.Task{NodeUUID: "n"}); !errors.As(err, &mp) || mp.Missing[0] != "redfish_address" || mp.Kind != driver.KindPower {
+		t.Fatalf("want MissingParameterError, got %v", err)
+	}
+	var ip *driver.InvalidParameterError
+	err := d.Management().Validate(ctx, &driver.Task{NodeUUID: "n", DriverInfo: map[string]any{"redfish_address": "bmc", "redfish_auth_type": "x", "redfish_username": "u", "redfish_password": "s3cr3t"}})
+	if !errors.As(err, &ip) || ip.Key != "redfish_auth_type" || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("want InvalidParameterError, got %v", err)
+	}
+	err = d.VirtualMediaBoot().Validate(ctx, &driver.Task{NodeUUID: "n", DriverInfo: map[string]any{"redfish_address": "bmc"}})
+	if !errors.As(err, &mp) || mp.Missing[0] != "redfish_deploy_iso" {
+		t.Fatalf("want missing deploy ISO, got %v", err)
+	}
+}
+
+func TestPowerManagementBoot(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	d := newDrivers(t)
+	ctx := context.Background()
+	tk := task(s, nil)
+	p := d.Power()
+	if st, err := p.GetPowerState(ctx, tk); err != nil || st != driver.PowerOff {
+		t.Fatalf("%q %v", st, err)
+	}
+	for _, tc := range []struct {
+		target driver.PowerState
+		want   driver.PowerState
+		reset  string
+	}{
+		{driver.PowerOn, driver.PowerOn, "On"},
+		{driver.Reboot, driver.PowerOn, "ForceRestart"},
+		{driver.SoftReboot, driver.PowerOn, "GracefulRestart"},
+		{driver.SoftPowerOff, driver.PowerOff, "GracefulShutdown"},
+		{driver.Reboot, driver.PowerOn, "On"}, // a reboot of an off node powers it on
+		{driver.PowerOff, driver.PowerOff, "ForceOff"},
+	} {
+		if err := p.SetPowerState(ctx, tk, tc.target, 0); err != nil {
+			t.Fatalf("%s: %v", tc.target, err)
+		}
+		if st, _ := p.GetPowerState(ctx, tk); st != tc.want {
+			t.Fatalf("%s: state %s", tc.target, st)
+		}
+		if r := s.Stats().Resets; r[len(r)-1] != tc.reset {
+			t.Fatalf("%s: used %s, want %s", tc.target, r[len(r)-1], tc.reset)
+		}
+	}
+	m := d.Management()
+	devs, err := m.SupportedBootDevices(ctx, tk)
+	if err != nil || !slices.Contains(devs, driver.BootCDROM) || slices.Contains(devs, driver.BootUEFIHTTP) {
+		t.Fatalf("devices %v %v", devs, err)
+	}
+	if err := m.SetBootDevice(ctx, tk, driver.BootPXE, true); err != nil {
+		t.Fatal(err)
+	}
+	if bd, err := m.GetBootDevice(ctx, tk); err != nil || bd.Device != driver.BootPXE || bd.Persistent == nil || !*bd.Persistent {
+		t.Fatalf("%+v %v", bd, err)
+	}
+	if err := m.SetBootMode(ctx, tk, driver.BootModeBIOS); err != nil {
+		t.Fatal(err)
+	}
+	if bm, err := m.GetBootMode(ctx, tk); err != nil || bm != driver.BootModeBIOS {
+		t.Fatalf("%q %v", bm, err)
+	}
+	if err := m.InjectNMI(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetSecureBoot(ctx, tk, true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := m.GetSecureBoot(ctx, tk); err != nil || !on {
+		t.Fatalf("secure boot %v %v", on, err)
+	}
+	if err := m.SetIndicator(ctx, tk, "Lit"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := m.GetIndicator(ctx, tk); v != "Lit" {
+		t.Fatalf("indicator %q", v)
+	}
+
+	// Virtual media boot: insert, one-time CD, power on boots from CD.
+	b := d.VirtualMediaBoot()
+	if err := b.PrepareRamdisk(ctx, tk, nil); err != nil {
+		t.Fatal(err)
+	}
+	cd := s.Resource("/redfish/v1/Systems/" + redfishtest.SystemID + "/VirtualMedia/CD1")
+	if cd["Inserted"] != true || cd["Image"] != "http://images.example/ipa.iso" {
+		t.Fatalf("CD %v", cd)
+	}
+	if err := p.SetPowerState(ctx, tk, driver.PowerOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if boots := s.Stats().Boots; boots[len(boots)-1] != "Cd" {
+		t.Fatalf("node booted from %v", boots)
+	}
+	if err := b.PrepareInstance(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if cd := s.Resource("/redfish/v1/Systems/" + redfishtest.SystemID + "/VirtualMedia/CD1"); cd["Inserted"] != false {
+		t.Fatalf("CD still inserted: %v", cd)
+	}
+	if bd, _ := m.GetBootDevice(ctx, tk); bd.Device != driver.BootDisk || !*bd.Persistent {
+		t.Fatalf("instance boot %+v", bd)
+	}
+	if _, ok := tk.Changes().DriverInternalInfo["redfish_vmedia_inserted"]; ok {
+		t.Fatal("vmedia flag not cleared")
+	}
+}
+
+func TestInspectHardware(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	d := newDrivers(t)
+	tk := task(s, nil)
+	if _, err := d.Inspect().InspectHardware(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	c := tk.Changes()
+	if c.Properties["memory_mb"] != "98304" || c.Properties["cpu_arch"] != "x86_64" || c.Properties["capabilities"] != "boot_mode:uefi" || c.Properties["local_gb"] == "0" {
+		t.Fatalf("properties %v", c.Properties)
+	}
+	if !c.PortsChanged || len(c.Ports) < 2 || c.Ports[0].Address != strings.ToLower(c.Ports[0].Address) {
+		t.Fatalf("ports %+v", c.Ports)
+	}
+	// Missing essential property: typed failure, other properties kept.
+	s.Mutate("/redfish/v1/Systems/"+redfishtest.SystemID, func(m map[string]any) { delete(m, "MemorySummary") })
+	tk2 := task(s, nil)
+	_, err := d.Inspect().InspectHardware(context.Background(), tk2)
+	if !errors.Is(err, ErrInspection) || tk2.Changes().Properties["cpu_arch"] != "x86_64" {
+		t.Fatalf("want ErrInspection with partial properties, got %v", err)
+	}
+}
+
+func TestSteps(t *testing.T) {
+	s := newServer(t, redfishtest.Options{TaskPolls: 2})
+	d := newDrivers(t)
+	ctx := context.Background()
+	tk := task(s, nil)
+	drv, err := driver.NewDriver(HardwareType, map[driver.Kind]driver.Implementation{
+		driver.KindBIOS:     {Name: ImplRedfish, Impl: d.BIOS()},
+		driver.KindRAID:     {Name: ImplRedfish, Impl: d.RAID()},
+		driver.KindFirmware: {Name: ImplRedfish, Impl: d.Firmware()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := drv.Steps(steps.Clean)
+	var names []string
+	for _, st := range clean {
+		names = append(names, st.Interface+"."+st.Name)
+		if st.Priority != 0 || st.RequiresRamdisk {
+			t.Fatalf("out-of-band step %+v must be priority 0 without ramdisk", st)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"bios.apply_configuration", "bios.factory_reset", "firmware.update", "raid.create_configuration", "raid.delete_configuration"}; !slices.Equal(names, want) {
+		t.Fatalf("clean steps %v", names)
+	}
+	run := func(iface, name string, args map[string]any) error {
+		_, err := drv.ExecuteStep(ctx, tk, steps.Clean, steps.Step{Interface: iface, Name: name, Args: args})
+		return err
+	}
+	if err := run("bios", "apply_configuration", map[string]any{"settings": []any{map[string]any{"name": "ProcHyperthreading", "value": "Disabled"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := drv.BIOS().CacheBIOSSettings(ctx, tk); !slices.ContainsFunc(st, func(b driver.BIOSSetting) bool {
+		return b.Name == "ProcHyperthreading" && b.Value == "Disabled" && len(b.AllowableValues) == 2
+	}) {
+		t.Fatalf("setting not applied: %+v", st)
+	}
+	var ip *driver.InvalidParameterError
+	if err := run("bios", "apply_configuration", map[string]any{}); !errors.As(err, &ip) {
+		t.Fatalf("want InvalidParameterError, got %v", err)
+	}
+	if err := run("bios", "factory_reset", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("bios", "no_such_step", nil); !errors.Is(err, driver.ErrStepNotFound) {
+		t.Fatalf("want ErrStepNotFound, got %v", err)
+	}
+
+	cfg := map[string]any{"logical_disks": []any{
+		map[string]any{"size_gb": 100.0, "raid_level": "1", "is_root_volume": true},
+		map[string]any{"size_gb": "MAX", "raid_level": "0"},
+	}}
+	if err := drv.RAID().ValidateRAIDConfig(ctx, tk, map[string]any{"logical_disks": []any{map[string]any{"size_gb": 1.0, "raid_level": "7"}}}); !errors.As(err, &ip) {
+		t.Fatalf("bad raid level: %v", err)
+	}
+	if err := run("raid", "create_configuration", map[string]any{"target_raid_config": cfg, "delete_existing": true}); err != nil {
+		t.Fatal(err)
+	}
+	if v := s.Volumes(); len(v) != 2 {
+		t.Fatalf("volumes after create: %v", v)
+	}
+	rc := tk.Changes().DriverInternalInfo["raid_config"].(map[string]any)["logical_disks"].([]any)
+	if len(rc) != 2 || rc[0].(map[string]any)["size_gb"] != int64(100) {
+		t.Fatalf("raid_config %v", rc)
+	}
+	if err := run("raid", "delete_configuration", nil); err != nil || len(s.Volumes()) != 0 {
+		t.Fatalf("delete: %v, left %v", err, s.Volumes())
+	}
+
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "bios", "url": "http://images.example/P80-v2.bin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := tk.Changes().DriverInternalInfo["firmware_components"].(map[string]any)["bios"]; v != "P80-v2" {
+		t.Fatalf("bios version after update: %v", v)
+	}
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "gpu", "url": "http://x/y.bin"}}}); !errors.As(err, &ip) {
+		t.Fatalf("unknown component: %v", err)
+	}
+}
+
+func TestVendorEjectVMedia(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	d := newDrivers(t)
+	ctx := context.Background()
+	tk := task(s, nil)
+	if err := d.VirtualMediaBoot().PrepareRamdisk(ctx, tk, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Vendor().Call(ctx, tk, "eject_vmedia", "POST", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cd := s.Resource("/redfish/v1/Systems/" + redfishtest.SystemID + "/VirtualMedia/CD1"); cd["Inserted"] != false {
+		t.Fatal("not ejected")
+	}
+	if _, err := d.Vendor().Call(ctx, tk, "explode", "POST", nil); !errors.Is(err, driver.ErrUnsupported) {
+		t.Fatalf("unknown method: %v", err)
+	}
+}

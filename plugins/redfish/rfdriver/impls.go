@@ -1,0 +1,395 @@
+package rfdriver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+)
+
+// PowerImpl is the "redfish" power interface.
+type PowerImpl struct{ base }
+
+// Power returns the "redfish" power interface.
+func (d *Drivers) Power() *PowerImpl { return &PowerImpl{base{d, driver.KindPower, ImplRedfish}} }
+
+// GetPowerState maps the system's PowerState (PoweringOn counts as on,
+// PoweringOff as off, as Ironic does).
+func (p *PowerImpl) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
+	sys, err := p.system(ctx, t)
+	if err != nil {
+		return driver.PowerError, err
+	}
+	ps, err := sys.PowerState()
+	if err != nil {
+		return driver.PowerError, p.wrap(t, "read power state", err)
+	}
+	switch ps {
+	case "On", "PoweringOn":
+		return driver.PowerOn, nil
+	case "Off", "PoweringOff":
+		return driver.PowerOff, nil
+	}
+	return driver.PowerError, p.wrap(t, "read power state", fmt.Errorf("unexpected PowerState %q", ps))
+}
+
+// SetPowerState drives the system to target with the reset types it
+// advertises and waits until the state is reached.
+func (p *PowerImpl) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
+	sys, err := p.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	var resets []string
+	want := "On"
+	switch target {
+	case driver.PowerOn:
+		resets = []string{"On", "ForceOn"}
+	case driver.PowerOff:
+		resets, want = []string{"ForceOff"}, "Off"
+	case driver.SoftPowerOff:
+		resets, want = []string{"GracefulShutdown"}, "Off"
+	case driver.Reboot, driver.SoftReboot:
+		cur, err := sys.PowerState()
+		if err != nil {
+			return p.wrap(t, "read power state", err)
+		}
+		switch {
+		case cur != "On":
+			resets = []string{"On", "ForceOn"}
+		case target == driver.Reboot:
+			resets = []string{"ForceRestart"}
+		default:
+			resets = []string{"GracefulRestart"}
+		}
+	default:
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: p.kind, Impl: p.name, Field: "target", Key: "power_state", Expected: "power on, power off, soft power off, rebooting or soft rebooting"}
+	}
+	if _, err := sys.Reset(resets...); err != nil {
+		return p.wrap(t, "set power "+string(target), err)
+	}
+	return p.waitPower(ctx, t, sys, want, timeout)
+}
+
+// Reboot power-cycles the node and leaves it on.
+func (p *PowerImpl) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
+	return p.SetPowerState(ctx, t, driver.Reboot, timeout)
+}
+
+// Redfish boot targets for Ironic's boot devices, and back.
+var (
+	toTarget = map[driver.BootDevice]string{
+		driver.BootPXE: "Pxe", driver.BootDisk: "Hdd", driver.BootCDROM: "Cd",
+		driver.BootBIOS: "BiosSetup", driver.BootUEFIHTTP: "UefiHttp",
+	}
+	fromTarget = map[string]driver.BootDevice{
+		"Pxe": driver.BootPXE, "Hdd": driver.BootDisk, "Cd": driver.BootCDROM,
+		"BiosSetup": driver.BootBIOS, "UefiHttp": driver.BootUEFIHTTP,
+	}
+)
+
+// ManagementImpl is the "redfish" management interface. Beyond the boot
+// device it manages boot mode (driver.BootModeManager), secure boot, the
+// indicator LED and NMI injection.
+type ManagementImpl struct{ base }
+
+// Management returns the "redfish" management interface.
+func (d *Drivers) Management() *ManagementImpl {
+	return &ManagementImpl{base{d, driver.KindManagement, ImplRedfish}}
+}
+
+// SupportedBootDevices lists the Ironic boot devices among the targets
+// the system advertises (all known ones when it advertises none).
+func (m *ManagementImpl) SupportedBootDevices(ctx context.Context, t *driver.Task) ([]driver.BootDevice, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sys.Boot()
+	if err != nil {
+		return nil, m.wrap(t, "read boot override", err)
+	}
+	var out []driver.BootDevice
+	for _, dev := range []driver.BootDevice{driver.BootPXE, driver.BootDisk, driver.BootCDROM, driver.BootBIOS, driver.BootUEFIHTTP} {
+		if len(b.Allowed) == 0 || slices.Contains(b.Allowed, toTarget[dev]) {
+			out = append(out, dev)
+		}
+	}
+	return out, nil
+}
+
+// SetBootDevice sets the boot override: Once, or Continuous when
+// persistent.
+func (m *ManagementImpl) SetBootDevice(ctx context.Context, t *driver.Task, device driver.BootDevice, persistent bool) error {
+	target, ok := toTarget[device]
+	if !ok {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "boot_device", Expected: "one of pxe, disk, cdrom, bios, uefi-http"}
+	}
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	enabled := "Once"
+	if persistent {
+		enabled = "Continuous"
+	}
+	return m.wrap(t, "set boot device "+string(device), sys.SetBoot(target, enabled, ""))
+}
+
+// GetBootDevice reads the boot override back. With no override the
+// device is empty.
+func (m *ManagementImpl) GetBootDevice(ctx context.Context, t *driver.Task) (driver.BootDeviceState, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return driver.BootDeviceState{}, err
+	}
+	b, err := sys.Boot()
+	if err != nil {
+		return driver.BootDeviceState{}, m.wrap(t, "read boot override", err)
+	}
+	if b.Enabled == "Disabled" || b.Enabled == "" {
+		return driver.BootDeviceState{}, nil
+	}
+	persistent := b.Enabled == "Continuous"
+	return driver.BootDeviceState{Device: fromTarget[b.Target], Persistent: &persistent}, nil
+}
+
+// GetBootMode reads the boot override mode.
+func (m *ManagementImpl) GetBootMode(ctx context.Context, t *driver.Task) (driver.BootMode, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	b, err := sys.Boot()
+	if err != nil {
+		return "", m.wrap(t, "read boot mode", err)
+	}
+	switch b.Mode {
+	case "UEFI":
+		return driver.BootModeUEFI, nil
+	case "Legacy":
+		return driver.BootModeBIOS, nil
+	}
+	return "", m.unsupported("get_boot_mode")
+}
+
+// SetBootMode sets the boot override mode.
+func (m *ManagementImpl) SetBootMode(ctx context.Context, t *driver.Task, mode driver.BootMode) error {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	rm := map[driver.BootMode]string{driver.BootModeUEFI: "UEFI", driver.BootModeBIOS: "Legacy"}[mode]
+	if rm == "" {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "boot_mode", Expected: "uefi or bios"}
+	}
+	return m.wrap(t, "set boot mode", sys.SetBoot("", "", rm))
+}
+
+// InjectNMI sends a diagnostic interrupt (Reset type Nmi).
+func (m *ManagementImpl) InjectNMI(ctx context.Context, t *driver.Task) error {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	_, err = sys.Reset("Nmi")
+	return m.wrap(t, "inject nmi", err)
+}
+
+// GetSecureBoot reports whether UEFI secure boot is enabled.
+func (m *ManagementImpl) GetSecureBoot(ctx context.Context, t *driver.Task) (bool, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	sb, err := sys.SecureBoot()
+	if err != nil {
+		return false, m.wrap(t, "read secure boot", err)
+	}
+	return sb.SecureBootEnable, nil
+}
+
+// SetSecureBoot enables or disables UEFI secure boot.
+func (m *ManagementImpl) SetSecureBoot(ctx context.Context, t *driver.Task, enabled bool) error {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return m.wrap(t, "set secure boot", sys.SetSecureBoot(enabled))
+}
+
+// GetIndicator reads the indicator LED: Lit, Blinking or Off.
+func (m *ManagementImpl) GetIndicator(ctx context.Context, t *driver.Task) (string, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	v, err := sys.Indicator()
+	return v, m.wrap(t, "read indicator", err)
+}
+
+// SetIndicator sets the indicator LED to Lit, Blinking or Off.
+func (m *ManagementImpl) SetIndicator(ctx context.Context, t *driver.Task, state string) error {
+	if state != "Lit" && state != "Blinking" && state != "Off" {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "state", Expected: "Lit, Blinking or Off"}
+	}
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return m.wrap(t, "set indicator", sys.SetIndicator(state))
+}
+
+// VirtualMediaBoot is the "redfish-virtual-media" boot interface: it
+// boots the deploy ISO named in driver_info from a virtual CD.
+type VirtualMediaBoot struct{ base }
+
+// VirtualMediaBoot returns the "redfish-virtual-media" boot interface.
+func (d *Drivers) VirtualMediaBoot() *VirtualMediaBoot {
+	return &VirtualMediaBoot{base{d, driver.KindBoot, ImplVirtualMedia}}
+}
+
+// Properties adds the ISO properties to the redfish ones.
+func (v *VirtualMediaBoot) Properties() []driver.Property {
+	return append(v.properties(),
+		driver.Property{Name: "redfish_deploy_iso", Description: "URL of the bootable ramdisk ISO to insert as a virtual CD for deploy, cleaning, inspection and rescue. Required (or deploy_iso).", Required: false},
+		driver.Property{Name: "deploy_iso", Description: "Same as redfish_deploy_iso; used when that is unset.", Required: false},
+	)
+}
+
+func (v *VirtualMediaBoot) iso(t *driver.Task) (string, error) {
+	for _, k := range []string{"redfish_deploy_iso", "deploy_iso"} {
+		if s, ok := t.DriverInfoString(k); ok {
+			if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+				return "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: k, Expected: "an http(s) URL of an ISO image"}
+			}
+			return s, nil
+		}
+	}
+	return "", &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"redfish_deploy_iso"}}
+}
+
+// Validate checks the redfish driver_info and the deploy ISO URL.
+func (v *VirtualMediaBoot) Validate(ctx context.Context, t *driver.Task) error {
+	if err := v.base.Validate(ctx, t); err != nil {
+		return err
+	}
+	_, err := v.iso(t)
+	return err
+}
+
+// PrepareRamdisk ejects any CD, inserts the deploy ISO and sets a one-time
+// boot from CD. The conductor then powers the node on or reboots it.
+func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, _ map[string]any) error {
+	iso, err := v.iso(t)
+	if err != nil {
+		return err
+	}
+	sys, err := v.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	if _, err := sys.InsertCD(iso); err != nil {
+		return v.wrap(t, "insert deploy ISO", err)
+	}
+	if err := sys.SetBoot("Cd", "Once", ""); err != nil {
+		return v.wrap(t, "set one-time boot from CD", err)
+	}
+	t.SetDriverInternalInfo("redfish_vmedia_inserted", true)
+	return nil
+}
+
+// CleanUpRamdisk ejects the virtual CD.
+func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) error {
+	sys, err := v.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	if err := sys.EjectCD(); err != nil {
+		return v.wrap(t, "eject virtual media", err)
+	}
+	t.DeleteDriverInternalInfo("redfish_vmedia_inserted")
+	return nil
+}
+
+// PrepareInstance ejects the ramdisk and makes the node boot from disk
+// persistently.
+func (v *VirtualMediaBoot) PrepareInstance(ctx context.Context, t *driver.Task) error {
+	if err := v.CleanUpRamdisk(ctx, t); err != nil {
+		return err
+	}
+	sys, err := v.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return v.wrap(t, "set persistent boot from disk", sys.SetBoot("Hdd", "Continuous", ""))
+}
+
+// CleanUpInstance ejects any virtual media.
+func (v *VirtualMediaBoot) CleanUpInstance(ctx context.Context, t *driver.Task) error {
+	return v.CleanUpRamdisk(ctx, t)
+}
+
+// InspectImpl is the "redfish" (out-of-band) inspect interface.
+type InspectImpl struct{ base }
+
+// Inspect returns the "redfish" inspect interface.
+func (d *Drivers) Inspect() *InspectImpl {
+	return &InspectImpl{base{d, driver.KindInspect, ImplRedfish}}
+}
+
+// InspectHardware reads the inventory and records, as Ironic does,
+// properties memory_mb, cpus, cpu_arch, local_gb and the boot_mode
+// capability (unless already set), and a port per enabled NIC. It fails
+// when memory_mb, cpu_arch or local_gb cannot be discovered; other gaps
+// are recorded in driver_internal_info.inspection_warnings.
+func (i *InspectImpl) InspectHardware(ctx context.Context, t *driver.Task) (driver.StepResult, error) {
+	sys, err := i.system(ctx, t)
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	inv, err := sys.Inspect()
+	if err != nil {
+		return driver.StepResult{}, i.wrap(t, "inspect", err)
+	}
+	var missing []string
+	if inv.MemoryMiB > 0 {
+		t.SetProperty("memory_mb", strconv.Itoa(inv.MemoryMiB))
+	} else {
+		missing = append(missing, "memory_mb")
+	}
+	if inv.CPUs > 0 {
+		t.SetProperty("cpus", inv.CPUs)
+	}
+	if inv.CPUArch != "" {
+		t.SetProperty("cpu_arch", inv.CPUArch)
+	} else {
+		missing = append(missing, "cpu_arch")
+	}
+	t.SetProperty("local_gb", strconv.Itoa(inv.LocalGB()))
+	if inv.BootMode != "" {
+		caps, _ := t.Properties["capabilities"].(string)
+		if !strings.Contains(caps, "boot_mode:") {
+			if caps != "" {
+				caps += ","
+			}
+			t.SetProperty("capabilities", caps+"boot_mode:"+inv.BootMode)
+		}
+	}
+	for _, n := range inv.NICs {
+		if n.Enabled {
+			t.AddPort(driver.Port{Address: n.MAC, PXEEnabled: true})
+		}
+	}
+	if len(inv.Warnings) > 0 {
+		t.SetDriverInternalInfo("inspection_warnings", inv.Warnings)
+	}
+	if len(missing) > 0 {
+		return driver.StepResult{}, i.wrap(t, "inspect", fmt.Errorf("%w: could not discover %s", ErrInspection, strings.Join(missing, ", ")))
+	}
+	return driver.StepResult{}, nil
+}
