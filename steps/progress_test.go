@@ -225,3 +225,51 @@ func TestCurrentColumn(t *testing.T) {
 		t.Fatalf("bad column error = %v", err)
 	}
 }
+
+// FuzzReadProgress reads arbitrary driver_internal_info documents: the
+// result is a typed error or a progress that survives a Write/Read round
+// trip and can be continued without panicking.
+func FuzzReadProgress(f *testing.F) {
+	f.Add(byte(0), []byte(`{"clean_steps": [{"interface": "deploy", "step": "erase_devices", "priority": 10}], "clean_step_index": 0, "cleaning_reboot": true}`))
+	f.Add(byte(1), []byte(`{"deploy_steps": [], "deploy_step_index": null, "skip_current_deploy_step": false, "user_deploy_steps": [{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]}`))
+	f.Add(byte(2), []byte(`{"service_steps": [{"interface": "power", "step": "wait", "args": {"seconds": "9999"}}], "service_step_index": 0}`))
+	f.Add(byte(0), []byte(`{"clean_steps": "nope", "clean_step_index": -1}`))
+	kinds := []Kind{Clean, Deploy, Service}
+	planner, err := NewPlanner(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, k byte, data []byte) {
+		kind := kinds[int(k)%len(kinds)]
+		var info map[string]any
+		if json.Unmarshal(data, &info) != nil {
+			return
+		}
+		var cur *Step
+		p, err := ReadProgress(kind, info, cur)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidProgress) {
+				t.Fatalf("error %v is not ErrInvalidProgress", err)
+			}
+			return
+		}
+		if p.Index != nil {
+			c := p.Steps[*p.Index]
+			p.Current = &c
+		}
+		out := map[string]any{}
+		if err := p.Write(out); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		again, err := ReadProgress(kind, out, p.Current)
+		if err != nil {
+			t.Fatalf("re-read: %v", err)
+		}
+		if len(again.Steps) != len(p.Steps) || !reflect.DeepEqual(again.Index, p.Index) || again.Reboot != p.Reboot {
+			t.Fatalf("round trip changed the progress: %+v vs %+v", again, p)
+		}
+		for _, o := range []OutcomeKind{StepDone, AgentBusy, VersionMismatch, AbortRequested, AgentRebooted} {
+			_ = planner.Decide(again, Outcome{Kind: o})
+		}
+	})
+}
