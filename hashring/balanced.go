@@ -16,6 +16,15 @@ const balancedPointsPerWeight = 512
 // golden is 2^64 divided by the golden ratio, SplitMix64's increment.
 const golden = 0x9e3779b97f4a7c15
 
+// ownerBits is the number of low position bits a Balanced ring ignores;
+// a point is stored as its position with those bits replaced by its
+// member's index, which is why a Balanced ring holds at most
+// 1<<ownerBits members.
+const (
+	ownerBits = 16
+	ownerMask = 1<<ownerBits - 1
+)
+
 // splitMix64 is SplitMix64's output function: a bijection on uint64 that
 // turns consecutive inputs into well-spread outputs.
 func splitMix64(z uint64) uint64 {
@@ -24,49 +33,44 @@ func splitMix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// balancedPoint is one virtual point: its position on the 64-bit circle
-// and the index of its member.
-type balancedPoint struct {
-	pos   uint64
-	owner uint32
+// balancedPosition returns the position of a member's v-th point: the
+// SplitMix64 stream seeded with XXH64(name), i.e.
+// splitMix64(XXH64(name) + (v+1)·golden), truncated to its top 48 bits.
+func balancedPosition(seed uint64, v int) uint64 {
+	return splitMix64(seed+uint64(v+1)*golden) &^ ownerMask
 }
 
-// balancedRing holds the points sorted by (position, member index) and a
-// bucket index over the top bits of the position: idx[b] is the first
-// point whose top bits are at least b, so a lookup reads one index entry
-// and, on average, less than one point before it finds its owner.
+// balancedRing holds the points sorted, each packed as its 48-bit
+// position over its member index (so equal positions order by member
+// name), and a bucket index over the top bits: idx[b] is the first point
+// whose top bits are at least b. A lookup reads one index entry and scans
+// about eight consecutive points.
 type balancedRing struct {
-	pts   []balancedPoint
+	pts   []uint64
 	idx   []uint32 // len 1<<k + 1
 	shift uint     // 64 - k
 }
 
-// balancedPosition returns the position of a member's v-th point: the
-// SplitMix64 stream seeded with XXH64(name), i.e.
-// splitMix64(XXH64(name) + (v+1)·golden).
-func balancedPosition(seed uint64, v int) uint64 {
-	return splitMix64(seed + uint64(v+1)*golden)
-}
-
-// buildBalanced places the points and sorts them with one counting pass
-// over the bucket index followed by insertion sort inside each bucket
-// (about one point per bucket), which is linear in the number of points.
+// buildBalanced places the points with a counting sort on the bucket
+// index (positions are generated twice, which is cheaper than storing
+// and re-reading them) and an insertion sort inside each bucket, which
+// holds about eight points: linear in the number of points.
 func buildBalanced(names []string, weights []int) balancedRing {
 	total := 0
 	for _, w := range weights {
 		total += w * balancedPointsPerWeight
 	}
-	k := bits.Len(uint(total - 1))
-	k = max(k, 1)
+	// About eight points per bucket: a bucket's points then span one or
+	// two cache lines, and the index (half a byte per point) stays in
+	// cache where a one-point-per-bucket index would not.
+	k := max(bits.Len(uint(total-1))-3, 1)
 	shift := uint(64 - k)
 	idx := make([]uint32, 1<<k+1)
-	raw := make([]balancedPoint, 0, total)
+	seeds := make([]uint64, len(names))
 	for m, name := range names {
-		seed := xxhash.Sum64String(name)
+		seeds[m] = xxhash.Sum64String(name)
 		for v := range weights[m] * balancedPointsPerWeight {
-			p := balancedPosition(seed, v)
-			raw = append(raw, balancedPoint{pos: p, owner: uint32(m)})
-			idx[(p>>shift)+1]++
+			idx[(balancedPosition(seeds[m], v)>>shift)+1]++
 		}
 	}
 	for b := 1; b < len(idx); b++ {
@@ -74,16 +78,19 @@ func buildBalanced(names []string, weights []int) balancedRing {
 	}
 	cursor := make([]uint32, 1<<k)
 	copy(cursor, idx)
-	pts := make([]balancedPoint, total)
-	for _, p := range raw {
-		b := p.pos >> shift
-		pts[cursor[b]] = p
-		cursor[b]++
+	pts := make([]uint64, total)
+	for m := range names {
+		for v := range weights[m] * balancedPointsPerWeight {
+			p := balancedPosition(seeds[m], v)
+			b := p >> shift
+			pts[cursor[b]] = p | uint64(m)
+			cursor[b]++
+		}
 	}
 	for b := 0; b < 1<<k; b++ {
 		lo, hi := int(idx[b]), int(idx[b+1])
 		for i := lo + 1; i < hi; i++ {
-			for j := i; j > lo && less(pts[j], pts[j-1]); j-- {
+			for j := i; j > lo && pts[j] < pts[j-1]; j-- {
 				pts[j], pts[j-1] = pts[j-1], pts[j]
 			}
 		}
@@ -91,23 +98,20 @@ func buildBalanced(names []string, weights []int) balancedRing {
 	return balancedRing{pts: pts, idx: idx, shift: shift}
 }
 
-func less(a, b balancedPoint) bool {
-	return a.pos < b.pos || (a.pos == b.pos && a.owner < b.owner)
-}
-
-// first returns the index of the first point strictly after XXH64(key),
-// wrapping to 0 past the end. Points at the same position are ordered by
-// member name, so the first of them wins, whatever else is on the ring.
+// first returns the index of the first point after XXH64(key).
 func (r *balancedRing) first(key string) int {
 	return r.firstAfter(xxhash.Sum64String(key))
 }
 
-// firstAfter returns the index of the first point strictly after
-// position x, wrapping to 0 past the end.
+// firstAfter returns the index of the first point whose 48-bit position
+// is greater than x's top 48 bits, wrapping to 0 past the end. Among
+// points at the same position the member that sorts first by name wins,
+// whatever else is on the ring.
 func (r *balancedRing) firstAfter(x uint64) int {
+	x |= ownerMask
 	b := x >> r.shift
 	i, end := r.idx[b], r.idx[b+1]
-	for i < end && r.pts[i].pos <= x {
+	for i < end && r.pts[i] <= x {
 		i++
 	}
 	if int(i) == len(r.pts) {
@@ -115,3 +119,6 @@ func (r *balancedRing) firstAfter(x uint64) int {
 	}
 	return int(i)
 }
+
+// ownerAt returns the member index of point i.
+func (r *balancedRing) ownerAt(i int) uint32 { return uint32(r.pts[i] & ownerMask) }

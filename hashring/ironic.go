@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/md5"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -18,7 +19,9 @@ type ironicPoint struct {
 // ironicRing is tooz's HashRing: points sorted by value, looked up with
 // bisect_right and wrap-around.
 type ironicRing struct {
-	pts []ironicPoint
+	pts   []ironicPoint
+	idx   []uint32 // idx[b] is the first point whose top bits are >= b
+	shift uint
 }
 
 // buildIronic places partitions×weight points per member the way tooz's
@@ -45,10 +48,14 @@ func buildIronic(names []string, weights []int, partitions int) ironicRing {
 			})
 		}
 	}
-	// tooz keeps points in a dict, so two members hashing to the same
-	// point keep one entry; which one depends on Python's set order. md5
-	// collisions between host names do not happen in practice; the
-	// deterministic choice here keeps the member that sorts first.
+	// tooz keeps points in a dict, so when two members produce the same
+	// point only one keeps it. That happens when one name is a repetition
+	// of another ("ab" and "abab": the running hashes meet), and which
+	// member wins in tooz depends on Python's per-process set order, so
+	// Ironic itself is not deterministic there. Here both points stay,
+	// ordered by member name: the first owns the keys (as if it had won
+	// the dict), and the second comes next in GetN, so the order of
+	// preference stays independent of which members are present.
 	slices.SortFunc(pts, func(a, b ironicPoint) int {
 		if c := cmp.Compare(a.hi, b.hi); c != 0 {
 			return c
@@ -58,8 +65,18 @@ func buildIronic(names []string, weights []int, partitions int) ironicRing {
 		}
 		return cmp.Compare(a.owner, b.owner)
 	})
-	pts = slices.CompactFunc(pts, func(a, b ironicPoint) bool { return a.hi == b.hi && a.lo == b.lo })
-	return ironicRing{pts: pts}
+	// The bucket index only speeds the search up; the answer is the
+	// same as bisect_right over all points.
+	k := max(bits.Len(uint(len(pts)-1)), 1)
+	shift := uint(64 - k)
+	idx := make([]uint32, 1<<k+1)
+	for _, p := range pts {
+		idx[(p.hi>>shift)+1]++
+	}
+	for b := 1; b < len(idx); b++ {
+		idx[b] += idx[b-1]
+	}
+	return ironicRing{pts: pts, idx: idx, shift: shift}
 }
 
 // keyBytes views a string's bytes without copying. The hash functions
@@ -81,18 +98,13 @@ func (r *ironicRing) first(key string) int {
 // the 128-bit value hi:lo, wrapping to 0 past the end.
 func (r *ironicRing) firstAfter(hi, lo uint64) int {
 	pts := r.pts
-	i, j := 0, len(pts)
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		p := &pts[h]
-		if p.hi < hi || (p.hi == hi && p.lo <= lo) {
-			i = h + 1
-		} else {
-			j = h
-		}
+	b := hi >> r.shift
+	i, end := r.idx[b], r.idx[b+1]
+	for i < end && (pts[i].hi < hi || (pts[i].hi == hi && pts[i].lo <= lo)) {
+		i++
 	}
-	if i == len(pts) {
+	if int(i) == len(pts) {
 		return 0
 	}
-	return i
+	return int(i)
 }

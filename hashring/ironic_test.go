@@ -142,3 +142,31 @@ func TestIronicPointsFollowTooz(t *testing.T) {
 		t.Fatalf("firstAfter(max) = %d, want 0", got)
 	}
 }
+
+// TestIronicRepeatedNames covers names whose running md5 hashes meet
+// ("0" and "00": the i-th point of "0" is md5 of "0" repeated i+2 times),
+// so two members share points. The preference order must still not
+// depend on which other members exist (found by FuzzRing).
+func TestIronicRepeatedNames(t *testing.T) {
+	cfg := Config{Algorithm: IronicCompatible}
+	full := mustNew(t, cfg, Names("0", "00", "2")...)
+	without := mustNew(t, cfg, Names("00", "2")...)
+	shared := 0
+	for i := 1; i < len(full.ironic.pts); i++ {
+		if full.ironic.pts[i].hi == full.ironic.pts[i-1].hi && full.ironic.pts[i].lo == full.ironic.pts[i-1].lo {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("expected \"0\" and \"00\" to share points")
+	}
+	for _, k := range testKeys(3000, 21) {
+		next, err := full.GetN(nil, k, 1, "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := without.Get(k); after != next[0] {
+			t.Fatalf("key %s: GetN ignoring \"0\" = %s, ring without \"0\" says %s", k, next[0], after)
+		}
+	}
+}

@@ -41,6 +41,8 @@ func (a Algorithm) String() string {
 const (
 	// MaxWeight is the largest accepted member weight.
 	MaxWeight = 1000
+	// MaxMembers is the largest number of members a ring may hold.
+	MaxMembers = 1 << ownerBits
 	// MaxPoints is the largest number of points a ring may hold.
 	MaxPoints = 1 << 26
 	// DefaultPartitionExponent is Ironic's [DEFAULT]hash_partition_exponent.
@@ -119,6 +121,10 @@ func New(cfg Config, members ...Member) (*Ring, error) {
 	cfg, err := cfg.normalized()
 	if err != nil {
 		return nil, err
+	}
+	if len(members) > MaxMembers {
+		return nil, &ConfigError{Field: "members", Value: strconv.Itoa(len(members)),
+			Reason: "a ring holds at most " + strconv.Itoa(MaxMembers) + " members"}
 	}
 	type indexed struct {
 		Member
@@ -236,7 +242,7 @@ func (r *Ring) ownerAt(i int) uint32 {
 	if r.cfg.Algorithm == IronicCompatible {
 		return r.ironic.pts[i].owner
 	}
-	return r.bal.pts[i].owner
+	return r.bal.ownerAt(i)
 }
 
 // Get returns the member that owns key: for a conductor ring, the
@@ -249,7 +255,7 @@ func (r *Ring) Get(key string) (string, error) {
 	if r.cfg.Algorithm == IronicCompatible {
 		return r.names[r.ironic.pts[r.ironic.first(key)].owner], nil
 	}
-	return r.names[r.bal.pts[r.bal.first(key)].owner], nil
+	return r.names[r.bal.ownerAt(r.bal.first(key))], nil
 }
 
 // GetN appends to dst up to n distinct members for key, in preference
