@@ -87,7 +87,7 @@ func (f *fakeBase) Validate(ctx context.Context, t *Task) error {
 			return &InvalidParameterError{Node: t.NodeUUID, Kind: f.kind, Impl: Fake, Field: "driver_info", Key: FakeDelayKey, Expected: "a Go duration such as 250ms"}
 		}
 	}
-	return f.fail(t, "validate")
+	return f.begin(ctx, t, "validate")
 }
 
 // begin runs the configured delay and failure injection for op.

@@ -145,14 +145,16 @@ type NoopNetwork struct{}
 // Properties returns no properties.
 func (NoopNetwork) Properties() []Property { return nil }
 
-// Validate accepts every node.
-func (NoopNetwork) Validate(context.Context, *Task) error { return nil }
+// Validate accepts every node (unless ctx is done).
+func (NoopNetwork) Validate(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // AddNetwork does nothing.
-func (NoopNetwork) AddNetwork(context.Context, *Task, NetworkPurpose) error { return nil }
+func (NoopNetwork) AddNetwork(ctx context.Context, _ *Task, _ NetworkPurpose) error { return ctx.Err() }
 
 // RemoveNetwork does nothing.
-func (NoopNetwork) RemoveNetwork(context.Context, *Task, NetworkPurpose) error { return nil }
+func (NoopNetwork) RemoveNetwork(ctx context.Context, _ *Task, _ NetworkPurpose) error {
+	return ctx.Err()
+}
 
 // NoopStorage is the "noop" storage implementation: no volumes, the image
 // is always written to a local disk.
@@ -161,17 +163,19 @@ type NoopStorage struct{}
 // Properties returns no properties.
 func (NoopStorage) Properties() []Property { return nil }
 
-// Validate accepts every node.
-func (NoopStorage) Validate(context.Context, *Task) error { return nil }
+// Validate accepts every node (unless ctx is done).
+func (NoopStorage) Validate(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // AttachVolumes does nothing.
-func (NoopStorage) AttachVolumes(context.Context, *Task) error { return nil }
+func (NoopStorage) AttachVolumes(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // DetachVolumes does nothing.
-func (NoopStorage) DetachVolumes(context.Context, *Task) error { return nil }
+func (NoopStorage) DetachVolumes(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // ShouldWriteImage returns true.
-func (NoopStorage) ShouldWriteImage(context.Context, *Task) (bool, error) { return true, nil }
+func (NoopStorage) ShouldWriteImage(ctx context.Context, _ *Task) (bool, error) {
+	return ctx.Err() == nil, ctx.Err()
+}
 
 // NoopManagement is the "noop" management implementation of
 // manual-management: boot devices are set by hand, so setting one succeeds
@@ -181,20 +185,25 @@ type NoopManagement struct{}
 // Properties returns no properties.
 func (NoopManagement) Properties() []Property { return nil }
 
-// Validate accepts every node.
-func (NoopManagement) Validate(context.Context, *Task) error { return nil }
+// Validate accepts every node (unless ctx is done).
+func (NoopManagement) Validate(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // SupportedBootDevices returns every boot device.
-func (NoopManagement) SupportedBootDevices(context.Context, *Task) ([]BootDevice, error) {
+func (NoopManagement) SupportedBootDevices(ctx context.Context, _ *Task) ([]BootDevice, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return []BootDevice{BootPXE, BootDisk, BootCDROM, BootBIOS, BootSafe, BootWANBoot, BootUEFIHTTP}, nil
 }
 
 // SetBootDevice does nothing.
-func (NoopManagement) SetBootDevice(context.Context, *Task, BootDevice, bool) error { return nil }
+func (NoopManagement) SetBootDevice(ctx context.Context, _ *Task, _ BootDevice, _ bool) error {
+	return ctx.Err()
+}
 
 // GetBootDevice reports an unknown device.
-func (NoopManagement) GetBootDevice(context.Context, *Task) (BootDeviceState, error) {
-	return BootDeviceState{}, nil
+func (NoopManagement) GetBootDevice(ctx context.Context, _ *Task) (BootDeviceState, error) {
+	return BootDeviceState{}, ctx.Err()
 }
 
 // NoopDeploy is the "noop" deploy implementation of manual-management: the
@@ -205,23 +214,25 @@ type NoopDeploy struct{}
 // Properties returns no properties.
 func (NoopDeploy) Properties() []Property { return nil }
 
-// Validate accepts every node.
-func (NoopDeploy) Validate(context.Context, *Task) error { return nil }
+// Validate accepts every node (unless ctx is done).
+func (NoopDeploy) Validate(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // Prepare does nothing.
-func (NoopDeploy) Prepare(context.Context, *Task) error { return nil }
+func (NoopDeploy) Prepare(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // Deploy finishes at once.
-func (NoopDeploy) Deploy(context.Context, *Task) (StepResult, error) { return StepResult{}, nil }
+func (NoopDeploy) Deploy(ctx context.Context, _ *Task) (StepResult, error) {
+	return StepResult{}, ctx.Err()
+}
 
 // TearDown does nothing.
-func (NoopDeploy) TearDown(context.Context, *Task) error { return nil }
+func (NoopDeploy) TearDown(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // CleanUp does nothing.
-func (NoopDeploy) CleanUp(context.Context, *Task) error { return nil }
+func (NoopDeploy) CleanUp(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // TakeOver does nothing.
-func (NoopDeploy) TakeOver(context.Context, *Task) error { return nil }
+func (NoopDeploy) TakeOver(ctx context.Context, _ *Task) error { return ctx.Err() }
 
 // Steps returns the core deploy step.
 func (NoopDeploy) Steps(kind steps.Kind) []steps.Step {
