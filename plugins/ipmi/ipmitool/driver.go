@@ -1,0 +1,330 @@
+package ipmitool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// Names of the hardware type and of the implementations, as Ironic names
+// them.
+const (
+	HardwareType = "ipmi"
+	ImplIPMITool = "ipmitool"
+)
+
+// HardwareTypeDef returns the ipmi hardware type with Ironic's lists.
+func HardwareTypeDef() driver.HardwareType {
+	return driver.HardwareType{
+		Name: HardwareType,
+		Supported: map[driver.Kind][]string{
+			driver.KindBoot:       {"ipxe", "pxe", "http-ipxe", "http"},
+			driver.KindDeploy:     {"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent"},
+			driver.KindManagement: {ImplIPMITool, driver.Noop},
+			driver.KindPower:      {ImplIPMITool},
+			driver.KindVendor:     {ImplIPMITool, driver.NoVendor},
+			driver.KindConsole:    {driver.NoConsole},
+		},
+	}
+}
+
+// Drivers holds what the ipmitool implementations share: client options
+// and the result of looking for the ipmitool binary.
+type Drivers struct {
+	opts       Options
+	missingErr error // non-nil when ipmitool is not installed
+}
+
+// NewDrivers looks for ipmitool once. When it is missing the
+// implementations still describe themselves, and every Validate and call
+// fails with an error wrapping ErrNotInstalled that says why (see
+// Unavailable).
+func NewDrivers(opts Options) *Drivers {
+	opts.defaults()
+	_, err := Lookup(opts.IpmitoolPath)
+	return &Drivers{opts: opts, missingErr: err}
+}
+
+// Unavailable returns why the ipmi hardware type cannot work on this host
+// (ipmitool not installed), or nil.
+func (d *Drivers) Unavailable() error { return d.missingErr }
+
+// Bundle returns the hardware type and the three ipmitool implementations.
+func (d *Drivers) Bundle() driver.Bundle {
+	return driver.Bundle{
+		HardwareTypes: []driver.HardwareType{HardwareTypeDef()},
+		Implementations: []driver.Implementation{
+			{Kind: driver.KindPower, Name: ImplIPMITool, Impl: d.Power()},
+			{Kind: driver.KindManagement, Name: ImplIPMITool, Impl: d.Management()},
+			{Kind: driver.KindVendor, Name: ImplIPMITool, Impl: d.Vendor()},
+		},
+	}
+}
+
+type base struct {
+	d    *Drivers
+	kind driver.Kind
+}
+
+// Properties returns the ipmi driver_info properties.
+func (b base) Properties() []driver.Property {
+	ps := Properties()
+	out := make([]driver.Property, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, driver.Property{Name: p.Name, Description: p.Description, Required: p.Required})
+	}
+	return out
+}
+
+// Validate checks the ipmi_* driver_info (and that ipmitool is
+// installed) without contacting the BMC.
+func (b base) Validate(_ context.Context, t *driver.Task) error {
+	_, err := b.info(t)
+	if err != nil {
+		return err
+	}
+	if b.d.missingErr != nil {
+		return b.wrap(t, "validate", b.d.missingErr)
+	}
+	return nil
+}
+
+func (b base) info(t *driver.Task) (Info, error) {
+	info, err := ParseInfo(t.DriverInfo)
+	var ie *InfoError
+	if errors.As(err, &ie) {
+		if ie.Missing {
+			return info, &driver.MissingParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Field: "driver_info", Missing: []string{ie.Field}}
+		}
+		return info, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Field: "driver_info", Key: ie.Field, Expected: ie.Expected}
+	}
+	return info, err
+}
+
+func (b base) client(t *driver.Task) (*Client, error) {
+	info, err := b.info(t)
+	if err != nil {
+		return nil, err
+	}
+	if b.d.missingErr != nil {
+		return nil, b.wrap(t, "connect", b.d.missingErr)
+	}
+	c, err := New(info, b.d.opts)
+	if err != nil {
+		return nil, b.wrap(t, "connect", err)
+	}
+	return c, nil
+}
+
+func (b base) wrap(t *driver.Task, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s/%s: node %s: %s: %w", b.kind, ImplIPMITool, t.NodeUUID, op, err)
+}
+
+// PowerImpl is the "ipmitool" power interface.
+type PowerImpl struct{ base }
+
+// Power returns the "ipmitool" power interface.
+func (d *Drivers) Power() *PowerImpl { return &PowerImpl{base{d, driver.KindPower}} }
+
+// GetPowerState reads the chassis power state.
+func (p *PowerImpl) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
+	c, err := p.client(t)
+	if err != nil {
+		return driver.PowerError, err
+	}
+	on, err := c.PowerState(ctx)
+	if err != nil {
+		return driver.PowerError, p.wrap(t, "power status", err)
+	}
+	if on {
+		return driver.PowerOn, nil
+	}
+	return driver.PowerOff, nil
+}
+
+// SetPowerState drives the node to target and waits until the BMC
+// reports the resulting state.
+func (p *PowerImpl) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
+	c, err := p.client(t)
+	if err != nil {
+		return err
+	}
+	switch target {
+	case driver.PowerOn:
+		err = c.PowerOn(ctx, timeout)
+	case driver.PowerOff:
+		err = c.PowerOff(ctx, timeout)
+	case driver.SoftPowerOff:
+		err = c.SoftPowerOff(ctx, timeout)
+	case driver.Reboot:
+		err = c.Reboot(ctx, timeout)
+	case driver.SoftReboot:
+		err = c.SoftReboot(ctx, timeout)
+	default:
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: p.kind, Impl: ImplIPMITool, Field: "target", Key: "power_state", Expected: "power on, power off, soft power off, rebooting or soft rebooting"}
+	}
+	return p.wrap(t, "set power "+string(target), err)
+}
+
+// Reboot powers the node off and on.
+func (p *PowerImpl) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
+	return p.SetPowerState(ctx, t, driver.Reboot, timeout)
+}
+
+// ManagementImpl is the "ipmitool" management interface: boot device
+// (with the UEFI flag when the node boots in UEFI mode), NMI and sensors.
+type ManagementImpl struct{ base }
+
+// Management returns the "ipmitool" management interface.
+func (d *Drivers) Management() *ManagementImpl {
+	return &ManagementImpl{base{d, driver.KindManagement}}
+}
+
+var ipmiDevices = map[driver.BootDevice]string{
+	driver.BootPXE: "pxe", driver.BootDisk: "disk", driver.BootCDROM: "cdrom", driver.BootBIOS: "bios", driver.BootSafe: "safe",
+}
+
+// SupportedBootDevices returns pxe, disk, cdrom, bios and safe.
+func (m *ManagementImpl) SupportedBootDevices(context.Context, *driver.Task) ([]driver.BootDevice, error) {
+	return []driver.BootDevice{driver.BootPXE, driver.BootDisk, driver.BootCDROM, driver.BootBIOS, driver.BootSafe}, nil
+}
+
+// uefi reports whether the node boots in UEFI mode: instance_info
+// deploy_boot_mode, else the boot_mode capability, as Ironic decides.
+func uefi(t *driver.Task) bool {
+	if m, ok := t.InstanceString("deploy_boot_mode"); ok {
+		return m == "uefi"
+	}
+	caps, _ := t.Properties["capabilities"].(string)
+	for _, c := range strings.Split(caps, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(c), ":"); ok && k == "boot_mode" {
+			return v == "uefi"
+		}
+	}
+	return false
+}
+
+// SetBootDevice sets the next boot device (persistent or one-time).
+func (m *ManagementImpl) SetBootDevice(ctx context.Context, t *driver.Task, device driver.BootDevice, persistent bool) error {
+	dev, ok := ipmiDevices[device]
+	if !ok {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: ImplIPMITool, Field: "args", Key: "boot_device", Expected: "one of pxe, disk, cdrom, bios, safe"}
+	}
+	c, err := m.client(t)
+	if err != nil {
+		return err
+	}
+	return m.wrap(t, "set boot device "+dev, c.SetBootDevice(ctx, dev, persistent, uefi(t)))
+}
+
+// GetBootDevice reads the boot flags back. The persistent flag is
+// reported as the BMC keeps it (some BMCs, ipmi_sim among them, keep only
+// the device).
+func (m *ManagementImpl) GetBootDevice(ctx context.Context, t *driver.Task) (driver.BootDeviceState, error) {
+	c, err := m.client(t)
+	if err != nil {
+		return driver.BootDeviceState{}, err
+	}
+	bd, err := c.BootDevice(ctx)
+	if err != nil {
+		return driver.BootDeviceState{}, m.wrap(t, "get boot device", err)
+	}
+	persistent := bd.Persistent
+	return driver.BootDeviceState{Device: driver.BootDevice(bd.Device), Persistent: &persistent}, nil
+}
+
+// InjectNMI sends a diagnostic interrupt.
+func (m *ManagementImpl) InjectNMI(ctx context.Context, t *driver.Task) error {
+	c, err := m.client(t)
+	if err != nil {
+		return err
+	}
+	return m.wrap(t, "inject nmi", c.NMI(ctx))
+}
+
+// SensorsData reads the BMC's sensors.
+func (m *ManagementImpl) SensorsData(ctx context.Context, t *driver.Task) ([]Sensor, error) {
+	c, err := m.client(t)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Sensors(ctx)
+	return s, m.wrap(t, "read sensors", err)
+}
+
+// VendorImpl is the "ipmitool" vendor interface: send_raw and bmc_reset,
+// as Ironic's ipmitool vendor passthru.
+type VendorImpl struct{ base }
+
+// Vendor returns the "ipmitool" vendor interface.
+func (d *Drivers) Vendor() *VendorImpl { return &VendorImpl{base{d, driver.KindVendor}} }
+
+// Methods lists send_raw and bmc_reset.
+func (v *VendorImpl) Methods() []driver.VendorMethod {
+	return []driver.VendorMethod{
+		{Name: "send_raw", Description: "Send a raw IPMI request and return the response bytes.", HTTPMethods: []string{"POST"},
+			ArgsInfo: map[string]steps.ArgInfo{"raw_bytes": {Description: "Network function, command and data as hex bytes separated by spaces, e.g. \"0x06 0x01\".", Required: true}}},
+		{Name: "bmc_reset", Description: "Reset the BMC itself (cold by default).", HTTPMethods: []string{"POST"},
+			ArgsInfo: map[string]steps.ArgInfo{"warm": {Description: "Do a warm reset instead of a cold one.", Required: false}}},
+	}
+}
+
+// Call runs a vendor method.
+func (v *VendorImpl) Call(ctx context.Context, t *driver.Task, method, httpMethod string, args map[string]any) (any, error) {
+	if httpMethod != "POST" || (method != "send_raw" && method != "bmc_reset") {
+		return nil, &driver.UnsupportedError{Kind: v.kind, Impl: ImplIPMITool, Operation: "vendor passthru " + httpMethod + " " + method}
+	}
+	var raw []byte
+	if method == "send_raw" {
+		s, _ := args["raw_bytes"].(string)
+		var err error
+		if raw, err = parseRawArg(s); err != nil || len(raw) < 2 {
+			return nil, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: ImplIPMITool, Field: "args", Key: "raw_bytes", Expected: "at least a network function and a command as hex bytes, e.g. \"0x06 0x01\""}
+		}
+	}
+	c, err := v.client(t)
+	if err != nil {
+		return nil, err
+	}
+	if method == "bmc_reset" {
+		warm, _ := args["warm"].(bool)
+		return nil, v.wrap(t, "bmc_reset", c.ResetBMC(ctx, warm))
+	}
+	out, err := c.Raw(ctx, raw[0], raw[1], raw[2:])
+	if err != nil {
+		return nil, v.wrap(t, "send_raw", err)
+	}
+	hexOut := make([]string, len(out))
+	for i, b := range out {
+		hexOut[i] = fmt.Sprintf("0x%02x", b)
+	}
+	return map[string]any{"response": strings.Join(hexOut, " ")}, nil
+}
+
+func parseRawArg(s string) ([]byte, error) {
+	var out []byte
+	for _, f := range strings.Fields(s) {
+		n, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(f), "0x"), 16, 8)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, byte(n))
+	}
+	return out, nil
+}
+
+// Compile-time checks.
+var (
+	_ driver.PowerInterface      = (*PowerImpl)(nil)
+	_ driver.ManagementInterface = (*ManagementImpl)(nil)
+	_ driver.VendorInterface     = (*VendorImpl)(nil)
+)

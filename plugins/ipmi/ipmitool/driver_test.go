@@ -1,0 +1,100 @@
+package ipmitool
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/ipmisim"
+)
+
+func TestDriverValidate(t *testing.T) {
+	d := NewDrivers(Options{})
+	ctx := context.Background()
+	var mp *driver.MissingParameterError
+	if err := d.Power().Validate(ctx, &driver.Task{NodeUUID: "n1"}); !errors.As(err, &mp) || mp.Missing[0] != "ipmi_address" || mp.Impl != ImplIPMITool {
+		t.Fatalf("want MissingParameterError, got %v", err)
+	}
+	var ip *driver.InvalidParameterError
+	err := d.Management().Validate(ctx, &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "bmc", "ipmi_priv_level": "GOD", "ipmi_password": "s3cr3t"}})
+	if !errors.As(err, &ip) || ip.Key != "ipmi_priv_level" || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("want InvalidParameterError, got %v", err)
+	}
+	_, err = d.Vendor().Call(ctx, &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "bmc"}}, "send_raw", "POST", map[string]any{"raw_bytes": "0xzz"})
+	if !errors.As(err, &ip) || ip.Key != "raw_bytes" {
+		t.Fatalf("bad raw bytes: %v", err)
+	}
+	if _, err := d.Vendor().Call(ctx, &driver.Task{NodeUUID: "n1"}, "reformat", "POST", nil); !errors.Is(err, driver.ErrUnsupported) {
+		t.Fatalf("unknown method: %v", err)
+	}
+}
+
+func TestDriverUnavailableWithoutIpmitool(t *testing.T) {
+	d := NewDrivers(Options{IpmitoolPath: "/nonexistent/ipmitool"})
+	if !errors.Is(d.Unavailable(), ErrNotInstalled) {
+		t.Fatalf("Unavailable: %v", d.Unavailable())
+	}
+	tk := &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "bmc"}}
+	ctx := context.Background()
+	if err := d.Power().Validate(ctx, tk); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "install the ipmitool package") {
+		t.Fatalf("validate: %v", err)
+	}
+	if _, err := d.Power().GetPowerState(ctx, tk); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("power state: %v", err)
+	}
+	if len(d.Power().Properties()) != len(Properties()) {
+		t.Fatal("an unavailable driver still describes its properties")
+	}
+}
+
+func simTask(b *ipmisim.BMC) *driver.Task {
+	return &driver.Task{NodeUUID: "node-ipmi", HardwareType: HardwareType, DriverInfo: map[string]any{
+		"ipmi_address": b.Addr, "ipmi_port": strconv.Itoa(b.Port), "ipmi_username": b.Username,
+		"ipmi_password": b.Password, "ipmi_cipher_suite": "3",
+	}}
+}
+
+func TestDriverAgainstSimulator(t *testing.T) {
+	ipmisim.Require(t)
+	b := ipmisim.Start(t, ipmisim.Options{})
+	d := NewDrivers(Options{PollInterval: 50 * time.Millisecond})
+	ctx := context.Background()
+	tk := simTask(b)
+	p, m, v := d.Power(), d.Management(), d.Vendor()
+	if err := p.Validate(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPowerState(ctx, tk, driver.PowerOn, 10*time.Second); err != nil || !b.Power() {
+		t.Fatalf("power on: %v", err)
+	}
+	if st, err := p.GetPowerState(ctx, tk); err != nil || st != driver.PowerOn {
+		t.Fatalf("%q %v", st, err)
+	}
+	if err := p.SetPowerState(ctx, tk, driver.PowerOff, 10*time.Second); err != nil || b.Power() {
+		t.Fatalf("power off: %v", err)
+	}
+	tk.Properties = map[string]any{"capabilities": "boot_mode:uefi"}
+	if err := m.SetBootDevice(ctx, tk, driver.BootCDROM, false); err != nil || b.Boot() != "cdrom" {
+		t.Fatalf("boot cdrom: %v (sim %s)", err, b.Boot())
+	}
+	if bd, err := m.GetBootDevice(ctx, tk); err != nil || bd.Device != driver.BootCDROM {
+		t.Fatalf("%+v %v", bd, err)
+	}
+	out, err := v.Call(ctx, tk, "send_raw", "POST", map[string]any{"raw_bytes": "0x06 0x01"})
+	if err != nil || !strings.HasPrefix(out.(map[string]any)["response"].(string), "0x00 ") {
+		t.Fatalf("send_raw: %v %v", out, err)
+	}
+	// A BMC that does not answer: the call ends at the deadline.
+	dead := simTask(b)
+	dead.DriverInfo["ipmi_port"] = "1"
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := p.GetPowerState(cctx, dead); err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("unreachable BMC: %v after %v", err, time.Since(start))
+	}
+}
