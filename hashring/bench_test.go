@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -29,10 +30,12 @@ func BenchmarkLookup(b *testing.B) {
 				b.ReportAllocs()
 				var sink string
 				i := 0
+				stop := threadCPU()
 				for b.Loop() {
 					sink, _ = r.Get(keys[i&(1<<16-1)])
 					i++
 				}
+				reportCPU(b, stop, "cpu-ns/op", 1)
 				if sink == "" {
 					b.Fatal("no owner")
 				}
@@ -94,6 +97,9 @@ func BenchmarkBalance(b *testing.B) {
 				maxMean, sdMean := spread(perMember)
 				b.ReportMetric(maxMean, "max/mean")
 				b.ReportMetric(sdMean, "stddev/mean")
+				shareMax, shareSd := spread(arcShares(r))
+				b.ReportMetric(shareMax, "share-max/mean")
+				b.ReportMetric(shareSd, "share-stddev/mean")
 
 				floor := make([]float64, n)
 				for _, k := range keys {
@@ -129,6 +135,33 @@ func BenchmarkBalance(b *testing.B) {
 	}
 }
 
+// arcShares returns each member's exact share of the hash circle: the
+// balance an infinite number of keys would see, free of the sampling
+// noise of 100,000 keys.
+func arcShares(r *Ring) []float64 {
+	shares := make([]float64, r.Len())
+	n := r.numPoints()
+	pos := func(i int) uint64 {
+		if r.cfg.Algorithm == IronicCompatible {
+			return r.ironic.pts[i].hi
+		}
+		return r.bal.pts[i] &^ ownerMask
+	}
+	for i := range n {
+		prev := pos((i + n - 1) % n)
+		shares[r.ownerAt(i)] += float64(pos(i) - prev)
+	}
+	return shares
+}
+
+// reportCPU reports the thread CPU time per op, scaled from nanoseconds
+// by scale, when the platform can measure it.
+func reportCPU(b *testing.B, stop func() (time.Duration, bool), unit string, scale float64) {
+	if d, ok := stop(); ok && b.N > 0 {
+		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N)*scale, unit)
+	}
+}
+
 // spread returns max/mean and stddev/mean (population) of counts.
 func spread(counts []float64) (maxMean, sdMean float64) {
 	var sum, mx float64
@@ -151,11 +184,13 @@ func BenchmarkBuild(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/members=%d", alg, n), func(b *testing.B) {
 				members := Names(memberNames(n)...)
 				b.ReportAllocs()
+				stop := threadCPU()
 				for b.Loop() {
 					if _, err := New(Config{Algorithm: alg}, members...); err != nil {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, stop, "cpu-ms/build", 1e-6)
 				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/build")
 			})
 		}
