@@ -43,7 +43,11 @@ type GatherOptions struct {
 // then the agent's steps; then priority overrides, the enabled filter
 // and the sort. The result shares no memory with src.
 func Gather(kind Kind, src Source, opts GatherOptions) []Step {
-	var out []Step
+	n := 0
+	for _, row := range kind.table() {
+		n += len(src.Driver[row.iface]) + len(src.Agent[row.iface])
+	}
+	out := make([]Step, 0, n)
 	for _, row := range kind.table() {
 		driver := src.Driver[row.iface]
 		for _, s := range driver {
