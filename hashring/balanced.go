@@ -51,14 +51,34 @@ type balancedRing struct {
 	shift uint     // 64 - k
 }
 
-// buildBalanced places the points with a counting sort on the bucket
-// index (positions are generated twice, which is cheaper than storing
-// and re-reading them) and an insertion sort inside each bucket, which
-// holds about eight points: linear in the number of points.
+// buildBalanced places the points and sorts them in linear time: a
+// two-pass LSD radix sort on the top 22 bits (each pass streams the points
+// into 2,048 sequential runs, which caches well), then an insertion sort
+// that only has to order the rare points sharing those 22 bits.
 func buildBalanced(names []string, weights []int) balancedRing {
+	const digitBits, lowShift, highShift = 11, 64 - 2*11, 64 - 11
 	total := 0
 	for _, w := range weights {
 		total += w * balancedPointsPerWeight
+	}
+	pts := make([]uint64, 0, total)
+	var lowCount, highCount [1 << digitBits]uint32
+	for m, name := range names {
+		seed := xxhash.Sum64String(name)
+		for v := range weights[m] * balancedPointsPerWeight {
+			p := balancedPosition(seed, v) | uint64(m)
+			pts = append(pts, p)
+			lowCount[(p>>lowShift)&(1<<digitBits-1)]++
+			highCount[p>>highShift]++
+		}
+	}
+	tmp := make([]uint64, total)
+	radixPass(tmp, pts, &lowCount, lowShift, 1<<digitBits-1)
+	radixPass(pts, tmp, &highCount, highShift, 1<<digitBits-1)
+	for i := 1; i < len(pts); i++ {
+		for j := i; j > 0 && pts[j] < pts[j-1]; j-- {
+			pts[j], pts[j-1] = pts[j-1], pts[j]
+		}
 	}
 	// About eight points per bucket: a bucket's points then span one or
 	// two cache lines, and the index (half a byte per point) stays in
@@ -66,36 +86,29 @@ func buildBalanced(names []string, weights []int) balancedRing {
 	k := max(bits.Len(uint(total-1))-3, 1)
 	shift := uint(64 - k)
 	idx := make([]uint32, 1<<k+1)
-	seeds := make([]uint64, len(names))
-	for m, name := range names {
-		seeds[m] = xxhash.Sum64String(name)
-		for v := range weights[m] * balancedPointsPerWeight {
-			idx[(balancedPosition(seeds[m], v)>>shift)+1]++
-		}
+	for _, p := range pts {
+		idx[(p>>shift)+1]++
 	}
 	for b := 1; b < len(idx); b++ {
 		idx[b] += idx[b-1]
 	}
-	cursor := make([]uint32, 1<<k)
-	copy(cursor, idx)
-	pts := make([]uint64, total)
-	for m := range names {
-		for v := range weights[m] * balancedPointsPerWeight {
-			p := balancedPosition(seeds[m], v)
-			b := p >> shift
-			pts[cursor[b]] = p | uint64(m)
-			cursor[b]++
-		}
-	}
-	for b := 0; b < 1<<k; b++ {
-		lo, hi := int(idx[b]), int(idx[b+1])
-		for i := lo + 1; i < hi; i++ {
-			for j := i; j > lo && pts[j] < pts[j-1]; j-- {
-				pts[j], pts[j-1] = pts[j-1], pts[j]
-			}
-		}
-	}
 	return balancedRing{pts: pts, idx: idx, shift: shift}
+}
+
+// radixPass stably moves src into dst ordered by the digit
+// (p>>shift)&mask, given the digit's histogram.
+func radixPass(dst, src []uint64, count *[1 << 11]uint32, shift uint, mask uint64) {
+	var next [1 << 11]uint32
+	sum := uint32(0)
+	for d, c := range count {
+		next[d] = sum
+		sum += c
+	}
+	for _, p := range src {
+		d := (p >> shift) & mask
+		dst[next[d]] = p
+		next[d]++
+	}
 }
 
 // first returns the index of the first point after XXH64(key).
