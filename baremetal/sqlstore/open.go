@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/crc64"
 	"io/fs"
 	"net/url"
 	"strings"
@@ -180,7 +181,7 @@ func newStore(ctx context.Context, d dialect, w, r *sqlx.DB, opts Options) (*Sto
 
 // migrationProvider returns the goose provider of the dialect's embedded
 // migrations. goose's provider API keeps no global state.
-func migrationProvider(d dialect, db *sql.DB) (*goose.Provider, error) {
+func migrationProvider(ctx context.Context, d dialect, db *sql.DB) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrations, "migrations/"+d.name)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: migrations for %s: %w", d.name, err)
@@ -189,7 +190,15 @@ func migrationProvider(d dialect, db *sql.DB) (*goose.Provider, error) {
 	gd := goose.DialectSQLite3
 	if d.name == "postgres" {
 		gd = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
+		// The advisory lock is database-wide; keying it by schema lets
+		// stores in different schemas migrate at once while conductors
+		// sharing a schema still take turns.
+		var schema string
+		if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+			return nil, fmt.Errorf("sqlstore: reading the current schema: %w", err)
+		}
+		lockID := int64(crc64.Checksum([]byte("anvil-migrations:"+schema), crc64.MakeTable(crc64.ECMA)) >> 1)
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: migration lock: %w", err)
 		}
@@ -203,7 +212,7 @@ func migrationProvider(d dialect, db *sql.DB) (*goose.Provider, error) {
 }
 
 func migrate(ctx context.Context, d dialect, db *sql.DB) error {
-	p, err := migrationProvider(d, db)
+	p, err := migrationProvider(ctx, d, db)
 	if err != nil {
 		return err
 	}
@@ -215,7 +224,7 @@ func migrate(ctx context.Context, d dialect, db *sql.DB) error {
 
 // SchemaVersion returns the version of the last migration applied.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
-	p, err := migrationProvider(s.d, s.w.DB)
+	p, err := migrationProvider(ctx, s.d, s.w.DB)
 	if err != nil {
 		return 0, err
 	}

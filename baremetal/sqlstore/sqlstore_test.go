@@ -35,3 +35,10 @@ func openSQLite(t testing.TB, path string, clock baremetal.Clock) *sqlstore.Stor
 	})
 	return s
 }
+
+func TestConformancePostgres(t *testing.T) {
+	storetest.PostgresDSN(t) // skips without a database
+	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+		return storetest.OpenPostgres(t, clock)
+	})
+}

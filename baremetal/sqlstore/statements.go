@@ -39,8 +39,8 @@ func (s *Store) updateSQL(held bool) string {
 		b.WriteString(c.name)
 		b.WriteString(" = ?, ")
 	}
-	fmt.Fprintf(&b, "provision_updated_at = CASE WHEN provision_state <> ? OR COALESCE(target_provision_state, '') <> ? THEN ? "+
-		"ELSE NULLIF(%s(COALESCE(provision_updated_at, 0), COALESCE(?, 0)), 0) END, ", s.d.greatest)
+	fmt.Fprintf(&b, "provision_updated_at = CASE WHEN provision_state <> ? OR COALESCE(target_provision_state, '') <> ? THEN CAST(? AS BIGINT) "+
+		"ELSE NULLIF(%s(COALESCE(provision_updated_at, 0), COALESCE(CAST(? AS BIGINT), 0)), 0) END, ", s.d.greatest)
 	b.WriteString("version = version + 1, updated_at = ? WHERE uuid = ? AND version = ?")
 	if held {
 		b.WriteString(" AND reservation = ?")

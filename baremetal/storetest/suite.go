@@ -21,7 +21,8 @@ type Factory func(t *testing.T, clock baremetal.Clock) baremetal.Store
 var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Run runs the conformance suite: every behaviour the baremetal.Store
-// contract promises, each subtest on a fresh store from newStore.
+// contract promises, each subtest on a fresh store from newStore, the
+// subtests in parallel.
 func Run(t *testing.T, newStore Factory) {
 	tests := []struct {
 		name string
@@ -52,6 +53,9 @@ func Run(t *testing.T, newStore Factory) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Every subtest has its own store, so they run in parallel;
+			// for a networked database that hides the round trips.
+			t.Parallel()
 			clock := NewManualClock(Epoch)
 			s := newStore(t, clock)
 			tc.fn(t, s, clock)
