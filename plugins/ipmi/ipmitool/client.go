@@ -196,10 +196,14 @@ func (c *Client) scrub(text string) string {
 	return text
 }
 
-// wrap turns a bmclib error into a CommandError.
-func (c *Client) wrap(op string, err error) error {
+// wrap turns a bmclib error into a CommandError; when ctx ended, the
+// cause is the context's error so callers can tell a deadline apart.
+func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		return &CommandError{Op: op, Output: c.scrub(strings.TrimSpace(err.Error())), Err: ctx.Err()}
 	}
 	return &CommandError{Op: op, Err: errors.New(c.scrub(strings.TrimSpace(err.Error())))}
 }
@@ -211,8 +215,8 @@ func (c *Client) PowerState(ctx context.Context) (bool, error) {
 	if c.bmc != nil {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		out, err = c.bmc.PowerStateGet(cctx)
+		err = c.wrap(cctx, "power status", err)
 		cancel()
-		err = c.wrap("power status", err)
 	} else {
 		out, err = c.run(ctx, "power status", "power", "status")
 	}
@@ -234,7 +238,7 @@ func (c *Client) power(ctx context.Context, action string) error {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
 		_, err := c.bmc.PowerSet(cctx, action)
-		return c.wrap("power "+action, err)
+		return c.wrap(cctx, "power "+action, err)
 	}
 	_, err := c.run(ctx, "power "+action, "power", action)
 	return err
@@ -313,7 +317,7 @@ func (c *Client) SetBootDevice(ctx context.Context, device string, persistent, e
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
 		_, err := c.bmc.BootDeviceSet(cctx, device, persistent, efi)
-		return c.wrap("chassis bootdev "+device, err)
+		return c.wrap(cctx, "chassis bootdev "+device, err)
 	}
 	cmd := []string{"chassis", "bootdev", device}
 	var o []string
@@ -351,7 +355,7 @@ func (c *Client) NMI(ctx context.Context) error {
 	if c.bmc != nil {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
-		return c.wrap("chassis power diag", c.bmc.SendNMI(cctx))
+		return c.wrap(cctx, "chassis power diag", c.bmc.SendNMI(cctx))
 	}
 	_, err := c.run(ctx, "chassis power diag", "chassis", "power", "diag")
 	return err
@@ -367,7 +371,7 @@ func (c *Client) ResetBMC(ctx context.Context, warm bool) error {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
 		_, err := c.bmc.BmcReset(cctx, kind)
-		return c.wrap("mc reset "+kind, err)
+		return c.wrap(cctx, "mc reset "+kind, err)
 	}
 	_, err := c.run(ctx, "mc reset "+kind, "mc", "reset", kind)
 	return err

@@ -84,7 +84,10 @@ func (b base) Properties() []driver.Property {
 
 // Validate checks the ipmi_* driver_info (and that ipmitool is
 // installed) without contacting the BMC.
-func (b base) Validate(_ context.Context, t *driver.Task) error {
+func (b base) Validate(ctx context.Context, t *driver.Task) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	_, err := b.info(t)
 	if err != nil {
 		return err

@@ -380,7 +380,10 @@ func (c *Conn) login(ctx context.Context) (token, uri string, err error) {
 		} else {
 			err = scrub(err)
 		}
-		if attempt >= c.opts.Retries || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return "", "", fmt.Errorf("redfish: login to %s: %w", c.info.Endpoint, ctx.Err())
+		}
+		if attempt >= c.opts.Retries {
 			return "", "", fmt.Errorf("redfish: login to %s: %w: %w", c.info.Endpoint, ErrUnavailable, err)
 		}
 		if serr := c.opts.Sleep(ctx, c.backoff(attempt)); serr != nil {

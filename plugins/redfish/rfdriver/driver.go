@@ -92,7 +92,10 @@ func (b base) properties() []driver.Property {
 func (b base) Properties() []driver.Property { return b.properties() }
 
 // Validate checks the redfish_* driver_info without contacting the BMC.
-func (b base) Validate(_ context.Context, t *driver.Task) error {
+func (b base) Validate(ctx context.Context, t *driver.Task) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	_, err := b.info(t)
 	return err
 }
