@@ -405,6 +405,17 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			return err
 		}
 		switch a.Kind {
+		case steps.Wait, steps.Hold, steps.AbortAfterStep, steps.Fail, steps.Abort:
+		default:
+			// Continuing after a wait: Ironic's continue_node_<kind> fires
+			// resume first.
+			if statemachine.State(n.ProvisionState) == waitState(kind) {
+				if err := t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); err != nil {
+					return err
+				}
+			}
+		}
+		switch a.Kind {
 		case steps.RunStep:
 			if err := writeNodeProgress(n, a.Progress); err != nil {
 				return c.stepsFailed(ctx, t, kind, describeErr(err), false)

@@ -1,0 +1,239 @@
+// Package simfleet wires fake-hardware nodes to simulated ramdisks: its
+// power interface behaves like fake power and, whenever a node is powered
+// on (or rebooted) with its boot interface prepared for the ramdisk, boots
+// a simulated Ironic Python Agent for it (agentclient/agenttest) that looks
+// the node up and heartbeats over real HTTP; powering the node off, or
+// booting it into anything else, stops that agent. It is what the
+// quickstart, the fleet benchmark's agent mode and the conductor's agent
+// tests run on.
+//
+// # Usage
+//
+//	fleet, _ := simfleet.New(simfleet.Config{APIURL: apiURL})
+//	defer fleet.Close()
+//	reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{}))
+//	// enroll nodes with power_interface "sim", boot_interface "fake",
+//	// deploy_interface "direct" ...
+package simfleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/driver"
+)
+
+// PowerName is the implementation name of the simulated power interface.
+const PowerName = "sim"
+
+// Config configures a simulated fleet.
+type Config struct {
+	// APIURL is where the agent lookup and heartbeat handler is mounted.
+	APIURL string
+	// Server hosts the agents; nil starts a shared TLS server on a free
+	// loopback port, closed by Close.
+	Server *agenttest.Server
+	// HeartbeatInterval, LookupInterval and RetryInterval pace the agents;
+	// zero means 200 ms, 20 ms and 50 ms (fast, for demos and tests).
+	HeartbeatInterval time.Duration
+	LookupInterval    time.Duration
+	RetryInterval     time.Duration
+	// CommandDelay is how long agent commands run; zero means 5 ms.
+	CommandDelay time.Duration
+	// Agent, when set, builds the fake agent of a node at each boot
+	// (tests script behaviours here); nil means a default agent.
+	Agent func(nodeUUID string) *agenttest.Agent
+	// Logger receives the ramdisks' progress; nil discards.
+	Logger *slog.Logger
+}
+
+// Fleet is a set of simulated machines' ramdisks. It is safe for
+// concurrent use; Close stops every running ramdisk.
+type Fleet struct {
+	cfg    Config
+	server *agenttest.Server
+	own    bool
+	hc     *http.Client
+
+	mu      sync.Mutex
+	running map[string]*boot
+	boots   map[string]int
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type boot struct {
+	rd     *agenttest.Ramdisk
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a fleet (and its agent server when none is given).
+func New(cfg Config) (*Fleet, error) {
+	if cfg.APIURL == "" {
+		return nil, fmt.Errorf("simfleet: APIURL is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.HeartbeatInterval, 200*time.Millisecond)
+	def(&cfg.LookupInterval, 20*time.Millisecond)
+	def(&cfg.RetryInterval, 50*time.Millisecond)
+	def(&cfg.CommandDelay, 5*time.Millisecond)
+	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{},
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	if f.server == nil {
+		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
+		if err != nil {
+			return nil, fmt.Errorf("simfleet: agent server: %w", err)
+		}
+		f.server, f.own = srv, true
+	}
+	return f, nil
+}
+
+// Server returns the server hosting the agents; its certificate is what
+// the agents send as agent_verify_ca.
+func (f *Fleet) Server() *agenttest.Server { return f.server }
+
+// Boot starts a simulated ramdisk for the node (replacing a running one),
+// as powering it on into the ramdisk does.
+func (f *Fleet) Boot(nodeUUID string, macs []string) error {
+	f.Halt(nodeUUID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return fmt.Errorf("simfleet: closed")
+	}
+	var agent *agenttest.Agent
+	if f.cfg.Agent != nil {
+		agent = f.cfg.Agent(nodeUUID)
+	} else {
+		agent = agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: f.cfg.CommandDelay})
+	}
+	bo := []time.Duration{f.cfg.RetryInterval, f.cfg.RetryInterval, 2 * f.cfg.RetryInterval}
+	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
+		APIURL: f.cfg.APIURL, HTTPClient: f.hc, MACs: macs, NodeUUID: nodeUUID, Agent: agent, Server: f.server,
+		LookupInterval: f.cfg.LookupInterval, LookupMaxInterval: 4 * f.cfg.LookupInterval, LookupTimeout: 10 * time.Minute,
+		LookupConflictBackoff: bo, HeartbeatInterval: f.cfg.HeartbeatInterval,
+		HeartbeatRetryMin: f.cfg.RetryInterval, HeartbeatRetryMax: 2 * f.cfg.RetryInterval,
+		MinForcedInterval: f.cfg.LookupInterval, Logger: f.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("simfleet: boot %s: %w", nodeUUID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &boot{rd: rd, cancel: cancel, done: make(chan struct{})}
+	f.running[nodeUUID] = b
+	f.boots[nodeUUID]++
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer close(b.done)
+		if err := rd.Run(ctx); err != nil && f.cfg.Logger != nil {
+			f.cfg.Logger.Warn("simulated ramdisk stopped", "node", nodeUUID, "error", err)
+		}
+	}()
+	return nil
+}
+
+// Halt stops the node's ramdisk, as powering it off does.
+func (f *Fleet) Halt(nodeUUID string) {
+	f.mu.Lock()
+	b := f.running[nodeUUID]
+	delete(f.running, nodeUUID)
+	f.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.cancel()
+	<-b.done
+	_ = b.rd.Close()
+}
+
+// Agent returns the fake agent currently running on the node, or nil.
+func (f *Fleet) Agent(nodeUUID string) *agenttest.Agent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.running[nodeUUID]; b != nil {
+		return b.rd.Agent()
+	}
+	return nil
+}
+
+// Boots returns how many times the node was booted into the ramdisk.
+func (f *Fleet) Boots(nodeUUID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.boots[nodeUUID]
+}
+
+// Close stops every ramdisk and the fleet's own server.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	ids := make([]string, 0, len(f.running))
+	for id := range f.running {
+		ids = append(ids, id)
+	}
+	f.mu.Unlock()
+	for _, id := range ids {
+		f.Halt(id)
+	}
+	f.wg.Wait()
+	if f.own {
+		return f.server.Close()
+	}
+	return nil
+}
+
+// Power returns the simulated power interface: fake power (configured by
+// cfg) that boots and halts the fleet's ramdisks.
+func (f *Fleet) Power(cfg driver.FakeConfig) *Power {
+	return &Power{FakePower: driver.NewFakePower(cfg), fleet: f}
+}
+
+// Power is fake power wired to the fleet.
+type Power struct {
+	*driver.FakePower
+	fleet *Fleet
+}
+
+func (p *Power) follow(t *driver.Task) error {
+	state, _ := t.InternalString(driver.FakePowerStateKey)
+	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
+	if state == string(driver.PowerOn) && prepared == "ramdisk" {
+		var macs []string
+		for _, port := range t.Ports {
+			macs = append(macs, port.Address)
+		}
+		return p.fleet.Boot(t.NodeUUID, macs)
+	}
+	p.fleet.Halt(t.NodeUUID)
+	return nil
+}
+
+// SetPowerState sets the fake power state and boots or halts the ramdisk.
+func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
+	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
+		return err
+	}
+	return p.follow(t)
+}
+
+// Reboot power-cycles the node: the ramdisk (if prepared) boots afresh.
+func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
+	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
+		return err
+	}
+	return p.follow(t)
+}
+
+var _ driver.PowerInterface = (*Power)(nil)
