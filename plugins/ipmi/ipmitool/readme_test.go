@@ -1,0 +1,152 @@
+package ipmitool
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+var update = flag.Bool("update", false, "rewrite ../README.md from the code's descriptions")
+
+const readmeIntro = `# ipmi driver plugin
+
+The plugin binary ` + "`anvil-driver-ipmi`" + ` serves the ` + "`ipmi`" + ` hardware type of
+Anvil over the driver plugin protocol. It drives BMCs with ` + "`ipmitool`" + `
+through [bmclib](https://github.com/bmc-toolbox/bmclib)'s ipmitool provider
+(package ` + "`ipmitool`" + `), running the binary directly for what bmclib does not
+cover (other privilege levels, IPMI 1.5, boot flag read-back, sensors, raw
+commands). The password reaches ipmitool through its environment, never its
+command line.
+
+Requires the ` + "`ipmitool`" + ` program (Debian/Ubuntu: ` + "`apt-get install -y ipmitool`" + `).
+Without it the plugin still starts and describes itself, and every call and
+validation fails with "ipmitool is not installed (install the ipmitool
+package)".
+
+Build: ` + "`go build -o anvil-driver-ipmi ./plugins/ipmi`" + ` and put the binary in the
+host's plugin directory.
+
+Tests against a real IPMI simulator (` + "`ipmi_sim`" + ` from Debian's ` + "`openipmi`" + `,
+started by ` + "`internal/ipmisim`" + ` with cipher suite 3) run when
+` + "`ANVIL_TEST_IPMI_SIM=1`" + ` and skip otherwise.
+
+This file is generated from the code by ` + "`go test ./plugins/ipmi/ipmitool -run TestREADME -update`" + `;
+a test fails when it is out of date.
+`
+
+func renderREADME(intro string, b driver.Bundle) string {
+	var w strings.Builder
+	w.WriteString(intro)
+	for _, h := range b.HardwareTypes {
+		fmt.Fprintf(&w, "\n## Hardware type `%s`\n\n| interface | supported (default first when enabled) | provided here |\n|---|---|---|\n", h.Name)
+		for _, k := range driver.Kinds() {
+			var here []string
+			for _, i := range b.Implementations {
+				if i.Kind == k {
+					here = append(here, "`"+i.Name+"`")
+				}
+			}
+			sup := h.SupportedFor(k)
+			for i := range sup {
+				sup[i] = "`" + sup[i] + "`"
+			}
+			fmt.Fprintf(&w, "| %s | %s | %s |\n", k, strings.Join(sup, ", "), strings.Join(here, ", "))
+		}
+	}
+	w.WriteString("\n## driver_info properties\n\n| property | required | used by | description |\n|---|---|---|---|\n")
+	type prop struct {
+		p    driver.Property
+		used []string
+	}
+	var props []*prop
+	for _, i := range b.Implementations {
+		for _, p := range i.Impl.Properties() {
+			idx := slices.IndexFunc(props, func(x *prop) bool { return x.p.Name == p.Name })
+			if idx < 0 {
+				props = append(props, &prop{p: p})
+				idx = len(props) - 1
+			}
+			props[idx].used = append(props[idx].used, string(i.Kind)+"/"+i.Name)
+		}
+	}
+	slices.SortFunc(props, func(a, b *prop) int { return strings.Compare(a.p.Name, b.p.Name) })
+	for _, p := range props {
+		if len(p.used) == len(b.Implementations) {
+			p.used = []string{"all"}
+		}
+		req := "no"
+		if p.p.Required {
+			req = "yes"
+		}
+		fmt.Fprintf(&w, "| `%s` | %s | %s | %s |\n", p.p.Name, req, strings.Join(p.used, ", "), p.p.Description)
+	}
+	var stepRows []string
+	for _, i := range b.Implementations {
+		sp, ok := i.Impl.(driver.StepProvider)
+		if !ok {
+			continue
+		}
+		for _, kind := range []steps.Kind{steps.Clean, steps.Deploy, steps.Service} {
+			for _, s := range sp.Steps(kind) {
+				var args []string
+				for _, a := range slices.Sorted(mapsKeys(s.ArgsInfo)) {
+					info := s.ArgsInfo[a]
+					req := ""
+					if info.Required {
+						req = " (required)"
+					}
+					args = append(args, fmt.Sprintf("`%s`%s: %s", a, req, info.Description))
+				}
+				stepRows = append(stepRows, fmt.Sprintf("| %s | `%s.%s` | %d | %t | %s |", kind, i.Kind, s.Name, s.Priority, s.RequiresRamdisk, strings.Join(args, "<br>")))
+			}
+		}
+	}
+	if len(stepRows) > 0 {
+		w.WriteString("\n## Steps\n\n| kind | step | priority | needs ramdisk | arguments |\n|---|---|---|---|---|\n")
+		w.WriteString(strings.Join(stepRows, "\n") + "\n")
+	}
+	for _, i := range b.Implementations {
+		v, ok := i.Impl.(driver.VendorInterface)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&w, "\n## Vendor methods (`%s`)\n\n| method | HTTP | description |\n|---|---|---|\n", i.Name)
+		for _, m := range v.Methods() {
+			fmt.Fprintf(&w, "| `%s` | %s | %s |\n", m.Name, strings.Join(m.HTTPMethods, ", "), m.Description)
+		}
+	}
+	return w.String()
+}
+
+func mapsKeys(m map[string]steps.ArgInfo) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestREADME keeps ../README.md equal to what the code describes.
+func TestREADME(t *testing.T) {
+	d := NewDrivers(Options{IpmitoolPath: "/nonexistent/ipmitool"}) // the README must not depend on the host
+	got := renderREADME(readmeIntro, d.Bundle())
+	const path = "../README.md"
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || string(want) != got {
+		t.Fatalf("%s is out of date (or unreadable: %v); regenerate with: go test ./plugins/ipmi/ipmitool -run TestREADME -update", path, err)
+	}
+}
