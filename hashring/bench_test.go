@@ -1,6 +1,7 @@
 package hashring
 
 import (
+	"crypto/md5"
 	"fmt"
 	"math"
 	"slices"
@@ -43,6 +44,36 @@ func BenchmarkLookup(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkKeyHash measures the key hash alone (XXH64 for Balanced, md5
+// for IronicCompatible): the floor under each algorithm's lookup cost,
+// and a gauge of how busy the machine was during the run.
+func BenchmarkKeyHash(b *testing.B) {
+	keys := testKeys(1<<16, 11)
+	b.Run("xxh64", func(b *testing.B) {
+		var sink uint64
+		i := 0
+		for b.Loop() {
+			sink += xxhash.Sum64String(keys[i&(1<<16-1)])
+			i++
+		}
+		if sink == 0 {
+			b.Log(sink)
+		}
+	})
+	b.Run("md5", func(b *testing.B) {
+		var sink byte
+		i := 0
+		for b.Loop() {
+			d := md5.Sum(keyBytes(keys[i&(1<<16-1)]))
+			sink += d[0]
+			i++
+		}
+		if sink == 0 {
+			b.Log(sink)
+		}
+	})
 }
 
 // BenchmarkTakeover measures GetN(key, 1, ignore owner): who takes a
