@@ -91,7 +91,10 @@ type ReservationStore interface {
 	// (UPDATE ... WHERE reservation IS NULL) and returns the node as
 	// locked. A node already reserved, even by holder itself, gives a
 	// *NodeLockedError naming the holder; an unknown node a
-	// *NotFoundError. It does not retry: see AcquireNode.
+	// *NotFoundError. It does not retry: see AcquireNode. If ctx ends
+	// while the statement runs, the lock may have been taken all the
+	// same; the holder's ReleaseReservationsOf at start and stop, or an
+	// explicit ReleaseNode, clears it.
 	ReserveNode(ctx context.Context, uuid, holder string) (*Node, error)
 	// ReleaseNode releases the lock if holder holds it. Otherwise it
 	// returns a *NodeNotLockedError (unlocked) or a *NodeLockedError

@@ -82,16 +82,19 @@ func Hammer(ctx context.Context, s baremetal.Store, cfg HammerConfig) (HammerRes
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for ctx.Err() == nil {
 				id := cfg.Nodes[rng.IntN(len(cfg.Nodes))]
-				n, err := s.ReserveNode(ctx, id, holder)
+				// The reservation gets a context of its own: a statement
+				// cancelled mid-way may still have taken the lock, and the
+				// worker would not know to release it.
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				n, err := s.ReserveNode(rctx, id, holder)
+				rcancel()
 				if errors.Is(err, baremetal.ErrNodeLocked) {
 					contended.Add(1)
 					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 					continue
 				}
 				if err != nil {
-					if ctx.Err() == nil {
-						fail(fmt.Errorf("storetest: %s reserving %s: %w", holder, id, err))
-					}
+					fail(fmt.Errorf("storetest: %s reserving %s: %w", holder, id, err))
 					return
 				}
 				if err := section(s, n, holder, hold, inside[id], &overlaps); err != nil {
@@ -101,7 +104,7 @@ func Hammer(ctx context.Context, s baremetal.Store, cfg HammerConfig) (HammerRes
 				sections.Add(1)
 				// Release with a context of its own: a lock must never be
 				// left behind because the run's time is up.
-				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				rctx, rcancel = context.WithTimeout(context.Background(), 10*time.Second)
 				err = s.ReleaseNode(rctx, id, holder)
 				rcancel()
 				if err != nil {
