@@ -1,0 +1,452 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+const nodeUUID = "3c0f7b8e-8f0e-4c4e-9a4b-6a9d2f1e0c77"
+
+func newTask() *driver.Task {
+	return &driver.Task{NodeUUID: nodeUUID, HardwareType: driver.FakeHardware, DriverInfo: map[string]any{}}
+}
+
+func slow(t *driver.Task) { t.DriverInfo[driver.FakeDelayKey] = "10s" }
+
+// loadFake discovers a directory holding only the fake plugin and returns
+// the host (closed at cleanup) and a registry holding only its proxies.
+func loadFake(t *testing.T, cfg plugin.HostConfig) (*plugin.Host, *driver.Registry) {
+	t.Helper()
+	cfg.Dirs = []string{pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})}
+	host := plugin.NewHost(cfg)
+	t.Cleanup(func() { host.Close() })
+	rep, err := host.Discover(context.Background())
+	if err != nil || len(rep.Plugins) != 1 {
+		t.Fatalf("Discover = %+v, %v (skipped: %v)", rep.Plugins, err, rep.Err())
+	}
+	reg := driver.NewRegistry(driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindNetwork: {driver.Noop, driver.Fake}, driver.KindStorage: {driver.Noop, driver.Fake},
+			driver.KindVendor: {driver.Fake, driver.NoVendor}, driver.KindDeploy: {driver.Fake, driver.Noop},
+		},
+	})
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return host, reg
+}
+
+func TestConformanceThroughPluginProcess(t *testing.T) {
+	_, reg := loadFake(t, plugin.HostConfig{})
+	if src, _ := reg.Source(driver.KindPower, driver.Fake); !strings.HasPrefix(src, "plugin fake (") {
+		t.Errorf("power/fake source = %q, want the plugin", src)
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{
+		driver.KindNetwork: driver.Fake, driver.KindStorage: driver.Fake}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drivertest.RunDriver(t, drv, newTask, slow)
+
+	noop, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{
+		driver.KindVendor: driver.NoVendor, driver.KindDeploy: driver.Noop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("noop", func(t *testing.T) { drivertest.RunDriver(t, noop, newTask, nil) })
+}
+
+func TestCallsThroughPlugin(t *testing.T) {
+	host, reg := loadFake(t, plugin.HostConfig{})
+	ctx := context.Background()
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := newTask()
+
+	// Changes made in the plugin come back into the caller's task.
+	if _, err := drv.Inspect().InspectHardware(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	c := task.Changes()
+	if c.Properties["cpu_arch"] != "x86_64" || len(c.Ports) != 1 || c.Ports[0].Address != driver.FakeMAC(nodeUUID) {
+		t.Errorf("inspection changes = %+v", c)
+	}
+
+	// Steps described by the plugin and run in it.
+	var names []string
+	for _, s := range drv.Steps(steps.Deploy) {
+		names = append(names, s.Interface+"."+s.Name)
+	}
+	if got := strings.Join(names, " "); !strings.Contains(got, "deploy.deploy") || !strings.Contains(got, "raid.create_configuration") {
+		t.Errorf("deploy steps = %s", got)
+	}
+	if _, err := drv.ExecuteStep(ctx, task, steps.Deploy, steps.Step{Interface: "raid", Name: "create_configuration"}); err != nil {
+		t.Fatal(err)
+	}
+	if task.DriverInternalInfo[driver.FakeRAIDConfiguredKey] != true {
+		t.Errorf("raid step did not record: %v", task.DriverInternalInfo)
+	}
+
+	// Optional capabilities survive the boundary on protocol 2.
+	if _, ok := drv.Management().(driver.BootModeManager); !ok {
+		t.Error("management proxy lost BootModeManager")
+	}
+	if sp, ok := drv.Deploy().(driver.StepPreparer); !ok {
+		t.Error("deploy proxy lost StepPreparer")
+	} else if _, err := sp.PrepareSteps(ctx, task, steps.Clean); err != nil {
+		t.Error(err)
+	}
+
+	// Vendor passthru, with a payload over gRPC's 4 MiB default limit.
+	big := strings.Repeat("x", 4<<20+512<<10)
+	out, err := drv.Vendor().Call(ctx, task, "echo", "POST", map[string]any{"blob": big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := out.(map[string]any); m["blob"] != big {
+		t.Error("4.5 MiB vendor payload did not round-trip")
+	}
+
+	// Typed errors cross the boundary.
+	task.DriverInfo[driver.FakeFailKey] = "power.reboot"
+	err = drv.Power().Reboot(ctx, task, 0)
+	var remote *plugin.RemoteError
+	if !errors.Is(err, driver.ErrInjectedFailure) || !errors.As(err, &remote) || remote.Plugin != "fake" {
+		t.Errorf("injected failure = %v", err)
+	}
+	err = drv.Power().SetPowerState(ctx, task, "sideways", 0)
+	var inval *driver.InvalidParameterError
+	if !errors.As(err, &inval) || inval.Node != nodeUUID || inval.Kind != driver.KindPower {
+		t.Errorf("invalid target = %#v", err)
+	}
+	_, err = drv.Vendor().Call(ctx, task, "no_such_method", "POST", nil)
+	var unsup *driver.UnsupportedError
+	if !errors.As(err, &unsup) || !strings.Contains(err.Error(), "no_such_method") {
+		t.Errorf("unknown vendor method = %v", err)
+	}
+	st := host.Plugins()[0].Status()
+	if !st.Healthy || st.ProtocolVersion != plugin.ProtocolVersion || st.PID == 0 || st.Version != "1.0.0" {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestDiscoveryReportsBrokenPluginsAndContinues(t *testing.T) {
+	dir := pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake, "anvil-driver-future": bins.future})
+	write := func(name, body string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("anvil-driver-text", "not a program\n", 0o644)
+	write("anvil-driver-crashy", "#!/bin/sh\necho boom >&2\nexit 3\n", 0o755)
+	write("README.md", "ignored: wrong prefix\n", 0o644)
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir, filepath.Join(dir, "missing")}})
+	defer host.Close()
+	rep, err := host.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Plugins) != 1 || rep.Plugins[0].Name() != "fake" {
+		t.Fatalf("plugins = %v", rep.Plugins)
+	}
+	reasons := map[string]error{}
+	for _, s := range rep.Skipped {
+		reasons[filepath.Base(s.Path)] = s.Err
+	}
+	if len(reasons) != 4 {
+		t.Fatalf("skipped = %v", rep.Err())
+	}
+	if !errors.Is(reasons["anvil-driver-text"], plugin.ErrNotAPlugin) {
+		t.Errorf("text file: %v", reasons["anvil-driver-text"])
+	}
+	if err := reasons["anvil-driver-crashy"]; !errors.Is(err, plugin.ErrNotAPlugin) || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("crashy script: %v", err)
+	}
+	if !errors.Is(reasons["anvil-driver-future"], plugin.ErrProtocolVersion) {
+		t.Errorf("future: %v", reasons["anvil-driver-future"])
+	}
+	if !errors.Is(reasons["missing"], os.ErrNotExist) {
+		t.Errorf("missing dir: %v", reasons["missing"])
+	}
+}
+
+func TestUnsupportedProtocolVersionIsRefused(t *testing.T) {
+	dir := pluginDir(t, map[string]string{"anvil-driver-future": bins.future})
+	host := plugin.NewHost(plugin.HostConfig{})
+	defer host.Close()
+	_, err := host.Load(context.Background(), filepath.Join(dir, "anvil-driver-future"))
+	var pv *plugin.ProtocolVersionError
+	if !errors.As(err, &pv) {
+		t.Fatalf("Load = %v, want *ProtocolVersionError", err)
+	}
+	if pv.Plugin != "future" || len(pv.PluginVersions) != 2 || pv.PluginVersions[0] != 9 {
+		t.Errorf("error fields = %+v", pv)
+	}
+	for _, frag := range []string{"plugin future", "host accepts [2 1]", "plugin speaks [9 8]"} {
+		if !strings.Contains(err.Error(), frag) {
+			t.Errorf("error %q lacks %q", err, frag)
+		}
+	}
+	if len(host.Plugins()) != 0 {
+		t.Error("refused plugin was kept")
+	}
+}
+
+func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
+	dir := pluginDir(t, map[string]string{"anvil-driver-old": bins.old})
+	host := plugin.NewHost(plugin.HostConfig{})
+	defer host.Close()
+	p, err := host.Load(context.Background(), filepath.Join(dir, "anvil-driver-old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := p.Status().ProtocolVersion; v != plugin.PreviousProtocolVersion {
+		t.Errorf("negotiated version %d, want %d", v, plugin.PreviousProtocolVersion)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := drv.Deploy().(driver.StepPreparer); ok {
+		t.Error("version-1 plugin offered StepPreparer, which needs protocol 2")
+	}
+	if _, ok := drv.Management().(driver.BootModeManager); ok {
+		t.Error("version-1 plugin offered BootModeManager, which needs protocol 2")
+	}
+	task := newTask()
+	if err := drv.Power().SetPowerState(context.Background(), task, driver.PowerOn, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChecksumPinning(t *testing.T) {
+	data, err := os.ReadFile(bins.fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	dir := pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})
+	path := filepath.Join(dir, "anvil-driver-fake")
+
+	bad := plugin.NewHost(plugin.HostConfig{Pins: map[string]string{"anvil-driver-fake": strings.Repeat("0", 64)}})
+	defer bad.Close()
+	_, err = bad.Load(context.Background(), path)
+	var ce *plugin.ChecksumError
+	if !errors.As(err, &ce) || ce.Got != hex.EncodeToString(sum[:]) || !errors.Is(err, plugin.ErrChecksumMismatch) {
+		t.Errorf("wrong pin: %v", err)
+	}
+
+	good := plugin.NewHost(plugin.HostConfig{Pins: map[string]string{path: hex.EncodeToString(sum[:])}})
+	defer good.Close()
+	if _, err := good.Load(context.Background(), path); err != nil {
+		t.Errorf("right pin: %v", err)
+	}
+}
+
+func TestPluginLogsAreRelevelledIntoHostLogger(t *testing.T) {
+	var buf syncBuffer
+	logger := plugin.NewSlogAdapter(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 4})), hclog.Trace)
+	host, _ := loadFake(t, plugin.HostConfig{Logger: logger})
+	host.Close()
+	out := buf.String()
+	// go-plugin's server logs "plugin address" at debug through the
+	// plugin's hclog JSON logger on stderr; the host re-levels it.
+	var found bool
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"msg":"plugin address"`) && strings.Contains(line, `"level":"DEBUG"`) && strings.Contains(line, "anvil-driver-fake") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no re-levelled plugin debug line in host log:\n%s", out)
+	}
+	if !strings.Contains(out, `"msg":"driver plugin loaded"`) {
+		t.Errorf("host did not log the load:\n%s", out)
+	}
+}
+
+func TestSIGKILLDuringCall(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := plugin.HostConfig{Dirs: []string{pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})}}
+	host := plugin.NewHost(cfg)
+	if _, err := host.Discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := host.Plugins()[0]
+	pid := p.Status().PID
+	if pid == 0 {
+		t.Fatal("no child PID")
+	}
+
+	slowTask := newTask()
+	slowTask.DriverInfo[driver.FakeDelayKey] = "30s"
+	errc := make(chan error, 1)
+	go func() {
+		_, err := drv.Power().GetPowerState(context.Background(), slowTask)
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let the call reach the plugin
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if took := time.Since(killed); took > time.Second {
+			t.Errorf("call failed %v after the kill, want < 1s", took)
+		}
+		var crash *plugin.CrashError
+		if !errors.As(err, &crash) || !errors.Is(err, plugin.ErrPluginCrashed) || crash.Plugin != "fake" {
+			t.Errorf("in-flight call error = %v, want *CrashError naming the plugin", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("in-flight call did not fail after SIGKILL")
+	}
+	if st := p.Status(); st.Healthy {
+		t.Errorf("plugin still healthy after crash: %+v", st)
+	}
+
+	// The next call restarts the plugin and succeeds.
+	state, err := drv.Power().GetPowerState(context.Background(), newTask())
+	if err != nil || state != driver.PowerOff {
+		t.Fatalf("call after restart = %q, %v", state, err)
+	}
+	st := p.Status()
+	if !st.Healthy || st.Restarts != 1 || st.PID == pid || st.PID == 0 {
+		t.Errorf("status after restart = %+v", st)
+	}
+	newPID := st.PID
+
+	if err := host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int{pid, newPID} {
+		if processAlive(id) {
+			t.Errorf("plugin process %d still alive after Close", id)
+		}
+	}
+	if _, err := drv.Power().GetPowerState(context.Background(), newTask()); !errors.Is(err, plugin.ErrHostClosed) {
+		t.Errorf("call after Close = %v", err)
+	}
+}
+
+func TestRestartBackoff(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	path := filepath.Join(dir, "anvil-driver-fake")
+	data, err := os.ReadFile(bins.fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Now: clock, MinBackoff: time.Minute, MaxBackoff: 4 * time.Minute})
+	defer host.Close()
+	if _, err := host.Discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	drv, _ := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	p := host.Plugins()[0]
+
+	// Kill the plugin and remove its binary: the restart fails.
+	if err := syscall.Kill(p.Status().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var err1 error
+	for range 50 { // the first call may still see the dying connection
+		_, err1 = drv.Power().GetPowerState(ctx, newTask())
+		if errors.Is(err1, plugin.ErrPluginUnavailable) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var ue *plugin.UnavailableError
+	if !errors.As(err1, &ue) || ue.Plugin != "fake" || !ue.RetryAt.After(now) {
+		t.Fatalf("restart of a missing binary = %v", err1)
+	}
+	failures := p.Status().Failures
+	// Before RetryAt nothing is tried: the failure count stays.
+	_, err = drv.Power().GetPowerState(ctx, newTask())
+	if !errors.Is(err, plugin.ErrPluginUnavailable) || p.Status().Failures != failures {
+		t.Errorf("call during backoff = %v (failures %d -> %d)", err, failures, p.Status().Failures)
+	}
+	// Bring the binary back and move past the backoff: the call succeeds.
+	if err := os.Rename(path+".gone", path); err != nil {
+		t.Fatal(err)
+	}
+	now = ue.RetryAt.Add(time.Second)
+	if _, err := drv.Power().GetPowerState(ctx, newTask()); err != nil {
+		t.Fatalf("call after backoff = %v", err)
+	}
+	if st := p.Status(); !st.Healthy || st.Failures != 0 {
+		t.Errorf("status after recovery = %+v", st)
+	}
+}
+
+func processAlive(pid int) bool {
+	// A zombie would still accept signal 0; go-plugin reaps its children,
+	// so a dead plugin gives ESRCH.
+	return syscall.Kill(pid, 0) == nil
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer for log capture.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,121 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// NewSlogAdapter returns an hclog.Logger that writes to l, for embedders
+// that log with log/slog: plugin output re-levelled by the host arrives in
+// l at the matching slog level (trace maps to debug-4). level sets the
+// lowest hclog level passed on.
+func NewSlogAdapter(l *slog.Logger, level hclog.Level) hclog.Logger {
+	return &slogAdapter{l: l, level: level}
+}
+
+type slogAdapter struct {
+	l       *slog.Logger
+	name    string
+	implied []any
+	level   hclog.Level
+}
+
+func slogLevel(l hclog.Level) slog.Level {
+	switch l {
+	case hclog.Trace:
+		return slog.LevelDebug - 4
+	case hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func (a *slogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Off || level < a.level {
+		return
+	}
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	attrs := make([]any, 0, len(a.implied)+len(args)+2)
+	if a.name != "" {
+		attrs = append(attrs, "logger", a.name)
+	}
+	attrs = append(attrs, a.implied...)
+	attrs = append(attrs, args...)
+	a.l.Log(context.Background(), slogLevel(level), msg, attrs...)
+}
+
+func (a *slogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *slogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *slogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *slogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *slogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+
+func (a *slogAdapter) enabled(l hclog.Level) bool {
+	return l >= a.level && a.l.Enabled(context.Background(), slogLevel(l))
+}
+
+func (a *slogAdapter) IsTrace() bool { return a.enabled(hclog.Trace) }
+func (a *slogAdapter) IsDebug() bool { return a.enabled(hclog.Debug) }
+func (a *slogAdapter) IsInfo() bool  { return a.enabled(hclog.Info) }
+func (a *slogAdapter) IsWarn() bool  { return a.enabled(hclog.Warn) }
+func (a *slogAdapter) IsError() bool { return a.enabled(hclog.Error) }
+
+func (a *slogAdapter) ImpliedArgs() []any { return a.implied }
+
+func (a *slogAdapter) With(args ...any) hclog.Logger {
+	c := *a
+	c.implied = append(append([]any{}, a.implied...), args...)
+	return &c
+}
+
+func (a *slogAdapter) Name() string { return a.name }
+
+func (a *slogAdapter) Named(name string) hclog.Logger {
+	c := *a
+	if c.name != "" {
+		c.name += "." + name
+	} else {
+		c.name = name
+	}
+	return &c
+}
+
+func (a *slogAdapter) ResetNamed(name string) hclog.Logger {
+	c := *a
+	c.name = name
+	return &c
+}
+
+// SetLevel changes the lowest level passed on. It affects this logger
+// value only, not loggers derived from it earlier.
+func (a *slogAdapter) SetLevel(level hclog.Level) { a.level = level }
+
+func (a *slogAdapter) GetLevel() hclog.Level { return a.level }
+
+func (a *slogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(a.StandardWriter(opts), "", 0)
+}
+
+func (a *slogAdapter) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return writerFunc(func(b []byte) (int, error) {
+		a.Info(strings.TrimRight(string(b), "\n"))
+		return len(b), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+var _ hclog.Logger = (*slogAdapter)(nil)
