@@ -106,6 +106,12 @@ type Options struct {
 	// DeployTemplates are the deploy templates, matched by name against
 	// instance_info traits.
 	DeployTemplates []DeployTemplate
+
+	// Cluster, when set, makes the conductor one of several sharing the
+	// store: it acts only on the nodes the hash ring gives it and takes
+	// over those of dead conductors (see ClusterOptions). Nil means a lone
+	// conductor that owns every node of its group.
+	Cluster *ClusterOptions
 }
 
 // DeployTemplate is a named list of deploy steps applied when a node's
@@ -238,6 +244,8 @@ type Conductor struct {
 
 	plannerOnce sync.Once
 	plan        *steps.Planner
+
+	cluster *cluster // nil for a lone conductor
 }
 
 type lifecycle int
@@ -321,6 +329,9 @@ func (c *Conductor) Start(ctx context.Context) error {
 		return fmt.Errorf("baremetal: conductor %s start: register: %w", c.host, err)
 	}
 	c.record = rec
+	if err := c.startCluster(ctx); err != nil {
+		return fmt.Errorf("baremetal: conductor %s start: %w", c.host, err)
+	}
 
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -396,6 +407,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 	if err := c.store.UnregisterConductor(cleanup, c.host); err != nil {
 		errs = append(errs, fmt.Errorf("unregister: %w", err))
 	}
+	c.announceMembership(cleanup)
 	c.log.Info("conductor stopped")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)

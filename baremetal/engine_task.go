@@ -357,6 +357,10 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 			return
 		}
 	}
+	if !c.ownsNode(n) {
+		c.handOff(n)
+		return
+	}
 	t := c.newTask(n)
 	defer t.release()
 	in, ok := readIntent(n)

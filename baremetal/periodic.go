@@ -17,7 +17,7 @@ import (
 // its first run is one interval after start, as in Ironic.
 func (c *Conductor) startPeriodics(ctx context.Context) {
 	c.every(ctx, c.opts.KeepaliveInterval, func(ctx context.Context) {
-		if err := c.store.KeepaliveConductor(ctx, c.host, true); err != nil {
+		if err := c.store.KeepaliveConductor(ctx, c.host, !c.draining()); err != nil {
 			c.log.Warn("conductor keepalive failed", "error", err)
 		}
 	})
@@ -25,6 +25,7 @@ func (c *Conductor) startPeriodics(ctx context.Context) {
 	c.every(ctx, c.opts.PowerFailureRecoveryInterval, func(ctx context.Context) { c.RecoverPowerFailures(ctx) })
 	c.every(ctx, c.opts.CheckProvisionStateInterval, func(ctx context.Context) { c.CheckTimeouts(ctx) })
 	c.every(ctx, c.opts.IntentPollInterval, func(ctx context.Context) { c.pollIntents(ctx) })
+	c.startClusterLoops(ctx)
 }
 
 func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
@@ -58,7 +59,7 @@ func (c *Conductor) listAll(ctx context.Context, f NodeFilter) ([]*Node, error) 
 		}
 		out = append(out, batch...)
 		if len(batch) < page.Limit {
-			return out, nil
+			return c.ownedOnly(out), nil
 		}
 		page.Marker = batch[len(batch)-1].UUID
 	}
@@ -86,6 +87,11 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 		}
 		t := c.newTask(locked)
 		if _, ok := readIntent(locked); !ok && statemachine.IsStuckTreatedAsFail(statemachine.State(locked.ProvisionState)) {
+			if c.cluster != nil {
+				c.recoverInterrupted(ctx, t, fmt.Sprintf("conductor %s was restarted while the node was %s", c.host, locked.ProvisionState))
+				t.release()
+				continue
+			}
 			msg := fmt.Sprintf("Conductor %s was restarted while the node was %s; the operation cannot be resumed", c.host, locked.ProvisionState)
 			t.fail(ctx, msg, true)
 		}

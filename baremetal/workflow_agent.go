@@ -121,6 +121,12 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 		// Locked: Ironic drops the heartbeat; the agent sends another.
 		return
 	}
+	if !c.ownsNode(n) {
+		// Another conductor owns the node; its heartbeats must be routed
+		// there (NodeOwner). The agent sends another.
+		c.releaseQuietly(uuid)
+		return
+	}
 	t := c.newTask(n)
 	defer t.release()
 	state := statemachine.State(n.ProvisionState)

@@ -197,6 +197,9 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 	if err != nil {
 		return err
 	}
+	if err := c.checkServed(n); err != nil {
+		return err
+	}
 	if !c.fsm.Allows(statemachine.State(n.ProvisionState), v.event) {
 		if n.Reserved() {
 			return &NodeLockedError{Node: n.UUID, Holder: n.Reservation}

@@ -1,0 +1,370 @@
+package baremetal
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RerunSafeStepper is an optional capability of a driver interface
+// implementation that has steps: it says which of its steps may run again
+// after a conductor died while running them (the step converges to the
+// same result however often it runs, such as setting a BIOS value or
+// writing the same image). A new owner resumes a deploy, clean or service
+// at such a step instead of failing the node. Steps it does not name are
+// assumed unsafe.
+type RerunSafeStepper interface {
+	StepRerunSafe(kind steps.Kind, step string) bool
+}
+
+// EventTakeover is published when a conductor resumes a node it took over
+// from a dead conductor.
+const EventTakeover EventType = "takeover"
+
+// ClusterCollectors returns the Prometheus collectors of the conductor's
+// multi-conductor machinery (rings and takeovers), for the embedder to
+// register beside Metrics(); nil for a lone conductor.
+func (c *Conductor) ClusterCollectors() []prometheus.Collector {
+	if c.cluster == nil {
+		return nil
+	}
+	return []prometheus.Collector{c.cluster.own, c.cluster.takeovers, c.cluster.latency}
+}
+
+// CheckOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
+// §4.6): the reservations of conductors that stopped heart-beating for the
+// heartbeat timeout are released, and every node this conductor owns that
+// was left mid-operation by a dead conductor is taken over:
+//
+//   - a pending power action (target_power_state without an intent) is
+//     cleared, with a node history note and last_error saying why;
+//   - deploying, cleaning and servicing are resumed from the persisted
+//     step index when the interrupted step is safe to re-run (see
+//     resumable), and failed as Ironic does otherwise (cleaning also puts
+//     the node in maintenance);
+//   - the other active states (verifying, inspecting, rescuing, deleting,
+//     ...) are failed as a conductor start-up fails them, so nothing is
+//     left stuck;
+//   - wait and hold states are left alone: the next agent heartbeat is
+//     processed by the new owner, since all progress is in the database.
+//
+// It is a periodic task; tests call it directly.
+func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
+	cl := c.cluster
+	if cl == nil {
+		return
+	}
+	timeout := cl.opts.Ring.HeartbeatTimeout
+	offline, _ := c.store.ListOfflineConductors(ctx, timeout, c.host)
+	lastSeen := map[string]time.Time{}
+	for _, h := range offline {
+		if rec, err := c.store.GetConductor(ctx, h); err == nil {
+			lastSeen[h] = rec.UpdatedAt
+		}
+	}
+	broken, err := c.store.BreakDeadReservations(ctx, timeout, c.host)
+	if err != nil {
+		c.log.Warn("orphan check: cannot release dead conductors' reservations", "error", err)
+	}
+	now := c.clock.Now()
+	for _, b := range broken {
+		cl.takeovers.WithLabelValues("released").Inc()
+		if seen, ok := lastSeen[b.Holder]; ok {
+			cl.latency.Observe(now.Sub(seen).Seconds())
+		}
+		c.history(ctx, b.NodeUUID, "reservation released", "conductor",
+			fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host), HistoryWarning)
+	}
+	if len(broken) > 0 {
+		c.log.Info("released reservations of dead conductors", "nodes", len(broken))
+		// A dead conductor leaves the rings as soon as we see it dead.
+		if _, err := cl.own.Refresh(ctx); err != nil {
+			c.log.Warn("ring rebuild failed", "error", err)
+		}
+	}
+	c.takeOverInterrupted(ctx)
+}
+
+// takeOverInterrupted handles the owned, unreserved nodes left in an
+// active state with no pending intent: a dead (or restarted) conductor
+// was running them.
+func (c *Conductor) takeOverInterrupted(ctx context.Context) {
+	nodes, err := c.listAll(ctx, NodeFilter{Reserved: Ptr(false)})
+	if err != nil {
+		c.log.Warn("orphan check: cannot list nodes", "error", err)
+		return
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for i := 0; i < c.opts.PeriodicMaxWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for uuid := range work {
+				c.takeOverNode(ctx, uuid)
+			}
+		}()
+	}
+	for _, n := range nodes {
+		if !interrupted(n) {
+			continue
+		}
+		select {
+		case work <- n.UUID:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// interrupted says n was left mid-operation: unreserved, no intent waiting
+// for a worker, and in an active state or with a power action pending.
+func interrupted(n *Node) bool {
+	if n.Reserved() {
+		return false
+	}
+	if _, ok := readIntent(n); ok {
+		return false
+	}
+	return statemachine.IsStuckTreatedAsFail(statemachine.State(n.ProvisionState)) || n.TargetPowerState != ""
+}
+
+func (c *Conductor) takeOverNode(ctx context.Context, uuid string) {
+	locked, err := c.store.ReserveNode(ctx, uuid, c.host)
+	if err != nil {
+		return
+	}
+	t := c.newTask(locked)
+	defer t.release()
+	if !interrupted(&Node{ProvisionState: locked.ProvisionState, TargetPowerState: locked.TargetPowerState, DriverInternalInfo: locked.DriverInternalInfo}) || !c.ownsNode(locked) {
+		return
+	}
+	c.recoverInterrupted(ctx, t, fmt.Sprintf("conductor %s took the node over from a dead conductor", c.host))
+}
+
+// recoverInterrupted takes over a node held under t that a conductor left
+// mid-operation; why says what happened, for last_error and the history.
+// It reports whether the node's operation was resumed.
+func (c *Conductor) recoverInterrupted(ctx context.Context, t *task, why string) bool {
+	cl := c.cluster
+	n := t.node
+	if n.TargetPowerState != "" {
+		msg := fmt.Sprintf("Pending power operation to %s was aborted: %s", n.TargetPowerState, why)
+		n.TargetPowerState = ""
+		n.LastError = msg
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("takeover: cannot clear the pending power action", "node", n.UUID, "error", err)
+			return false
+		}
+		c.history(ctx, n.UUID, "power action aborted", "power", msg, HistoryWarning)
+		c.countTakeover(cl, "power_cleared")
+	}
+	state := statemachine.State(n.ProvisionState)
+	if !statemachine.IsStuckTreatedAsFail(state) {
+		return false
+	}
+	kind, hasSteps := stepKindOf(state)
+	if hasSteps {
+		if cl != nil && !cl.opts.FailInterrupted {
+			resumed, reason := c.resume(ctx, t, kind, why)
+			if resumed {
+				return true
+			}
+			why += "; " + reason
+		}
+		msg := fmt.Sprintf("%s was interrupted and cannot be resumed: %s", state, why)
+		_ = c.stepsFailed(ctx, t, kind, msg, kind == steps.Clean)
+		c.countTakeover(cl, "failed")
+		return false
+	}
+	t.fail(ctx, fmt.Sprintf("%s was interrupted and cannot be resumed: %s", state, why), true)
+	c.countTakeover(cl, "failed")
+	return false
+}
+
+func (c *Conductor) countTakeover(cl *cluster, outcome string) {
+	if cl != nil {
+		cl.takeovers.WithLabelValues(outcome).Inc()
+	}
+}
+
+// resume continues an interrupted deploy, clean or service run from its
+// persisted step index, when the rule of resumable allows it. It returns
+// false with the reason otherwise, having changed nothing.
+func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
+	n := t.node
+	prog, err := readNodeProgress(n, kind)
+	if err != nil {
+		return false, "its step progress cannot be read: " + describeErr(err)
+	}
+	if prog.Current == nil || prog.Current.IsZero() || prog.Index == nil {
+		return false, "no step was recorded as running"
+	}
+	s := *prog.Current
+	decision, reason := c.resumable(ctx, t, kind, s)
+	switch decision {
+	case resumeNo:
+		return false, reason
+	case resumeWait:
+		// The agent still runs (or already finished) the step: wait for
+		// its next heartbeat, which the new owner processes.
+		if err := t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true}); err != nil {
+			return false, "cannot move to the wait state: " + describeErr(err)
+		}
+		c.history(ctx, n.UUID, "takeover", string(kind),
+			fmt.Sprintf("%s; step %s (index %d) is %s, waiting for the agent", why, s.Key(), *prog.Index, reason), HistoryWarning)
+		c.countTakeover(c.cluster, "waiting")
+		return true, ""
+	}
+	f := false
+	prog.SkipCurrentStep = &f
+	c.history(ctx, n.UUID, "takeover", string(kind),
+		fmt.Sprintf("%s; resuming %s at step %s (index %d), which %s", why, kindVerb(kind), s.Key(), *prog.Index, reason), HistoryWarning)
+	c.countTakeover(c.cluster, "resumed")
+	c.publish(Event{Type: EventTakeover, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, StepKind: string(kind), Step: s.Key()})
+	if err := c.runActions(ctx, t, kind, c.planner().Continue(prog)); err != nil {
+		c.log.Warn("resumed operation ended with an error", "node", n.UUID, "error", err)
+	}
+	return true, ""
+}
+
+type resumeDecision int
+
+const (
+	resumeNo resumeDecision = iota
+	resumeRerun
+	resumeWait
+)
+
+// resumable is the rule deciding whether a run interrupted at step s can
+// continue on a new owner:
+//
+//  1. Steps the conductor runs itself (power_on, power_off, reboot, hold,
+//     wait) are re-run: they are idempotent.
+//  2. An out-of-band step (declared by the node's implementation of the
+//     step's interface) is re-run only if the implementation says it is
+//     safe (RerunSafeStepper) or ClusterOptions.RerunSafeSteps lists it.
+//  3. An in-band step is checked against the agent's command list first:
+//     if the agent's last execute command is this step, the agent has or
+//     is running it, so the node waits for the next heartbeat (the step is
+//     not re-run); if the agent never received it, it is run now. An agent
+//     that cannot be reached fails the node.
+//
+// Anything else fails the node as Ironic does.
+func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (resumeDecision, string) {
+	if s.IsReserved() {
+		return resumeRerun, "the conductor runs itself and is idempotent"
+	}
+	d, err := t.driver()
+	if err != nil {
+		return resumeNo, "its driver cannot be loaded: " + describeErr(err)
+	}
+	impl := d.Interface(driver.Kind(s.Interface))
+	if impl != nil && driver.HasStep(impl, kind, s.Name) {
+		if rs, ok := impl.(RerunSafeStepper); ok && rs.StepRerunSafe(kind, s.Name) {
+			return resumeRerun, "its implementation declares safe to re-run"
+		}
+		if c.cluster != nil && c.cluster.rerun[s.Key()] {
+			return resumeRerun, "the conductor's options declare safe to re-run"
+		}
+		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", s.Key())
+	}
+	if !c.agentBased(t) {
+		return resumeNo, fmt.Sprintf("step %s is provided by no interface of the node", s.Key())
+	}
+	cl, err := c.agentClient()
+	if err != nil {
+		return resumeNo, "no agent client: " + describeErr(err)
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return resumeNo, "the node's agent URL is unknown"
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		return resumeNo, "the agent cannot be asked for its commands: " + describeErr(err)
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := len(cmds) - 1; i >= 0; i-- {
+		if cmds[i].Name != execName {
+			continue
+		}
+		if sr, err := agentclient.DecodeStepResult(kind, &cmds[i]); err == nil && sr.Step.Interface != "" &&
+			(sr.Step.Interface != s.Interface || sr.Step.Name != s.Name) {
+			break // the last step the agent received is an earlier one
+		}
+		return resumeWait, "known to the agent (" + string(cmds[i].Status) + ")"
+	}
+	return resumeRerun, "the agent never received"
+}
+
+// SyncLocalState is Ironic's _sync_local_state, run once (reference
+// §4.6): active nodes this conductor owns whose conductor affinity names
+// another conductor (or none) are re-prepared here (deploy Prepare and
+// TakeOver, which re-create conductor-local boot configuration) and their
+// affinity set to this conductor. At most PeriodicMaxWorkers nodes are
+// handled per run. It is a periodic task; tests call it directly.
+func (c *Conductor) SyncLocalState(ctx context.Context) {
+	cl := c.cluster
+	if cl == nil || c.record == nil {
+		return
+	}
+	nodes, err := c.listAll(ctx, NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: Ptr(false),
+		Maintenance: Ptr(false), ConductorAffinityNot: c.record.ID})
+	if err != nil {
+		c.log.Warn("sync local state: cannot list nodes", "error", err)
+		return
+	}
+	done := 0
+	for _, n := range nodes {
+		if done >= c.opts.PeriodicMaxWorkers {
+			return
+		}
+		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		if err != nil {
+			continue
+		}
+		done++
+		c.reprepare(ctx, c.newTask(locked))
+	}
+}
+
+func (c *Conductor) reprepare(ctx context.Context, t *task) {
+	defer t.release()
+	n := t.node
+	if n.ProvisionState != string(statemachine.Active) || n.Maintenance || n.ConductorAffinity == c.record.ID || !c.ownsNode(n) {
+		return
+	}
+	previous := n.ConductorAffinity
+	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		dep := d.Deploy()
+		if dep == nil {
+			return fmt.Errorf("no deploy interface")
+		}
+		if err := dep.Prepare(ctx, v); err != nil {
+			return err
+		}
+		return dep.TakeOver(ctx, v)
+	})
+	if err != nil {
+		c.log.Warn("sync local state: takeover failed", "node", n.UUID, "error", err)
+		c.history(ctx, n.UUID, "takeover failed", "conductor", fmt.Sprintf("conductor %s could not take the active node over: %s", c.host, describeErr(err)), HistoryError)
+		return
+	}
+	n.ConductorAffinity = c.record.ID
+	if err := t.save(ctx); err != nil {
+		c.log.Warn("sync local state: cannot record the affinity", "node", n.UUID, "error", err)
+		return
+	}
+	c.countTakeover(c.cluster, "reprepared")
+	c.history(ctx, n.UUID, "takeover", "conductor",
+		fmt.Sprintf("conductor %s (id %d) re-prepared the active node, previously prepared by conductor id %d", c.host, c.record.ID, previous), HistoryInfo)
+}
