@@ -1,0 +1,113 @@
+package sqlstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/storetest"
+)
+
+// checkMigrations runs the embedded migrations on a fresh database (done
+// by opening), then all the way down and up again, and checks the schema
+// works after each step.
+func checkMigrations(t *testing.T, s *sqlstore.Store) {
+	ctx := context.Background()
+	v, err := s.SchemaVersion(ctx)
+	if err != nil || v != 1 {
+		t.Fatalf("fresh database at schema version %d, %v; want 1", v, err)
+	}
+	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
+		t.Fatalf("schema unusable after up: %v", err)
+	}
+	p, err := sqlstore.MigrationsForTest(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatalf("migrating down: %v", err)
+	}
+	if v, _ := p.GetDBVersion(ctx); v != 0 {
+		t.Fatalf("version after down = %d", v)
+	}
+	if _, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err == nil {
+		t.Fatal("nodes table still there after migrating down")
+	}
+	results, err := p.Up(ctx)
+	if err != nil || len(results) != 1 {
+		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
+	}
+	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {
+		t.Fatalf("after down and up: %d nodes, %v; want an empty, working schema", c, err)
+	}
+	if pending, err := p.HasPending(ctx); err != nil || pending {
+		t.Fatalf("pending migrations after up: %v, %v", pending, err)
+	}
+}
+
+func TestMigrationsSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	s := openSQLite(t, path, nil)
+	checkMigrations(t, s)
+	// Opening an up-to-date database again is a no-op that keeps the data.
+	if err := s.CreateNode(context.Background(), &baremetal.Node{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	again := openSQLite(t, path, nil)
+	if _, err := again.GetNode(context.Background(), "kept"); err != nil {
+		t.Fatalf("reopening lost data: %v", err)
+	}
+}
+
+func TestMigrationsPostgres(t *testing.T) {
+	checkMigrations(t, storetest.OpenPostgres(t, nil))
+}
+
+func TestSQLiteSynchronousFull(t *testing.T) {
+	s, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "full.db"), sqlstore.Options{SynchronousFull: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.CreateNode(context.Background(), &baremetal.Node{Name: "durable"}); err != nil {
+		t.Fatal(err)
+	}
+	pragmas, err := sqlstore.PragmasForTest(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000"}
+	for k, v := range want {
+		if pragmas[k] != v {
+			t.Errorf("PRAGMA %s = %q, want %q", k, pragmas[k], v)
+		}
+	}
+}
+
+func TestSQLiteDefaultPragmas(t *testing.T) {
+	s := openSQLite(t, filepath.Join(t.TempDir(), "normal.db"), nil)
+	pragmas, err := sqlstore.PragmasForTest(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "5000"}
+	for k, v := range want {
+		if pragmas[k] != v {
+			t.Errorf("PRAGMA %s = %q, want %q", k, pragmas[k], v)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := sqlstore.OpenSQLite(context.Background(), "", sqlstore.Options{}); err == nil {
+		t.Fatal("OpenSQLite with no path succeeded")
+	}
+	if _, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "missing-dir", "x", "a.db"), sqlstore.Options{}); err == nil {
+		t.Fatal("OpenSQLite in a missing directory succeeded")
+	}
+	if _, err := sqlstore.OpenPostgres(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", sqlstore.Options{}); err == nil {
+		t.Fatal("OpenPostgres to a closed port succeeded")
+	}
+}
