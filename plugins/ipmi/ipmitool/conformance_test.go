@@ -27,3 +27,18 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPowerState measures one power-state read in process through
+// bmclib and ipmitool against ipmi_sim.
+func BenchmarkPowerState(b *testing.B) {
+	ipmisim.Require(b)
+	bmc := ipmisim.Start(b, ipmisim.Options{})
+	d := NewDrivers(Options{})
+	tk := simTask(bmc)
+	p := d.Power()
+	for b.Loop() {
+		if st, err := p.GetPowerState(b.Context(), tk); err != nil || st != driver.PowerOff {
+			b.Fatalf("%q %v", st, err)
+		}
+	}
+}

@@ -223,6 +223,9 @@ type Conn struct {
 	sessionURI string
 	generation int  // bumped on every login, so concurrent 401s log in once
 	basic      bool // session service unavailable under auth_type auto
+
+	sysMu     sync.Mutex
+	systemURI string // the only system, once found (SystemID unset)
 }
 
 func newConn(info Info, opts Options) (*Conn, error) {

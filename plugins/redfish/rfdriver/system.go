@@ -32,8 +32,16 @@ type System struct {
 // System resolves the node's ComputerSystem: redfish_system_id when set,
 // otherwise the only member of /redfish/v1/Systems.
 func (c *Conn) System(ctx context.Context) (*System, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cl := c.Client(ctx)
 	uri := c.info.SystemID
+	if uri == "" {
+		c.sysMu.Lock()
+		uri = c.systemURI
+		c.sysMu.Unlock()
+	}
 	if uri == "" {
 		coll, err := getJSON(cl, "/redfish/v1/Systems")
 		if err != nil {
@@ -44,6 +52,9 @@ func (c *Conn) System(ctx context.Context) (*System, error) {
 			return nil, fmt.Errorf("redfish: %s manages %d systems (%s): %w: set redfish_system_id", c.info.Endpoint, len(members), strings.Join(members, ", "), ErrInvalidInfo)
 		}
 		uri = members[0]
+		c.sysMu.Lock()
+		c.systemURI = uri
+		c.sysMu.Unlock()
 	}
 	return &System{conn: c, cl: cl, uri: uri}, nil
 }
