@@ -3,8 +3,8 @@ package baremetal_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 

@@ -1,0 +1,460 @@
+// Command quickstart runs Anvil end to end on a simulated fleet: an
+// embedded SQLite database in a temporary directory, one conductor, the
+// agent API on a loopback port, and fake-hardware nodes whose ramdisk is a
+// simulated Ironic Python Agent talking real HTTP. It enrolls the fleet and
+// takes it through manage, inspect, provide (automated cleaning with the
+// agent's steps), deploy (the direct deploy interface, with a config
+// drive) and undeploy, showing progress, and ends with a summary table. It
+// exits with status 1 if any node fails.
+//
+// Usage:
+//
+//	go run ./examples/quickstart [-nodes 20] [-db path-or-postgres-dsn] [-keep]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+func main() {
+	nodes := flag.Int("nodes", 20, "number of simulated nodes")
+	db := flag.String("db", "", "SQLite file path or PostgreSQL DSN (postgres://...); default: a SQLite file in a temporary directory")
+	keep := flag.Bool("keep", false, "keep the database (and its temporary directory) for inspection")
+	verbose := flag.Bool("v", false, "log the conductor's and the agents' debug output to stderr")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	code, err := run(ctx, config{nodes: *nodes, db: *db, keep: *keep, verbose: *verbose, out: os.Stdout, tty: isTerminal(os.Stdout)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type config struct {
+	nodes   int
+	db      string
+	keep    bool
+	verbose bool
+	out     io.Writer
+	tty     bool
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// phaseResult is one row of the summary table.
+type phaseResult struct {
+	name     string
+	nodes    int
+	elapsed  time.Duration
+	failures int
+}
+
+func run(ctx context.Context, cfg config) (int, error) {
+	if cfg.nodes < 1 {
+		return 2, fmt.Errorf("-nodes must be at least 1")
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+
+	store, where, cleanup, err := openStore(ctx, cfg)
+	if err != nil {
+		return 1, err
+	}
+	defer cleanup()
+	fmt.Fprintf(cfg.out, "Anvil quickstart: %d simulated nodes, database %s\n", cfg.nodes, where)
+
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 30 * time.Second, Logger: logger})
+	if err != nil {
+		return 1, err
+	}
+	defer client.Close()
+
+	// The agent API listens on a loopback port; agents look up and
+	// heartbeat there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1, fmt.Errorf("agent API listener: %w", err)
+	}
+	apiURL := "http://" + ln.Addr().String()
+	var handler lateHandler
+	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	fleet, err := simfleet.New(simfleet.Config{APIURL: apiURL, Logger: logger})
+	if err != nil {
+		return 1, err
+	}
+	defer fleet.Close()
+
+	reg := driver.NewRegistry(driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
+			driver.KindPower:  {simfleet.PowerName, driver.Fake},
+		},
+	})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		return 1, err
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+		return 1, err
+	}
+	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
+		return 1, err
+	}
+
+	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client}, baremetal.Options{
+		Hostname: "quickstart-conductor",
+		Workers:  64,
+		Logger:   logger,
+	})
+	if err != nil {
+		return 1, err
+	}
+	h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{Logger: logger})
+	if err != nil {
+		return 1, err
+	}
+	handler.set(h)
+	if err := cond.Start(ctx); err != nil {
+		return 1, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cond.Stop(sctx)
+	}()
+	fmt.Fprintf(cfg.out, "Conductor %s started; agent API at %s; agents served at %s\n\n", cond.Hostname(), apiURL, fleet.Server().URL())
+
+	tr := newTracker(cond)
+	defer tr.close()
+
+	var results []phaseResult
+	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
+	var uuids []string
+	// Phase 1: enroll.
+	start := time.Now()
+	enrollFailures := 0
+	for i := 0; i < cfg.nodes; i++ {
+		n, err := cond.Enroll(ctx, &baremetal.Node{
+			Name:            fmt.Sprintf("qs-%s-%03d", suffix, i),
+			Driver:          driver.FakeHardware,
+			PowerInterface:  simfleet.PowerName,
+			DeployInterface: agentdeploy.Name,
+			InstanceInfo:    map[string]any{"image_source": "http://images.example.com/ubuntu-24.04.qcow2", "image_checksum": "sha256:0"},
+		})
+		if err != nil {
+			fmt.Fprintf(cfg.out, "enroll node %d: %v\n", i, err)
+			enrollFailures++
+			continue
+		}
+		tr.set(n.UUID, n.ProvisionState)
+		uuids = append(uuids, n.UUID)
+	}
+	results = append(results, phaseResult{name: "enroll", nodes: cfg.nodes, elapsed: time.Since(start), failures: enrollFailures})
+	printPhase(cfg.out, results[len(results)-1])
+
+	type phase struct {
+		name   string
+		target statemachine.State
+		verb   func(ctx context.Context, uuid string) error
+	}
+	phases := []phase{
+		{"manage", statemachine.Manageable, cond.Manage},
+		{"inspect", statemachine.Manageable, cond.Inspect},
+		{"provide", statemachine.Available, cond.Provide},
+		{"deploy", statemachine.Active, func(ctx context.Context, uuid string) error {
+			cd := fmt.Sprintf(`{"meta_data":{"hostname":"%s"},"user_data":"#cloud-config\nruncmd: [echo hello]\n"}`, uuid[:8])
+			return cond.Deploy(ctx, uuid, baremetal.DeployOptions{ConfigDrive: []byte(cd)})
+		}},
+		{"undeploy", statemachine.Available, cond.Undeploy},
+	}
+	live := uuids
+	for _, ph := range phases {
+		if ctx.Err() != nil {
+			return 1, ctx.Err()
+		}
+		start := time.Now()
+		tr.begin(live)
+		var failed []string
+		for _, u := range live {
+			if err := ph.verb(ctx, u); err != nil {
+				fmt.Fprintf(cfg.out, "%s %s: %v\n", ph.name, u, err)
+				tr.abandon(u)
+				failed = append(failed, u)
+			}
+		}
+		final := tr.wait(ctx, ph.name, cfg.out, cfg.tty)
+		var ok []string
+		for _, u := range live {
+			if final[u] == string(ph.target) {
+				ok = append(ok, u)
+			} else if !contains(failed, u) {
+				failed = append(failed, u)
+				n, _ := store.GetNode(ctx, u)
+				reason := ""
+				if n != nil {
+					reason = n.LastError
+				}
+				fmt.Fprintf(cfg.out, "%s %s ended in %q: %s\n", ph.name, u, final[u], reason)
+			}
+		}
+		r := phaseResult{name: ph.name, nodes: len(live), elapsed: time.Since(start), failures: len(failed)}
+		results = append(results, r)
+		printPhase(cfg.out, r)
+		live = ok
+	}
+	total := 0
+	for _, r := range results {
+		total += r.failures
+	}
+	printSummary(cfg.out, results)
+	if total > 0 {
+		return 1, fmt.Errorf("%d node operations failed", total)
+	}
+	fmt.Fprintln(cfg.out, "\nAll nodes went enroll → manageable → inspected → available → active → available.")
+	if cfg.keep {
+		fmt.Fprintf(cfg.out, "Database kept at %s\n", where)
+	}
+	return 0, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func openStore(ctx context.Context, cfg config) (baremetal.Store, string, func(), error) {
+	if strings.HasPrefix(cfg.db, "postgres://") || strings.HasPrefix(cfg.db, "postgresql://") {
+		s, err := sqlstore.OpenPostgres(ctx, cfg.db, sqlstore.Options{})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return s, "PostgreSQL", func() { s.Close() }, nil
+	}
+	path := cfg.db
+	var dir string
+	if path == "" {
+		var err error
+		dir, err = os.MkdirTemp("", "anvil-quickstart-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		path = filepath.Join(dir, "anvil.db")
+	}
+	s, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	if err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return nil, "", nil, err
+	}
+	return s, path, func() {
+		s.Close()
+		if dir != "" && !cfg.keep {
+			os.RemoveAll(dir)
+		}
+	}, nil
+}
+
+func printPhase(w io.Writer, r phaseResult) {
+	fmt.Fprintf(w, "%-9s %4d nodes in %8s  (%7.1f nodes/s)  failures: %d\n", r.name, r.nodes,
+		r.elapsed.Round(time.Millisecond), rate(r), r.failures)
+}
+
+func rate(r phaseResult) float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.nodes-r.failures) / r.elapsed.Seconds()
+}
+
+func printSummary(w io.Writer, results []phaseResult) {
+	fmt.Fprintf(w, "\n%-10s %6s %10s %10s %9s\n", "phase", "nodes", "time", "nodes/s", "failures")
+	fmt.Fprintln(w, strings.Repeat("-", 49))
+	var total time.Duration
+	for _, r := range results {
+		total += r.elapsed
+		fmt.Fprintf(w, "%-10s %6d %10s %10.1f %9d\n", r.name, r.nodes, r.elapsed.Round(time.Millisecond), rate(r), r.failures)
+	}
+	fmt.Fprintln(w, strings.Repeat("-", 49))
+	fmt.Fprintf(w, "%-10s %6s %10s\n", "total", "", total.Round(time.Millisecond))
+}
+
+// tracker follows every node's provision state from the conductor's
+// events.
+type tracker struct {
+	mu      sync.Mutex
+	state   map[string]string
+	pending map[string]bool
+	changed chan struct{}
+	cancel  func()
+}
+
+func newTracker(c *baremetal.Conductor) *tracker {
+	tr := &tracker{state: map[string]string{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+	tr.cancel = c.Subscribe(baremetal.WatchFilter{Types: []baremetal.EventType{baremetal.EventTransition}}, func(e baremetal.Event) {
+		tr.mu.Lock()
+		tr.state[e.NodeUUID] = e.To
+		if tr.pending[e.NodeUUID] && settled(e.To) {
+			delete(tr.pending, e.NodeUUID)
+		}
+		tr.mu.Unlock()
+		select {
+		case tr.changed <- struct{}{}:
+		default:
+		}
+	})
+	return tr
+}
+
+func (tr *tracker) close() { tr.cancel() }
+
+func (tr *tracker) set(uuid, state string) {
+	tr.mu.Lock()
+	tr.state[uuid] = state
+	tr.mu.Unlock()
+}
+
+// begin marks nodes as working: a phase waits until each settles.
+func (tr *tracker) begin(uuids []string) {
+	tr.mu.Lock()
+	for _, u := range uuids {
+		tr.pending[u] = true
+	}
+	tr.mu.Unlock()
+}
+
+func (tr *tracker) abandon(uuid string) {
+	tr.mu.Lock()
+	delete(tr.pending, uuid)
+	tr.mu.Unlock()
+}
+
+// settled reports whether a node in state s has finished its operation:
+// a stable, failure or hold state.
+func settled(s string) bool {
+	st := statemachine.State(s)
+	return statemachine.IsStable(st) || statemachine.IsFailure(st) ||
+		st == statemachine.CleanHold || st == statemachine.DeployHold || st == statemachine.ServiceHold
+}
+
+// wait shows progress until every pending node settled and returns the
+// final states.
+func (tr *tracker) wait(ctx context.Context, phase string, w io.Writer, tty bool) map[string]string {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastPlain := time.Now()
+	for {
+		tr.mu.Lock()
+		left := len(tr.pending)
+		total := len(tr.state)
+		counts := map[string]int{}
+		for u := range tr.pending {
+			counts[tr.state[u]]++
+		}
+		tr.mu.Unlock()
+		done := total - left
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", progressLine(phase, done, total, counts))
+		} else if time.Since(lastPlain) >= time.Second && left > 0 {
+			fmt.Fprintln(w, progressLine(phase, done, total, counts))
+			lastPlain = time.Now()
+		}
+		if left == 0 {
+			if tty {
+				fmt.Fprint(w, "\r\033[K")
+			}
+			tr.mu.Lock()
+			out := make(map[string]string, len(tr.state))
+			for k, v := range tr.state {
+				out[k] = v
+			}
+			tr.mu.Unlock()
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tr.changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func progressLine(phase string, done, total int, counts map[string]int) string {
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = done * width / total
+	}
+	states := make([]string, 0, len(counts))
+	for s := range counts {
+		states = append(states, s)
+	}
+	sort.Strings(states)
+	var parts []string
+	for _, s := range states {
+		parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+	}
+	return fmt.Sprintf("%-9s [%s%s] %d/%d  %s", phase, strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, strings.Join(parts, " · "))
+}
+
+// lateHandler serves the agent API handler once the conductor exists (the
+// simulated fleet needs the API's URL before the conductor is built).
+type lateHandler struct {
+	mu sync.RWMutex
+	h  http.Handler
+}
+
+func (l *lateHandler) set(h http.Handler) {
+	l.mu.Lock()
+	l.h = h
+	l.mu.Unlock()
+}
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.RLock()
+	h := l.h
+	l.mu.RUnlock()
+	if h == nil {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
