@@ -110,18 +110,15 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 	h.mux.HandleFunc("GET /v1/lookup/{$}", h.serveLookup)
 	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}", h.serveHeartbeat)
 	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}/{$}", h.serveHeartbeat)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
+	})
 	return h, nil
 }
 
-// ServeHTTP routes a request. Unknown paths get Ironic's 404 error body.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, pattern := h.mux.Handler(r)
-	if pattern == "" {
-		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
-		return
-	}
-	h.mux.ServeHTTP(w, r)
-}
+// ServeHTTP routes a request. Unknown paths and methods get Ironic's 404
+// error body.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // writeIronicError writes an error the way the Ironic API does: the fault
 // object JSON-encoded as a string inside error_message.
@@ -506,7 +503,14 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusNotFound, ident, "The resource could not be found.")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var body []byte
+	var err error
+	if r.ContentLength > 0 && r.ContentLength <= maxBodyBytes {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	}
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body is too large or could not be read.")
 		return
@@ -580,13 +584,16 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ca := str(req.AgentVerifyCA)
-	if ca != "" {
+	switch {
+	case ca == "" || ca == node.AgentVerifyCA:
+		// Nothing new to pin (the pinned certificate was parsed when it
+		// was first accepted).
+	case node.AgentVerifyCA != "" && strings.TrimSpace(node.AgentVerifyCA) != strings.TrimSpace(ca):
+		h.refuse(w, r, http.StatusBadRequest, node.UUID, "Agent certificate differs from the one pinned for this node; refusing the heartbeat.")
+		return
+	default:
 		if err := parseCertificatePEM(ca); err != nil {
 			h.refuse(w, r, http.StatusBadRequest, node.UUID, "agent_verify_ca is not a PEM certificate.")
-			return
-		}
-		if node.AgentVerifyCA != "" && strings.TrimSpace(node.AgentVerifyCA) != strings.TrimSpace(ca) {
-			h.refuse(w, r, http.StatusBadRequest, node.UUID, "Agent certificate differs from the one pinned for this node; refusing the heartbeat.")
 			return
 		}
 	}

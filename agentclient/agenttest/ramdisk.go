@@ -124,6 +124,9 @@ type Ramdisk struct {
 	hbTimeout time.Duration
 	stats     RamdiskStats
 	lookup    *agentclient.LookupResponse
+	body      json.RawMessage // cached heartbeat body
+	bodyToken string
+	bodyVer   agentclient.APIVersion
 }
 
 // NewRamdisk prepares a simulated ramdisk: it registers the agent on the
@@ -238,7 +241,9 @@ func (r *Ramdisk) request(ctx context.Context, method, path string, q url.Values
 		u += "?" + q.Encode()
 	}
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.(json.RawMessage); ok {
+		rd = bytes.NewReader(raw)
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return 0, nil, err
@@ -390,15 +395,9 @@ func (r *Ramdisk) lookupOnce(ctx context.Context) (bool, int, error) {
 // but 202 is an error.
 func (r *Ramdisk) Heartbeat(ctx context.Context) (int, error) {
 	ver := minVersion(r.discoverVersion(ctx), ipaHeartbeatMaxVer)
-	body := map[string]string{"callback_url": r.url}
-	if ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 62}) {
-		body["agent_token"] = r.agent.Token()
-	}
-	if ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 36}) {
-		body["agent_version"] = r.agent.Version()
-	}
-	if pemText := r.server.CertPEM(); pemText != "" && ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 68}) {
-		body["agent_verify_ca"] = pemText
+	body, err := r.heartbeatBody(ver)
+	if err != nil {
+		return 0, err
 	}
 	node := r.NodeUUID()
 	status, data, err := r.request(ctx, http.MethodPost, "/v1/heartbeat/"+url.PathEscape(node), nil, body, ver)
@@ -421,6 +420,34 @@ func (r *Ramdisk) Heartbeat(ctx context.Context) (int, error) {
 	r.stats.HeartbeatsAccepted++
 	r.stats.LastError = ""
 	return status, nil
+}
+
+// heartbeatBody returns the encoded heartbeat: the fields the API version
+// allows, as IPA sends them. It is cached until the token changes, since a
+// ramdisk sends the same body for its whole life.
+func (r *Ramdisk) heartbeatBody(ver agentclient.APIVersion) (json.RawMessage, error) {
+	tok := r.agent.Token()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.body != nil && r.bodyToken == tok && r.bodyVer == ver {
+		return r.body, nil
+	}
+	body := map[string]string{"callback_url": r.url}
+	if ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 62}) {
+		body["agent_token"] = tok
+	}
+	if ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 36}) {
+		body["agent_version"] = r.agent.Version()
+	}
+	if pemText := r.server.CertPEM(); pemText != "" && ver.AtLeast(agentclient.APIVersion{Major: 1, Minor: 68}) {
+		body["agent_verify_ca"] = pemText
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("agenttest: encoding heartbeat: %w", err)
+	}
+	r.body, r.bodyToken, r.bodyVer = b, tok, ver
+	return b, nil
 }
 
 // heartbeatInterval is IPA's: fixed when configured, else
