@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
+	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
+)
+
+// binary is the plugin executable, built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "anvil-redfish-plugin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "anvil-driver-redfish")
+	cmd := exec.Command("go", "build", "-o", binary, ".")
+	cmd.Stderr = os.Stderr
+	code := 1
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the plugin:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer is a log sink safe for the host's concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// load starts the plugin through a host and returns its implementations.
+func load(t testing.TB, logs *syncBuffer) (*plugin.Host, map[driver.Kind]driver.Implementation) {
+	t.Helper()
+	var logger hclog.Logger
+	if logs != nil {
+		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+	}
+	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
+	t.Cleanup(func() { host.Close() })
+	p, err := host.Load(context.Background(), binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != rfdriver.HardwareType {
+		t.Fatalf("hardware types %+v", b.HardwareTypes)
+	}
+	impls := map[driver.Kind]driver.Implementation{}
+	for _, i := range b.Implementations {
+		impls[i.Kind] = i
+	}
+	return host, impls
+}
+
+func newTask(s *redfishtest.Server, password string) *driver.Task {
+	return &driver.Task{NodeUUID: "node-rf", HardwareType: rfdriver.HardwareType, DriverInfo: map[string]any{
+		"redfish_address": s.URL(), "redfish_username": "admin", "redfish_password": password,
+		"redfish_verify_ca": false, "redfish_deploy_iso": "http://images.example/ipa.iso",
+	}}
+}
+
+func newServer(t testing.TB, opts redfishtest.Options) *redfishtest.Server {
+	t.Helper()
+	s, err := redfishtest.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestConformanceThroughPlugin runs the driver conformance suite on every
+// implementation as the host sees it: proxies to the plugin process,
+// which talks HTTPS to the mockup BMC.
+func TestConformanceThroughPlugin(t *testing.T) {
+	s := newServer(t, redfishtest.Options{TLS: true})
+	slow := newServer(t, redfishtest.Options{TLS: true, Latency: 3 * time.Second})
+	_, impls := load(t, nil)
+	want := map[driver.Kind]string{
+		driver.KindPower: "redfish", driver.KindManagement: "redfish", driver.KindBoot: "redfish-virtual-media",
+		driver.KindInspect: "redfish", driver.KindBIOS: "redfish", driver.KindRAID: "redfish",
+		driver.KindFirmware: "redfish", driver.KindVendor: "redfish",
+	}
+	for k, name := range want {
+		if impls[k].Name != name {
+			t.Fatalf("%s implementation %q, want %q", k, impls[k].Name, name)
+		}
+	}
+	for _, k := range driver.Kinds() {
+		i, ok := impls[k]
+		if !ok {
+			continue
+		}
+		t.Run(string(k), func(t *testing.T) {
+			c := drivertest.Config{Kind: k, Name: i.Name, Impl: i.Impl, NewTask: func() *driver.Task { return newTask(s, "password") }}
+			switch k {
+			case driver.KindPower, driver.KindManagement, driver.KindBIOS, driver.KindFirmware:
+				c.Slow = func(tk *driver.Task) { tk.DriverInfo["redfish_address"] = slow.URL() }
+			}
+			drivertest.Run(t, c)
+		})
+	}
+}
+
+// TestSessionReuseLogoutAndSecrets checks, across the process boundary,
+// that calls share one session, that stopping the plugin logs it out, and
+// that a wrong password appears neither in errors nor in any log line.
+func TestSessionReuseLogoutAndSecrets(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	logs := &syncBuffer{}
+	host, impls := load(t, logs)
+	ctx := context.Background()
+	p := impls[driver.KindPower].Impl.(driver.PowerInterface)
+	tk := newTask(s, "password")
+	if err := p.SetPowerState(ctx, tk, driver.PowerOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if st, err := p.GetPowerState(ctx, tk); err != nil || st != driver.PowerOn {
+			t.Fatalf("%q %v", st, err)
+		}
+	}
+	if st := s.Stats(); st.SessionsCreated != 1 || s.ActiveSessions() != 1 {
+		t.Fatalf("want one reused session, got %d created, %d active", st.SessionsCreated, s.ActiveSessions())
+	}
+	const secret = "Zq9-wrong-Pw"
+	_, err := p.GetPowerState(ctx, newTask(s, secret))
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	host.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.ActiveSessions() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := s.ActiveSessions(); n != 0 {
+		t.Fatalf("%d sessions left open after the plugin stopped", n)
+	}
+	if strings.Contains(logs.String(), secret) || strings.Contains(logs.String(), `"password"`) {
+		t.Fatalf("a password reached the logs:\n%s", logs.String())
+	}
+}
+
+// BenchmarkPowerStateThroughPlugin measures one power-state read from the
+// host, through the plugin process, to the mockup BMC.
+func BenchmarkPowerStateThroughPlugin(b *testing.B) {
+	s := newServer(b, redfishtest.Options{})
+	_, impls := load(b, nil)
+	p := impls[driver.KindPower].Impl.(driver.PowerInterface)
+	tk := newTask(s, "password")
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := p.GetPowerState(ctx, tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
