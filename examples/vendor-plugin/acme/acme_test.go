@@ -1,0 +1,90 @@
+package acme_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/examples/vendor-plugin/acme"
+)
+
+func newTask() *driver.Task {
+	return &driver.Task{NodeUUID: "0d8a4b43-2f5e-4a57-a1d2-5f3c7f2b9e11", HardwareType: acme.Name,
+		DriverInfo: map[string]any{acme.PropAddress: "192.0.2.10:443", acme.PropUsername: "admin", acme.PropPassword: "s3cret"}}
+}
+
+func TestConformanceInProcess(t *testing.T) {
+	for _, i := range acme.Bundle().Implementations {
+		t.Run(string(i.Kind), func(t *testing.T) {
+			drivertest.Run(t, drivertest.Config{Kind: i.Kind, Name: i.Name, Impl: i.Impl, NewTask: newTask})
+		})
+	}
+}
+
+func TestValidateExplainsBadAddress(t *testing.T) {
+	task := newTask()
+	task.DriverInfo[acme.PropAddress] = "192.0.2.10"
+	err := (&acme.Power{}).Validate(context.Background(), task)
+	var inval *driver.InvalidParameterError
+	if !errors.As(err, &inval) || inval.Key != acme.PropAddress || inval.Expected != "host:port" {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+// TestThroughPluginWithBuiltins builds the plugin, loads it in a host and
+// composes the acme hardware type from its implementations and the
+// built-in ones, as the README describes.
+func TestThroughPluginWithBuiltins(t *testing.T) {
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "anvil-driver-acme"), "github.com/anvilmetal/anvil/examples/vendor-plugin")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}})
+	defer host.Close()
+	rep, err := host.Discover(context.Background())
+	if err != nil || len(rep.Plugins) != 1 {
+		t.Fatalf("Discover = %v, %v", rep.Err(), err)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{acme.Name}})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: acme.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[driver.Kind]string{driver.KindPower: "acme", driver.KindVendor: "acme", driver.KindBoot: driver.Fake, driver.KindDeploy: driver.Noop, driver.KindRAID: driver.NoRAID}
+	for k, name := range want {
+		if drv.Names[k] != name {
+			t.Errorf("%s = %q, want %q", k, drv.Names[k], name)
+		}
+	}
+	t.Run("conformance", func(t *testing.T) { drivertest.RunDriver(t, drv, newTask, nil) })
+
+	task := newTask()
+	if _, err := drv.Vendor().Call(context.Background(), task, "reset_bmc", "POST", nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := drv.Vendor().Call(context.Background(), task, "bmc_info", "GET", nil)
+	if m, _ := out.(map[string]any); err != nil || m["resets"] != 1.0 {
+		t.Errorf("bmc_info = %v, %v", out, err)
+	}
+	task.DriverInfo[acme.PropPassword] = ""
+	err = drv.Power().Validate(context.Background(), task)
+	var miss *driver.MissingParameterError
+	if !errors.As(err, &miss) || miss.Missing[0] != acme.PropPassword {
+		t.Errorf("missing password through plugin = %v", err)
+	}
+}
