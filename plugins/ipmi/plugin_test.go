@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
+)
+
+// binary is the plugin executable, built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "anvil-ipmi-plugin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "anvil-driver-ipmi")
+	cmd := exec.Command("go", "build", "-o", binary, ".")
+	cmd.Stderr = os.Stderr
+	code := 1
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the plugin:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func load(t testing.TB, logs *syncBuffer) map[driver.Kind]driver.Interface {
+	t.Helper()
+	var logger hclog.Logger
+	if logs != nil {
+		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+	}
+	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
+	t.Cleanup(func() { host.Close() })
+	p, err := host.Load(context.Background(), binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != ipmitool.HardwareType {
+		t.Fatalf("hardware types %+v", b.HardwareTypes)
+	}
+	out := map[driver.Kind]driver.Interface{}
+	for _, i := range b.Implementations {
+		if i.Name != ipmitool.ImplIPMITool {
+			t.Fatalf("%s implementation %q", i.Kind, i.Name)
+		}
+		out[i.Kind] = i.Impl
+	}
+	if len(out) != 3 {
+		t.Fatalf("implementations %v", out)
+	}
+	return out
+}
+
+func simTask(b *ipmisim.BMC, password string) *driver.Task {
+	return &driver.Task{NodeUUID: "node-ipmi", HardwareType: ipmitool.HardwareType, DriverInfo: map[string]any{
+		"ipmi_address": b.Addr, "ipmi_port": strconv.Itoa(b.Port), "ipmi_username": b.Username,
+		"ipmi_password": password, "ipmi_cipher_suite": "3",
+	}}
+}
+
+// TestUnavailableWithoutIpmitool starts the plugin where ipmitool cannot
+// be found: it still describes itself, and validation gives the reason.
+func TestUnavailableWithoutIpmitool(t *testing.T) {
+	t.Setenv("ANVIL_IPMITOOL_PATH", "/nonexistent/ipmitool")
+	logs := &syncBuffer{}
+	impls := load(t, logs)
+	tk := &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}}
+	err := impls[driver.KindPower].Validate(context.Background(), tk)
+	if err == nil || !strings.Contains(err.Error(), "ipmitool is not installed") {
+		t.Fatalf("validate: %v", err)
+	}
+	if _, err := impls[driver.KindPower].(driver.PowerInterface).GetPowerState(context.Background(), tk); err == nil || !strings.Contains(err.Error(), "install the ipmitool package") {
+		t.Fatalf("power state: %v", err)
+	}
+	if !strings.Contains(logs.String(), "unavailable on this host") {
+		t.Fatalf("the plugin did not log why it is unavailable:\n%s", logs.String())
+	}
+	var miss *driver.MissingParameterError
+	if err := impls[driver.KindManagement].Validate(context.Background(), &driver.Task{NodeUUID: "n1"}); !errors.As(err, &miss) || miss.Missing[0] != "ipmi_address" {
+		t.Fatalf("typed error across the boundary: %#v", err)
+	}
+}
+
+// TestConformanceThroughPlugin runs the conformance suite on the proxied
+// implementations against ipmi_sim, and checks secrets stay out of logs.
+func TestConformanceThroughPlugin(t *testing.T) {
+	ipmisim.Require(t)
+	bmc := ipmisim.Start(t, ipmisim.Options{})
+	logs := &syncBuffer{}
+	impls := load(t, logs)
+	for _, k := range []driver.Kind{driver.KindPower, driver.KindManagement, driver.KindVendor} {
+		t.Run(string(k), func(t *testing.T) {
+			c := drivertest.Config{Kind: k, Name: ipmitool.ImplIPMITool, Impl: impls[k], NewTask: func() *driver.Task { return simTask(bmc, bmc.Password) }}
+			if k != driver.KindVendor {
+				c.Slow = func(tk *driver.Task) { tk.DriverInfo["ipmi_port"] = "1" }
+			}
+			drivertest.Run(t, c)
+		})
+	}
+	mgmt := impls[driver.KindManagement].(driver.ManagementInterface)
+	tk := simTask(bmc, bmc.Password)
+	if err := mgmt.SetBootDevice(context.Background(), tk, driver.BootPXE, false); err != nil || bmc.Boot() != "pxe" {
+		t.Fatalf("boot device through the plugin: %v (sim %s)", err, bmc.Boot())
+	}
+	const secret = "Zq9wrongPw"
+	_, err := impls[driver.KindPower].(driver.PowerInterface).GetPowerState(context.Background(), simTask(bmc, secret))
+	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(logs.String(), secret) {
+		t.Fatalf("wrong password leaked or accepted: %v", err)
+	}
+}
+
+// BenchmarkPowerStateThroughPlugin measures one power-state read from the
+// host, through the plugin process and ipmitool, to ipmi_sim.
+func BenchmarkPowerStateThroughPlugin(b *testing.B) {
+	ipmisim.Require(b)
+	bmc := ipmisim.Start(b, ipmisim.Options{})
+	p := load(b, nil)[driver.KindPower].(driver.PowerInterface)
+	tk := simTask(bmc, bmc.Password)
+	for b.Loop() {
+		if _, err := p.GetPowerState(context.Background(), tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
