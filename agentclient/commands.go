@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/anvilmetal/anvil/steps"
@@ -14,21 +15,20 @@ import (
 
 // Full names of the commands Ironic sends to the agent.
 const (
-	CmdGetCleanSteps       = "clean.get_clean_steps"
-	CmdExecuteCleanStep    = "clean.execute_clean_step"
-	CmdGetDeploySteps      = "deploy.get_deploy_steps"
-	CmdExecuteDeployStep   = "deploy.execute_deploy_step"
-	CmdGetServiceSteps     = "service.get_service_steps"
-	CmdExecuteServiceStep  = "service.execute_service_step"
-	CmdInstallBootloader   = "image.install_bootloader"
-	CmdGetPartitionUUIDs   = "standby.get_partition_uuids"
-	CmdPowerOff            = "standby.power_off"
-	CmdRunImage            = "standby.run_image"
-	CmdSync                = "standby.sync"
-	CmdCollectSystemLogs   = "log.collect_system_logs"
-	CmdFinalizeRescue      = "rescue.finalize_rescue"
-	CmdLockdown            = "system.lockdown"
-	stepsGetterResultSteps = "_steps"
+	CmdGetCleanSteps      = "clean.get_clean_steps"
+	CmdExecuteCleanStep   = "clean.execute_clean_step"
+	CmdGetDeploySteps     = "deploy.get_deploy_steps"
+	CmdExecuteDeployStep  = "deploy.execute_deploy_step"
+	CmdGetServiceSteps    = "service.get_service_steps"
+	CmdExecuteServiceStep = "service.execute_service_step"
+	CmdInstallBootloader  = "image.install_bootloader"
+	CmdGetPartitionUUIDs  = "standby.get_partition_uuids"
+	CmdPowerOff           = "standby.power_off"
+	CmdRunImage           = "standby.run_image"
+	CmdSync               = "standby.sync"
+	CmdCollectSystemLogs  = "log.collect_system_logs"
+	CmdFinalizeRescue     = "rescue.finalize_rescue"
+	CmdLockdown           = "system.lockdown"
 )
 
 // CallOptions say how Call runs a command.
@@ -78,29 +78,19 @@ func (c *Client) getSteps(ctx context.Context, a Agent, kind steps.Kind, node ma
 // {"<kind>_steps": {"<Manager>": [steps]}, "hardware_manager_version": {…}}.
 // Each returned step carries the interface and name the agent declared.
 func DecodeStepsResult(kind steps.Kind, r *CommandResult) (StepsResult, error) {
-	var raw struct {
-		Version map[string]any `json:"hardware_manager_version"`
-	}
-	var stepsByManager map[string]json.RawMessage
-	if err := r.DecodeResult(&raw); err != nil {
-		return StepsResult{}, err
-	}
 	var all map[string]json.RawMessage
 	if err := r.DecodeResult(&all); err != nil {
 		return StepsResult{}, err
 	}
 	out := StepsResult{Steps: map[string][]steps.Step{}, HardwareManagerVersion: map[string]string{}}
-	key := string(kind) + stepsGetterResultSteps
+	key := string(kind) + "_steps"
+	var byManager map[string][]steps.Step
 	if b, ok := all[key]; ok {
-		if err := json.Unmarshal(b, &stepsByManager); err != nil {
+		if err := json.Unmarshal(b, &byManager); err != nil {
 			return StepsResult{}, fmt.Errorf("%w: %s: %s must map hardware manager names to step lists: %v", ErrAgentAPI, r.Name, key, err)
 		}
 	}
-	for mgr, b := range stepsByManager {
-		var list []steps.Step
-		if err := json.Unmarshal(b, &list); err != nil {
-			return StepsResult{}, fmt.Errorf("%w: %s: steps of %s: %v", ErrAgentAPI, r.Name, mgr, err)
-		}
+	for mgr, list := range byManager {
 		for i, s := range list {
 			if s.Interface == "" || s.Name == "" {
 				return StepsResult{}, fmt.Errorf("%w: %s: step %d of %s lacks interface or step name", ErrAgentAPI, r.Name, i, mgr)
@@ -108,12 +98,18 @@ func DecodeStepsResult(kind steps.Kind, r *CommandResult) (StepsResult, error) {
 		}
 		out.Steps[mgr] = list
 	}
-	for k, v := range raw.Version {
+	var versions map[string]any
+	if b, ok := all["hardware_manager_version"]; ok {
+		if err := json.Unmarshal(b, &versions); err != nil {
+			return StepsResult{}, fmt.Errorf("%w: %s: hardware_manager_version must be an object: %v", ErrAgentAPI, r.Name, err)
+		}
+	}
+	for k, v := range versions {
 		switch t := v.(type) {
 		case string:
 			out.HardwareManagerVersion[k] = t
 		case float64:
-			out.HardwareManagerVersion[k] = fmt.Sprint(t)
+			out.HardwareManagerVersion[k] = strconv.FormatFloat(t, 'f', -1, 64)
 		default:
 			return StepsResult{}, fmt.Errorf("%w: %s: hardware_manager_version[%q] is not a string", ErrAgentAPI, r.Name, k)
 		}
