@@ -1,0 +1,366 @@
+package baremetal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// clusterNotifier returns the notifier conductors of a test share: the
+// in-process one on SQLite, LISTEN/NOTIFY on PostgreSQL.
+func clusterNotifier(t *testing.T, dsn string) baremetal.ClusterNotifier {
+	t.Helper()
+	if dsn == "" {
+		return baremetal.NewLocalNotifier()
+	}
+	n, err := sqlstore.NewNotifier(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// startMember starts a cluster conductor on its own manual clock, which
+// the tests never advance: its periodic tasks and keepalives run only when
+// a test calls them, so the store's clock alone decides who is alive.
+func startMember(t *testing.T, s baremetal.Store, host string, fake driver.FakeConfig, cl baremetal.ClusterOptions) *baremetal.Conductor {
+	t.Helper()
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := reg.Register(driver.Builtins(fake)); err != nil {
+		t.Fatal(err)
+	}
+	if cl.Ring.HeartbeatTimeout == 0 {
+		cl.Ring.HeartbeatTimeout = time.Minute
+	}
+	if cl.Ring.ResetInterval == 0 {
+		cl.Ring.ResetInterval = -1
+	}
+	c, err := baremetal.New(s, reg, baremetal.AgentSettings{}, baremetal.Options{
+		Hostname:           host,
+		Clock:              storetest.NewManualClock(clusterEpoch),
+		LockPolicy:         &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: baremetal.SystemClock()},
+		IntentPollInterval: -1,
+		Cluster:            &cl,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("Stop %s: %v", host, err)
+		}
+	})
+	return c
+}
+
+func waitState(t *testing.T, s baremetal.Store, uuid string, want statemachine.State) *baremetal.Node {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n, err := s.GetNode(context.Background(), uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.ProvisionState == string(want) && n.Reservation == "" {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: state %q target %q reserved by %q last error %q; want %q",
+				uuid, n.ProvisionState, n.TargetProvisionState, n.Reservation, n.LastError, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ownedBy enrolls nodes through c until one is owned by host.
+func ownedBy(t *testing.T, c *baremetal.Conductor, host string) *baremetal.Node {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 64; i++ {
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner, err := c.Ownership().OwnerOf(n); err == nil && owner == host {
+			return n
+		}
+	}
+	t.Fatalf("no node hashed to %s in 64 tries", host)
+	return nil
+}
+
+func historyHas(t *testing.T, s baremetal.Store, uuid, substr string) bool {
+	t.Helper()
+	hs, err := s.ListHistory(context.Background(), uuid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if strings.Contains(h.Message, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTakeoverOfDeadConductor kills (freezes) a conductor in the middle of
+// a deploy step, lets its keepalive age past the heartbeat timeout, and
+// checks what the survivor's orphan check does: release the reservation,
+// then resume at the interrupted step when it is declared safe to re-run,
+// or fail the deploy as Ironic does otherwise. The frozen conductor's
+// late write is fenced off.
+func TestTakeoverOfDeadConductor(t *testing.T) {
+	for _, safe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rerun-safe=%v", safe), func(t *testing.T) {
+			forBothStores(t, func(t *testing.T, pg bool) { takeover(t, pg, safe) })
+		})
+	}
+}
+
+func takeover(t *testing.T, pg, safe bool) {
+	ctx := context.Background()
+	clock := storetest.NewManualClock(clusterEpoch)
+	s, dsn := clusterStore(t, pg, clock)
+	notifier := clusterNotifier(t, dsn)
+	entered := make(chan struct{}, 1)
+	frozen := driver.FakeConfig{
+		Delays: map[string]time.Duration{"deploy.deploy": time.Hour},
+		Sleep: func(ctx context.Context, _ time.Duration) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+	cl := baremetal.ClusterOptions{Notifier: notifier}
+	if safe {
+		cl.RerunSafeSteps = []string{"deploy.deploy"}
+	}
+	victim := startMember(t, s, "victim", frozen, cl)
+	survivor := startMember(t, s, "survivor", driver.FakeConfig{}, cl)
+	waitAlive(t, survivor, 2)
+	waitAlive(t, victim, 2)
+
+	n := ownedBy(t, survivor, "victim")
+	// Verbs go to the survivor; the victim, the owner, executes them.
+	if err := survivor.Manage(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, n.UUID, statemachine.Manageable)
+	if err := survivor.Provide(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, n.UUID, statemachine.Available)
+	if err := survivor.Deploy(ctx, n.UUID, baremetal.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the victim never started the deploy step")
+	}
+	mid, _ := s.GetNode(ctx, n.UUID)
+	if mid.ProvisionState != "deploying" || mid.Reservation != "victim" || mid.DeployStep["step"] != "deploy" {
+		t.Fatalf("mid-step node: %s reserved by %q step %v", mid.ProvisionState, mid.Reservation, mid.DeployStep)
+	}
+
+	// A second node of the victim's with a power action in flight.
+	p := ownedBy(t, survivor, "victim")
+	p.TargetPowerState = "power on"
+	if err := s.UpdateNode(ctx, p, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReserveNode(ctx, p.UUID, "victim"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Before the heartbeat timeout nothing is taken.
+	clock.Advance(30 * time.Second)
+	if err := s.KeepaliveConductor(ctx, "survivor", true); err != nil {
+		t.Fatal(err)
+	}
+	survivor.CheckOrphanNodes(ctx)
+	if got, _ := s.GetNode(ctx, n.UUID); got.Reservation != "victim" {
+		t.Fatalf("reservation broken before the heartbeat timeout: %q", got.Reservation)
+	}
+	clock.Advance(31 * time.Second)
+	if err := s.KeepaliveConductor(ctx, "survivor", true); err != nil {
+		t.Fatal(err)
+	}
+	survivor.CheckOrphanNodes(ctx)
+
+	if safe {
+		got := waitState(t, s, n.UUID, statemachine.Active)
+		if got.LastError != "" {
+			t.Errorf("resumed node has last_error %q", got.LastError)
+		}
+		if !historyHas(t, s, n.UUID, "resuming deployment at step deploy.deploy") {
+			t.Errorf("no history note of the resume")
+		}
+	} else {
+		got := waitState(t, s, n.UUID, statemachine.DeployFailed)
+		if !strings.Contains(got.LastError, "not declared safe to re-run") || !strings.Contains(got.LastError, "survivor") {
+			t.Errorf("last_error = %q; want the reason and the new owner", got.LastError)
+		}
+	}
+	if !historyHas(t, s, n.UUID, "reservation of dead conductor victim released by conductor survivor") {
+		t.Errorf("no history note of the released reservation")
+	}
+	pw := waitState(t, s, p.UUID, statemachine.Enroll)
+	if pw.TargetPowerState != "" || !strings.Contains(pw.LastError, "Pending power operation to power on was aborted") {
+		t.Errorf("power node: target %q last_error %q; want the pending action cleared and explained", pw.TargetPowerState, pw.LastError)
+	}
+	if !historyHas(t, s, p.UUID, "was aborted") {
+		t.Errorf("no history note of the aborted power action")
+	}
+
+	// The frozen victim wakes up: its late writes are fenced off.
+	before, _ := s.GetNode(ctx, n.UUID)
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_ = victim.Stop(sctx)
+	after, _ := s.GetNode(ctx, n.UUID)
+	if after.ProvisionState != before.ProvisionState || after.Version != before.Version {
+		t.Fatalf("the dead conductor overwrote the new owner's work: %s v%d -> %s v%d",
+			before.ProvisionState, before.Version, after.ProvisionState, after.Version)
+	}
+
+	if safe {
+		// The active node was prepared by the victim: the survivor
+		// re-prepares it and takes its affinity.
+		survivor.SyncLocalState(ctx)
+		rec, err := s.GetConductor(ctx, "survivor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waitState(t, s, n.UUID, statemachine.Active)
+		if got.ConductorAffinity != rec.ID || !historyHas(t, s, n.UUID, "re-prepared the active node") {
+			t.Errorf("affinity %d after sync local state, want %d with a history note", got.ConductorAffinity, rec.ID)
+		}
+	}
+}
+
+func waitAlive(t *testing.T, c *baremetal.Conductor, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.Ownership().Alive()) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s sees %v alive, want %d conductors", c.Hostname(), c.Ownership().Alive(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestDrainHandsOverWithoutFailing drains one of two conductors while it
+// runs a step: the step finishes, the node is not failed, the drained
+// conductor is not taken for dead, and its nodes move to the survivor.
+func TestDrainHandsOverWithoutFailing(t *testing.T) {
+	forBothStores(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		clock := storetest.NewManualClock(clusterEpoch)
+		s, dsn := clusterStore(t, pg, clock)
+		notifier := clusterNotifier(t, dsn)
+		release := make(chan struct{})
+		var once sync.Once
+		entered := make(chan struct{})
+		slow := driver.FakeConfig{
+			Delays: map[string]time.Duration{"deploy.deploy": time.Hour},
+			Sleep: func(ctx context.Context, _ time.Duration) error {
+				once.Do(func() { close(entered) })
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		}
+		cl := baremetal.ClusterOptions{Notifier: notifier}
+		a := startMember(t, s, "a", slow, cl)
+		b := startMember(t, s, "b", driver.FakeConfig{}, cl)
+		waitAlive(t, a, 2)
+		waitAlive(t, b, 2)
+		n := ownedBy(t, b, "a")
+		m := ownedBy(t, b, "a")
+		for _, id := range []string{n.UUID, m.UUID} {
+			if err := b.Manage(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, s, id, statemachine.Manageable)
+			if err := b.Provide(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, s, id, statemachine.Available)
+		}
+		if err := b.Deploy(ctx, n.UUID, baremetal.DeployOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		drained := make(chan error, 1)
+		go func() { drained <- a.Drain(ctx) }()
+		waitAlive(t, b, 1)
+		// The drained conductor is not dead: its reservation holds.
+		clock.Advance(10 * time.Second)
+		b.CheckOrphanNodes(ctx)
+		if got, _ := s.GetNode(ctx, n.UUID); got.Reservation != "a" {
+			t.Fatalf("draining conductor's reservation broken: %q", got.Reservation)
+		}
+		// New work on a's other node goes to b.
+		if owner, err := b.NodeOwner(ctx, m.UUID); err != nil || owner != "b" {
+			t.Fatalf("owner of a's node after the drain = %q, %v; want b", owner, err)
+		}
+		if err := b.Deploy(ctx, m.UUID, baremetal.DeployOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, m.UUID, statemachine.Active)
+		close(release)
+		if err := <-drained; err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+		got := waitState(t, s, n.UUID, statemachine.Active)
+		if got.LastError != "" {
+			t.Errorf("drained node has last_error %q", got.LastError)
+		}
+		rec, err := s.GetConductor(ctx, "a")
+		if err != nil || rec.Online {
+			t.Errorf("drained conductor row: %+v, %v; want offline", rec, err)
+		}
+	})
+}
+
+func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s, _ := clusterStore(t, false, storetest.NewManualClock(clusterEpoch))
+	c := startMember(t, s, "only", driver.FakeConfig{}, baremetal.ClusterOptions{})
+	n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware, ConductorGroup: "rack9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Manage(ctx, n.UUID)
+	var nc *baremetal.NoConductorError
+	if !errors.Is(err, baremetal.ErrNoConductor) || !errors.As(err, &nc) || nc.Group != "rack9" || nc.Node != n.UUID {
+		t.Fatalf("Manage on a group nobody serves = %v; want a *NoConductorError naming the node and rack9", err)
+	}
+	got, _ := s.GetNode(ctx, n.UUID)
+	if got.ProvisionState != "enroll" || got.Reservation != "" {
+		t.Fatalf("refused verb changed the node: %s reserved by %q", got.ProvisionState, got.Reservation)
+	}
+	if _, err := c.NodeOwner(ctx, n.UUID); !errors.Is(err, baremetal.ErrNoConductor) {
+		t.Fatalf("NodeOwner = %v, want ErrNoConductor", err)
+	}
+}
