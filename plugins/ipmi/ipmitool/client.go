@@ -412,3 +412,14 @@ func (c *Client) Sensors(ctx context.Context) ([]Sensor, error) {
 	}
 	return parseSensors(out), nil
 }
+
+// ClearSEL empties the BMC's system event log.
+func (c *Client) ClearSEL(ctx context.Context) error {
+	if c.bmc != nil {
+		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+		defer cancel()
+		return c.wrap(cctx, "sel clear", c.bmc.ClearSystemEventLog(cctx))
+	}
+	_, err := c.run(ctx, "sel clear", "sel", "clear")
+	return err
+}

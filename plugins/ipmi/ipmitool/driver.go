@@ -264,6 +264,32 @@ func (m *ManagementImpl) SensorsData(ctx context.Context, t *driver.Task) ([]Sen
 	return s, m.wrap(t, "read sensors", err)
 }
 
+// Steps returns clear_system_event_log, an out-of-band step (priority 0,
+// run only when requested, no ramdisk). Ironic's ipmitool management has
+// no steps; this one is Anvil's, through bmclib's SEL support.
+func (m *ManagementImpl) Steps(kind steps.Kind) []steps.Step {
+	switch kind {
+	case steps.Clean, steps.Service:
+		return []steps.Step{{Interface: string(driver.KindManagement), Name: "clear_system_event_log", Priority: 0}}
+	}
+	return nil
+}
+
+// ExecuteStep runs clear_system_event_log.
+func (m *ManagementImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind, step steps.Step) (driver.StepResult, error) {
+	if !driver.HasStep(m, kind, step.Name) {
+		return driver.StepResult{}, &driver.StepNotFoundError{Kind: m.kind, Impl: ImplIPMITool, StepKind: string(kind), Step: step.Name}
+	}
+	c, err := m.client(t)
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	if err := c.ClearSEL(ctx); err != nil {
+		return driver.StepResult{}, m.wrap(t, "clear_system_event_log", err)
+	}
+	return driver.StepResult{}, nil
+}
+
 // VendorImpl is the "ipmitool" vendor interface: send_raw and bmc_reset,
 // as Ironic's ipmitool vendor passthru.
 type VendorImpl struct{ base }
@@ -329,5 +355,7 @@ func parseRawArg(s string) ([]byte, error) {
 var (
 	_ driver.PowerInterface      = (*PowerImpl)(nil)
 	_ driver.ManagementInterface = (*ManagementImpl)(nil)
+	_ driver.StepProvider        = (*ManagementImpl)(nil)
+	_ driver.StepRunner          = (*ManagementImpl)(nil)
 	_ driver.VendorInterface     = (*VendorImpl)(nil)
 )

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/steps"
 )
 
 func TestDriverValidate(t *testing.T) {
@@ -87,6 +88,26 @@ func TestDriverAgainstSimulator(t *testing.T) {
 	out, err := v.Call(ctx, tk, "send_raw", "POST", map[string]any{"raw_bytes": "0x06 0x01"})
 	if err != nil || !strings.HasPrefix(out.(map[string]any)["response"].(string), "0x00 ") {
 		t.Fatalf("send_raw: %v %v", out, err)
+	}
+	c, err := m.client(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Add SEL Entry (storage netfn 0x0a, command 0x44): a system event record.
+	if _, err := c.Raw(ctx, 0x0a, 0x44, []byte{0, 0, 0x02, 0, 0, 0, 0, 0x20, 0, 0x04, 0x01, 0x30, 0x01, 0x09, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := c.run(ctx, "sel info", "sel", "info"); !strings.Contains(info, "Entries") || strings.Contains(info, "Entries          : 0") {
+		t.Fatalf("SEL should hold an entry:\n%s", info)
+	}
+	if _, err := m.ExecuteStep(ctx, tk, steps.Clean, steps.Step{Interface: "management", Name: "clear_system_event_log"}); err != nil {
+		t.Fatalf("clear SEL: %v", err)
+	}
+	if info, _ := c.run(ctx, "sel info", "sel", "info"); !strings.Contains(info, "Entries          : 0") {
+		t.Fatalf("SEL not cleared:\n%s", info)
+	}
+	if _, err := m.ExecuteStep(ctx, tk, steps.Clean, steps.Step{Interface: "management", Name: "nope"}); !errors.Is(err, driver.ErrStepNotFound) {
+		t.Fatalf("unknown step: %v", err)
 	}
 	// A BMC that does not answer: the call ends at the deadline.
 	dead := simTask(b)
