@@ -85,6 +85,11 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	params.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	params.Add("_pragma", "foreign_keys(1)")
 	params.Add("_pragma", "synchronous("+sync+")")
+	// Statement journals and sort files stay in memory, and the writer
+	// keeps a larger page cache (64 MiB) so big enrollments and the
+	// index pages of a large fleet do not go back to the file.
+	params.Add("_pragma", "temp_store(MEMORY)")
+	params.Add("_pragma", "cache_size(-65536)")
 	params.Set("_txlock", "immediate")
 
 	memory := path == ":memory:"

@@ -20,6 +20,7 @@ type statements struct {
 	update     *sqlx.Stmt
 	updateHeld *sqlx.Stmt
 	touch      *sqlx.Stmt
+	insertFull *sqlx.Stmt // insertNodesSQL(insertBatch)
 }
 
 func (st *statements) close() {
@@ -82,6 +83,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.st.touch, err = prep(s.w, "UPDATE nodes SET provision_updated_at = ? WHERE uuid = ? RETURNING provision_state, COALESCE(target_provision_state, ''), version"); err != nil {
+		return err
+	}
+	if s.st.insertFull, err = prep(s.w, insertNodesSQL(insertBatch)); err != nil {
 		return err
 	}
 	return nil
