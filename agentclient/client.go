@@ -91,9 +91,20 @@ type Client struct {
 	clock Clock
 
 	mu      sync.Mutex
-	clients map[[32]byte]*http.Client // by pinned certificate; zero key = RootCAs
+	clients map[[32]byte]*pooledClient // by pinned certificate; zero key = RootCAs
 	closed  bool
 }
+
+// pooledClient is an HTTP client kept for one pinned certificate.
+type pooledClient struct {
+	hc       *http.Client
+	lastUsed time.Time
+}
+
+// maxPooledClients bounds the HTTP clients kept. Real agents make a new
+// certificate at every boot, so a long-lived conductor would otherwise
+// keep one transport per boot forever; the least recently used is dropped.
+const maxPooledClients = 4096
 
 // NewClient returns a client. It fails when a numeric setting is negative
 // or the TLS minimum is below TLS 1.2.
@@ -122,7 +133,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.APIVersion == "" {
 		cfg.APIVersion = DefaultAgentAPIVersion
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, clients: map[[32]byte]*http.Client{}}
+	c := &Client{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, clients: map[[32]byte]*pooledClient{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,10 +147,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 func (c *Client) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, hc := range c.clients {
-		hc.CloseIdleConnections()
+	for _, pc := range c.clients {
+		pc.hc.CloseIdleConnections()
 	}
-	c.clients = map[[32]byte]*http.Client{}
+	c.clients = map[[32]byte]*pooledClient{}
 	c.closed = true
 }
 
@@ -155,8 +166,21 @@ func (c *Client) httpClient(a Agent) (*http.Client, error) {
 	if c.closed {
 		return nil, fmt.Errorf("%w: agentclient: client is closed", ErrInvalidArgument)
 	}
-	if hc, ok := c.clients[key]; ok {
-		return hc, nil
+	now := time.Now()
+	if pc, ok := c.clients[key]; ok {
+		pc.lastUsed = now
+		return pc.hc, nil
+	}
+	if len(c.clients) >= maxPooledClients {
+		var oldest [32]byte
+		var oldestAt time.Time
+		for k, pc := range c.clients {
+			if oldestAt.IsZero() || pc.lastUsed.Before(oldestAt) {
+				oldest, oldestAt = k, pc.lastUsed
+			}
+		}
+		c.clients[oldest].hc.CloseIdleConnections()
+		delete(c.clients, oldest)
 	}
 	tc := &tls.Config{MinVersion: c.cfg.MinTLSVersion, RootCAs: c.cfg.RootCAs}
 	if a.VerifyCA != "" {
@@ -180,7 +204,7 @@ func (c *Client) httpClient(a Agent) (*http.Client, error) {
 		tr.DialContext = c.cfg.DialContext
 	}
 	hc := &http.Client{Transport: tr, Timeout: c.cfg.CommandTimeout}
-	c.clients[key] = hc
+	c.clients[key] = &pooledClient{hc: hc, lastUsed: now}
 	return hc, nil
 }
 

@@ -2,24 +2,23 @@ package agentclient
 
 import "strings"
 
-// secretKeyFragments are the lower-case substrings that make a key secret,
-// the list oslo.utils' mask_dict_password uses.
-var secretKeyFragments = [...]string{
-	"adminpass", "admin_pass", "password", "admin_password", "auth_token",
-	"new_pass", "auth_password", "secret_uuid", "secret", "sys_pswd", "token",
-	"configdrive", "chappassword", "encrypted_key", "private_key", "fernetkey",
-	"sslkey", "passphrase", "cephclusterfsid", "octaviaheartbeatkey",
-	"rabbitcookie", "cephmanilaclientkey", "pacemakerremoteauthkey",
-	"designaterndckey", "cephadminkey", "heatauthencryptionkey",
-	"cephclientkey", "keystonecredential", "barbicansimplecryptokek",
-	"cephrgwkey", "swifthashsuffix", "migrationsshkey", "cephmdskey",
-	"cephmonkey", "chapsecret",
-}
-
-// isSecretKey reports whether a dictionary key names a secret.
+// isSecretKey reports whether a dictionary key names a secret: whether it
+// contains, lower-cased, one of the fragments oslo.utils'
+// mask_dict_password looks for.
 func isSecretKey(k string) bool {
+	fragments := [...]string{
+		"adminpass", "admin_pass", "password", "admin_password", "auth_token",
+		"new_pass", "auth_password", "secret_uuid", "secret", "sys_pswd", "token",
+		"configdrive", "chappassword", "encrypted_key", "private_key", "fernetkey",
+		"sslkey", "passphrase", "cephclusterfsid", "octaviaheartbeatkey",
+		"rabbitcookie", "cephmanilaclientkey", "pacemakerremoteauthkey",
+		"designaterndckey", "cephadminkey", "heatauthencryptionkey",
+		"cephclientkey", "keystonecredential", "barbicansimplecryptokek",
+		"cephrgwkey", "swifthashsuffix", "migrationsshkey", "cephmdskey",
+		"cephmonkey", "chapsecret",
+	}
 	k = strings.ToLower(k)
-	for _, f := range secretKeyFragments {
+	for _, f := range fragments {
 		if strings.Contains(k, f) {
 			return true
 		}

@@ -271,6 +271,17 @@ func (a *Agent) IsGone() bool {
 	return a.gone
 }
 
+// lockDown makes the agent go away, as IPA does when it cannot obtain a
+// token: it stops serving its API.
+func (a *Agent) lockDown() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.gone {
+		a.gone = true
+		close(a.goneCh)
+	}
+}
+
 // fault writes IPA's error body.
 func fault(w http.ResponseWriter, status int, msg string) {
 	code := "Client"

@@ -477,12 +477,15 @@ func (r *Ramdisk) retryInterval() time.Duration {
 // Run looks the node up, then heartbeats until ctx ends (nil) or the agent
 // goes away after power_off, run_image, finalize_rescue or lockdown (nil).
 // It returns ErrLookupTimeout or ErrTokenLockout when lookup fails for
-// good. The first heartbeat is immediate; a finished command forces one, at
+// good; after a token lockout the agent stops serving, as IPA does. The first heartbeat is immediate; a finished command forces one, at
 // most every MinForcedInterval.
 func (r *Ramdisk) Run(ctx context.Context) error {
 	if err := r.Lookup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, ErrTokenLockout) {
+			r.agent.lockDown()
 		}
 		return err
 	}

@@ -172,6 +172,9 @@ func TestRamdiskLookupFailures(t *testing.T) {
 		if err := rd.Run(context.Background()); !errors.Is(err, agenttest.ErrTokenLockout) {
 			t.Fatalf("%v", err)
 		}
+		if !rd.Agent().IsGone() {
+			t.Fatal("the agent still serves after a token lockout")
+		}
 	})
 	t.Run("pre-generated token", func(t *testing.T) {
 		api := newAPI(t, "clean wait")
