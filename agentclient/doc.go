@@ -38,6 +38,31 @@
 // small Backend interface (find a node, get or create its token, record a
 // heartbeat), which the conductor implements.
 //
+// Lookup (GET /v1/lookup) checks, in order: ramdisk endpoints enabled
+// (else 403); the microversion header parses and is in range (else 406) and
+// is at least 1.22 (else 404; no header means 1.1); addresses (invalid MACs
+// are dropped) or node_uuid (must be a UUID) present (else 400); a node
+// matches (else 404); its provision state allows lookup, the fast-track
+// list when fast track is enabled for it (else the same 404); a token
+// exists or can be created without waiting for the node's lock (else 409).
+// The answer is the node (uuid, properties, instance_info and
+// driver_internal_info with secrets masked, links) and the config section.
+//
+// Heartbeat (POST /v1/heartbeat/{node_ident}) checks, in order: ramdisk
+// endpoints enabled (403); microversion (406, 404 below 1.22); the body is
+// one JSON object of known string fields (400); each field is allowed by
+// the microversion: agent_version 1.36, agent_token 1.62, agent_verify_ca
+// 1.68, agent_status 1.72 (400); callback_url present and an absolute
+// http(s) URL, empty only with agent_status (400); agent_status is start,
+// end or error (400); the node exists by UUID or name (404); a recorded
+// agent_url equals callback_url (400); agent_token present (400); then the
+// conductor's checks: agent_version or agent_status present (400); the
+// token equals the stored one, compared in constant time (400); https
+// callback unless AllowInsecureCallback (400); agent_verify_ca is a PEM
+// certificate and equals the pinned one if any (400); no agent_url yet and
+// the node is reserved (409). Then Backend.RecordHeartbeat and 202, without
+// waiting for the heartbeat's processing.
+//
 // Agent tokens are 32 random bytes in URL-safe base64 without padding (43
 // characters). Lookup discloses a token once, when it is created; later
 // lookups see "******". Heartbeats must present it; it is compared in
