@@ -22,8 +22,11 @@
 // conductor and an Ironic conductor given the same members therefore
 // agree on every node's owner, which lets an operator run both side by
 // side or migrate from one to the other. The test suite reproduces every
-// lookup in testdata/tooz-hashring.json, computed by real tooz. Only the
-// md5 hash_ring_algorithm, Ironic's default, is provided.
+// lookup in testdata/tooz-hashring.json and testdata/tooz-extra.json,
+// both computed by real tooz (3.1.0): every hashlib function Ironic's
+// hash_ring_algorithm can name that Go's standard library provides (md5,
+// the SHA-1, SHA-2 and SHA-3 families; Config.HashAlgorithm), other
+// partition exponents, weights, and replica lists with ignore lists.
 //
 // Balanced, the zero value and Anvil's default, keeps the same shape (a
 // ring of virtual points, a key owned by the first point after its hash)

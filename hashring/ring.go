@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -57,6 +58,14 @@ type Config struct {
 	// Algorithm selects the placement algorithm. The zero value is
 	// Balanced.
 	Algorithm Algorithm
+	// HashAlgorithm is Ironic's hash_ring_algorithm, the hashlib name of
+	// the hash an IronicCompatible ring uses for points and keys: "md5"
+	// (Ironic's default, also selected by ""), "sha1", "sha224", "sha256",
+	// "sha384", "sha512", "sha512_224", "sha512_256", "sha3_224",
+	// "sha3_256", "sha3_384" or "sha3_512" (see IronicHashAlgorithms).
+	// Ironic's documentation asks FIPS deployments to move off md5; every
+	// service must use the same one. Balanced rings ignore it.
+	HashAlgorithm string
 	// PartitionExponent is Ironic's hash_partition_exponent: with
 	// IronicCompatible each member gets 2^PartitionExponent points per
 	// unit of weight. Zero selects DefaultPartitionExponent (5, as in
@@ -70,6 +79,13 @@ func (c Config) normalized() (Config, error) {
 	case Balanced, IronicCompatible:
 	default:
 		return c, &ConfigError{Field: "Algorithm", Value: c.Algorithm.String(), Reason: "want Balanced or IronicCompatible"}
+	}
+	if c.HashAlgorithm == "" {
+		c.HashAlgorithm = "md5"
+	}
+	if _, ok := parseIronicHash(c.HashAlgorithm); !ok {
+		return c, &ConfigError{Field: "HashAlgorithm", Value: strconv.Quote(c.HashAlgorithm),
+			Reason: "want one of " + strings.Join(IronicHashAlgorithms(), ", ")}
 	}
 	if c.PartitionExponent == 0 {
 		c.PartitionExponent = DefaultPartitionExponent
@@ -171,7 +187,8 @@ func New(cfg Config, members ...Member) (*Ring, error) {
 	}
 	switch cfg.Algorithm {
 	case IronicCompatible:
-		r.ironic = buildIronic(r.names, r.weights, 1<<cfg.PartitionExponent)
+		h, _ := parseIronicHash(cfg.HashAlgorithm)
+		r.ironic = buildIronic(h, r.names, r.weights, 1<<cfg.PartitionExponent)
 	default:
 		r.bal = buildBalanced(r.names, r.weights)
 	}
@@ -266,10 +283,11 @@ func (r *Ring) Get(key string) (string, error) {
 // the ring, so GetN(dst, key, 1, dead) names the conductor that takes a
 // dead one's node over.
 //
-// Fewer than n members are returned when fewer are eligible (tooz raises
-// an error there instead). With n <= 0, dst is returned unchanged. An
-// empty ring returns ErrEmptyRing, and a ring whose members are all
-// ignored returns ErrNoOwner. GetN allocates nothing when dst has room
+// Fewer than n members are returned when fewer are eligible, as tooz's
+// get_nodes does; for an IronicCompatible ring the set returned equals
+// tooz's. With n <= 0, dst is returned unchanged. An empty ring returns
+// ErrEmptyRing, and a ring whose members are all ignored returns
+// ErrNoOwner (tooz returns an empty set). GetN allocates nothing when dst has room
 // for the result, the ring has at most 1024 members and ignore names at
 // most 8 members.
 func (r *Ring) GetN(dst []string, key string, n int, ignore ...string) ([]string, error) {

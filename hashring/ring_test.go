@@ -203,6 +203,7 @@ func TestInvalidInput(t *testing.T) {
 		{"duplicate", Config{}, []Member{{Name: "b"}, {Name: "a"}, {Name: "b"}}, "name", 2, ErrInvalidMember},
 		{"algorithm", Config{Algorithm: 9}, Names("a"), "Algorithm", 0, ErrInvalidConfig},
 		{"exponent", Config{Algorithm: IronicCompatible, PartitionExponent: 17}, Names("a"), "PartitionExponent", 0, ErrInvalidConfig},
+		{"hash", Config{Algorithm: IronicCompatible, HashAlgorithm: "blake2b"}, Names("a"), "HashAlgorithm", 0, ErrInvalidConfig},
 		{"negative exponent", Config{Algorithm: IronicCompatible, PartitionExponent: -1}, Names("a"), "PartitionExponent", 0, ErrInvalidConfig},
 	}
 	for _, c := range cases {
@@ -248,8 +249,9 @@ func TestWeights(t *testing.T) {
 
 func TestZeroAllocLookups(t *testing.T) {
 	key := "cd613e30-d8f1-4adf-91b7-584a2265b1f5"
-	for _, alg := range algorithms {
-		r := mustNew(t, Config{Algorithm: alg}, Names(memberNames(100)...)...)
+	for _, cfg := range []Config{{Algorithm: Balanced}, {Algorithm: IronicCompatible}, {Algorithm: IronicCompatible, HashAlgorithm: "sha256"}} {
+		alg := cfg.Algorithm
+		r := mustNew(t, cfg, Names(memberNames(100)...)...)
 		dst := make([]string, 0, 3)
 		allocs := testing.AllocsPerRun(200, func() {
 			if _, err := r.Get(key); err != nil {
