@@ -480,6 +480,21 @@ func TestClientConnectionFailures(t *testing.T) {
 			t.Fatalf("step ran %d times", n)
 		}
 	})
+	t.Run("a different running command is not mistaken for ours", func(t *testing.T) {
+		e := newAgentEnv(t, agenttest.AgentConfig{CommandDelay: 2 * time.Second}, agentclient.ClientConfig{}, dropAfter)
+		other := steps.Step{Interface: "deploy", Name: "erase_devices_metadata", Priority: 99}
+		// Start another step directly (the wrapper only drops answers).
+		direct, _ := agentclient.NewClient(agentclient.ClientConfig{MaxCommandAttempts: 1})
+		defer direct.Close()
+		_, _ = direct.ExecuteCleanStep(ctx, e.target, other, maskedNode, ports, version)
+		_, err := e.client.ExecuteCleanStep(ctx, e.target, step, maskedNode, ports, version)
+		if !errors.Is(err, agentclient.ErrConnectionFailed) {
+			t.Fatalf("%v", err)
+		}
+		if e.agent.StepRuns(steps.Clean, "deploy", "erase_devices") != 0 || e.agent.StepRuns(steps.Clean, "deploy", "erase_devices_metadata") != 1 {
+			t.Fatalf("executions %+v", e.agent.Executed())
+		}
+	})
 	t.Run("retries then gives up", func(t *testing.T) {
 		var posts atomic.Int32
 		refuse := func(h http.Handler) http.Handler {
