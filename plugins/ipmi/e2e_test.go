@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// errNoNetworkBoot is what the stand-in boot interface answers: Anvil has
+// no PXE implementation yet, and this test never boots a ramdisk.
+var errNoNetworkBoot = errors.New("network boot is not exercised by this test")
+
+// stubPXE occupies the ipmi hardware type's "pxe" boot slot so that nodes
+// resolve; manage and an out-of-band clean never call it.
+type stubPXE struct{}
+
+func (stubPXE) Properties() []driver.Property                       { return nil }
+func (stubPXE) Validate(context.Context, *driver.Task) error        { return nil }
+func (stubPXE) PrepareInstance(context.Context, *driver.Task) error { return errNoNetworkBoot }
+func (stubPXE) CleanUpInstance(context.Context, *driver.Task) error { return nil } // nothing prepared
+func (stubPXE) CleanUpRamdisk(context.Context, *driver.Task) error  { return nil } // nothing prepared
+func (stubPXE) PrepareRamdisk(context.Context, *driver.Task, map[string]any) error {
+	return errNoNetworkBoot
+}
+
+// TestConductorEndToEnd enrolls an ipmi node served by the plugin process
+// against ipmi_sim, manages it (verification reads the simulator's real
+// power state) and runs a manual clean with the out-of-band
+// management.clear_system_event_log step.
+func TestConductorEndToEnd(t *testing.T) {
+	ipmisim.Require(t)
+	ctx := context.Background()
+	bmc := ipmisim.Start(t, ipmisim.Options{PoweredOn: true})
+
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{ipmitool.HardwareType}})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := agentclient.NewClient(agentclient.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Close() })
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(agent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindBoot, "pxe", stubPXE{}); err != nil {
+		t.Fatal(err)
+	}
+	host := plugin.NewHost(plugin.HostConfig{})
+	t.Cleanup(func() { host.Close() })
+	if _, err := host.Load(ctx, binary); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: agent}, baremetal.Options{
+		Hostname: "e2e-ipmi", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cond.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cond.Stop(sctx)
+	})
+
+	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "ipmi-1", Driver: ipmitool.HardwareType, DriverInfo: map[string]any{
+		"ipmi_address": bmc.Addr, "ipmi_port": strconv.Itoa(bmc.Port), "ipmi_username": bmc.Username,
+		"ipmi_password": bmc.Password, "ipmi_cipher_suite": "3",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.PowerInterface != "ipmitool" || n.ManagementInterface != "ipmitool" || n.VendorInterface != "ipmitool" {
+		t.Fatalf("interfaces power=%s management=%s vendor=%s", n.PowerInterface, n.ManagementInterface, n.VendorInterface)
+	}
+	if err := cond.Manage(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	m := waitState(t, store, n.UUID, statemachine.Manageable)
+	if m.PowerState != string(driver.PowerOn) {
+		t.Fatalf("verification recorded power %q, the simulator is on", m.PowerState)
+	}
+	// Put a record in the SEL (Add SEL Entry), then clean it out of band.
+	info, err := ipmitool.ParseInfo(n.DriverInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := ipmitool.New(info, ipmitool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selEntries := func() int {
+		t.Helper()
+		r, err := direct.Raw(ctx, 0x0a, 0x40, nil) // Get SEL Info
+		if err != nil || len(r) < 3 {
+			t.Fatalf("get SEL info: %x %v", r, err)
+		}
+		return int(r[1]) | int(r[2])<<8
+	}
+	if _, err := direct.Raw(ctx, 0x0a, 0x44, []byte{0, 0, 0x02, 0, 0, 0, 0, 0x20, 0, 0x04, 0x01, 0x30, 0x01, 0x09, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if selEntries() == 0 {
+		t.Fatal("SEL entry not added")
+	}
+	err = cond.Clean(ctx, n.UUID, []steps.Step{{Interface: "management", Name: "clear_system_event_log"}}, baremetal.CleanOptions{DisableRamdisk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitState(t, store, n.UUID, statemachine.Manageable)
+	if m.LastError != "" {
+		t.Fatalf("clean left an error: %s", m.LastError)
+	}
+	if n := selEntries(); n != 0 {
+		t.Fatalf("SEL still holds %d entries after the clean", n)
+	}
+}
+
+func waitState(t *testing.T, s baremetal.Store, uuid string, want statemachine.State) *baremetal.Node {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, err := s.GetNode(context.Background(), uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.ProvisionState == string(want) && n.Reservation == "" {
+			return n
+		}
+		if n.Reservation == "" && (n.ProvisionState == "clean failed" || n.ProvisionState == "enroll" && n.LastError != "") {
+			t.Fatalf("node %s: %s: %s", uuid, n.ProvisionState, n.LastError)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: state %q target %q reserved by %q last error %q; want %q",
+				uuid, n.ProvisionState, n.TargetProvisionState, n.Reservation, n.LastError, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
