@@ -44,7 +44,7 @@ func balancedPosition(seed uint64, v int) uint64 {
 // position over its member index (so equal positions order by member
 // name), and a bucket index over the top bits: idx[b] is the first point
 // whose top bits are at least b. A lookup reads one index entry and scans
-// about eight consecutive points.
+// a few consecutive points.
 type balancedRing struct {
 	pts   []uint64
 	idx   []uint32 // len 1<<k + 1
@@ -80,10 +80,18 @@ func buildBalanced(names []string, weights []int) balancedRing {
 			pts[j], pts[j-1] = pts[j-1], pts[j]
 		}
 	}
-	// About eight points per bucket: a bucket's points then span one or
-	// two cache lines, and the index (half a byte per point) stays in
-	// cache where a one-point-per-bucket index would not.
-	k := max(bits.Len(uint(total-1))-3, 1)
+	// The index only speeds lookups up, so its size is free. Small rings
+	// get about half a point per bucket (an index of at most 256 KiB, so a
+	// lookup mostly reads one index entry and one point); large rings
+	// about eight, so the index (half a byte per point) stays in cache
+	// and a bucket's points span one or two cache lines.
+	k := bits.Len(uint(total - 1))
+	if total <= 1<<15 {
+		k++
+	} else {
+		k -= 3
+	}
+	k = max(k, 1)
 	shift := uint(64 - k)
 	idx := make([]uint32, 1<<k+1)
 	for _, p := range pts {

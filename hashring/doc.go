@@ -46,10 +46,10 @@
 //     language-independent definitions, so another implementation can
 //     reproduce a Balanced ring; testdata/balanced-golden.json pins
 //     owners so the definition cannot drift.
-//   - A bucket index over the top bits of a position, with about eight
-//     points per bucket, so a lookup reads one index entry and scans one
-//     or two cache lines instead of binary-searching: O(1) instead of
-//     O(log points).
+//   - A bucket index over the top bits of a position (half a point per
+//     bucket on small rings, eight on large ones, so it stays in cache),
+//     so a lookup reads one index entry and scans a cache line or two
+//     instead of binary-searching: O(1) instead of O(log points).
 //
 // Points at the same position are ordered by member name; every lookup
 // therefore ranks members in an order that depends only on the key and
