@@ -36,6 +36,9 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) *sqlstore.Store {
 		"sqlite": func(b *testing.B) *sqlstore.Store {
 			return openSQLite(b, filepath.Join(b.TempDir(), "bench.db"), nil)
 		},
+		"sqlite-single-process": func(b *testing.B) *sqlstore.Store {
+			return openSQLiteOpts(b, filepath.Join(b.TempDir(), "bench.db"), sqlstore.Options{SingleProcess: true})
+		},
 	}
 	if os.Getenv(storetest.EnvPostgresDSN) != "" {
 		out["postgres"] = func(b *testing.B) *sqlstore.Store {

