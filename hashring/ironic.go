@@ -162,10 +162,11 @@ func buildIronic(h ironicHash, names []string, weights []int, partitions int) ir
 	r := ironicRing{hash: h, pts: make([]ironicPoint, 0, total)}
 	var buf [64]byte
 	for m, name := range names {
+		nameBytes := []byte(name)
 		running := h.new()
-		running.Write([]byte(name))
+		running.Write(nameBytes)
 		for range weights[m] * partitions {
-			running.Write([]byte(name))
+			running.Write(nameBytes)
 			d := running.Sum(buf[:0])
 			p := ironicPoint{
 				hi:    binary.BigEndian.Uint64(d[:8]),

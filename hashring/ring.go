@@ -287,9 +287,8 @@ func (r *Ring) Get(key string) (string, error) {
 // get_nodes does; for an IronicCompatible ring the set returned equals
 // tooz's. With n <= 0, dst is returned unchanged. An empty ring returns
 // ErrEmptyRing, and a ring whose members are all ignored returns
-// ErrNoOwner (tooz returns an empty set). GetN allocates nothing when dst has room
-// for the result, the ring has at most 1024 members and ignore names at
-// most 8 members.
+// ErrNoOwner (tooz returns an empty set). GetN allocates nothing when dst
+// has room for the result and the ring has at most 1,024 members.
 func (r *Ring) GetN(dst []string, key string, n int, ignore ...string) ([]string, error) {
 	if r == nil || len(r.names) == 0 {
 		return dst, ErrEmptyRing
