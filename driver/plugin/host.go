@@ -42,7 +42,7 @@ type HostConfig struct {
 	// Now is the clock used for backoff (default time.Now).
 	Now func() time.Time
 	// Concurrency bounds how many plugins are started at once during
-	// discovery (default 4).
+	// discovery (default 16: a start is mostly waiting for the child).
 	Concurrency int
 }
 
@@ -77,7 +77,7 @@ func NewHost(cfg HostConfig) *Host {
 		cfg.Now = time.Now
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 4
+		cfg.Concurrency = 16
 	}
 	return &Host{cfg: cfg, plugins: map[string]*Plugin{}}
 }
@@ -99,8 +99,8 @@ func (r Report) Err() error {
 }
 
 // Discover scans the plugin directories, and for each anvil-driver-<name>
-// executable checks its pinned checksum, asks it which protocol versions it
-// speaks, starts it and asks it to describe itself. A broken plugin is
+// executable checks its pinned checksum, starts it (negotiating the
+// protocol version) and asks it to describe itself. A broken plugin is
 // reported in Report.Skipped (which file, why) and never stops the others.
 // The returned error is only for the host itself (closed, ctx done).
 // Plugins already discovered are not started twice.
@@ -197,16 +197,6 @@ func (h *Host) load(ctx context.Context, path string) (*Plugin, error) {
 			return nil, err
 		}
 	}
-	versions, probedName, err := probeVersions(ctx, abs)
-	if err != nil {
-		return nil, err
-	}
-	if probedName != "" {
-		name = probedName
-	}
-	if len(intersect(HostProtocolVersions(), versions)) == 0 {
-		return nil, &ProtocolVersionError{Plugin: name, Path: abs, HostVersions: HostProtocolVersions(), PluginVersions: versions}
-	}
 	p := &Plugin{host: h, path: abs, sum: sum, name: name}
 	h.mu.Lock()
 	if h.closed {
@@ -220,10 +210,29 @@ func (h *Host) load(ctx context.Context, path string) (*Plugin, error) {
 		delete(h.plugins, abs)
 		h.mu.Unlock()
 		p.stop()
-		return nil, err
+		return nil, h.explainStartFailure(ctx, abs, name, err)
 	}
 	h.cfg.Logger.Info("driver plugin loaded", "plugin", p.Name(), "path", abs, "protocol", p.Status().ProtocolVersion)
 	return p, nil
+}
+
+// explainStartFailure turns a failed first start into the most useful
+// error. The common path starts a plugin directly; only when that fails is
+// the executable probed for its protocol versions, so that a version
+// mismatch is reported with both version lists (go-plugin only says that
+// they differ) and a file that is not a plugin says so.
+func (h *Host) explainStartFailure(ctx context.Context, abs, name string, startErr error) error {
+	versions, probedName, err := probeVersions(ctx, abs)
+	if err != nil {
+		return errors.Join(startErr, err)
+	}
+	if probedName != "" {
+		name = probedName
+	}
+	if len(intersect(HostProtocolVersions(), versions)) == 0 {
+		return &ProtocolVersionError{Plugin: name, Path: abs, HostVersions: HostProtocolVersions(), PluginVersions: versions}
+	}
+	return startErr
 }
 
 func (h *Host) pinFor(abs string) string {

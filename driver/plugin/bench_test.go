@@ -1,0 +1,99 @@
+package plugin_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/plugin"
+)
+
+// BenchmarkPowerStateRead measures one GetPowerState of the fake power
+// implementation in process and through a real plugin process, and
+// reports the p50 and p99 latency of the individual calls.
+func BenchmarkPowerStateRead(b *testing.B) {
+	ctx := context.Background()
+	task := &driver.Task{NodeUUID: nodeUUID, HardwareType: driver.FakeHardware,
+		DriverInfo:         map[string]any{"ipmi_address": "10.0.0.1", "ipmi_username": "admin", "ipmi_password": "secret"},
+		DriverInternalInfo: map[string]any{driver.FakePowerStateKey: string(driver.PowerOn)}}
+
+	b.Run("in-process", func(b *testing.B) {
+		latencies(b, func() error {
+			_, err := driver.NewFakePower(driver.FakeConfig{}).GetPowerState(ctx, task)
+			return err
+		})
+	})
+	b.Run("plugin", func(b *testing.B) {
+		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{pluginDir(b, map[string]string{"anvil-driver-fake": bins.fake})}})
+		defer host.Close()
+		if _, err := host.Discover(ctx); err != nil {
+			b.Fatal(err)
+		}
+		reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+		if err := host.Register(reg); err != nil {
+			b.Fatal(err)
+		}
+		power, ok := reg.Interface(driver.KindPower, driver.Fake)
+		if !ok {
+			b.Fatal("no fake power from the plugin")
+		}
+		p := power.(driver.PowerInterface)
+		for range 100 { // warm the connection
+			if _, err := p.GetPowerState(ctx, task); err != nil {
+				b.Fatal(err)
+			}
+		}
+		latencies(b, func() error {
+			_, err := p.GetPowerState(ctx, task)
+			return err
+		})
+	})
+}
+
+// latencies runs op b.N times and reports p50 and p99 in microseconds.
+func latencies(b *testing.B, op func() error) {
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(d)
+	pct := func(p float64) float64 {
+		return float64(d[min(len(d)-1, int(float64(len(d))*p))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// BenchmarkDiscoverDescribe10 measures discovering, starting and
+// describing 10 plugin executables, as a host does at start.
+func BenchmarkDiscoverDescribe10(b *testing.B) {
+	files := map[string]string{}
+	for i := range 10 {
+		files[fmt.Sprintf("anvil-driver-fake%02d", i)] = bins.fake
+	}
+	dir := pluginDir(b, files)
+	var total time.Duration
+	for range b.N {
+		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}})
+		start := time.Now()
+		rep, err := host.Discover(context.Background())
+		took := time.Since(start)
+		b.StopTimer()
+		host.Close()
+		b.StartTimer()
+		if err != nil || len(rep.Plugins) != 10 {
+			b.Fatalf("Discover: %d plugins, %v, skipped %v", len(rep.Plugins), err, rep.Err())
+		}
+		total += took
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/discover")
+}
