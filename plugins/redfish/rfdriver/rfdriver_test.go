@@ -426,3 +426,25 @@ func TestAutoFallsBackToBasic(t *testing.T) {
 		t.Fatal("auth_type session must not fall back to basic")
 	}
 }
+
+func TestPoolEvictsLeastRecentlyUsedWithLogout(t *testing.T) {
+	a := newServer(t, redfishtest.Options{})
+	b := newServer(t, redfishtest.Options{})
+	p := NewPool(Options{MaxConnections: 1, Sleep: noSleep})
+	ctx := context.Background()
+	for _, s := range []*redfishtest.Server{a, b} {
+		c, err := p.Conn(info(t, s, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.System(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.ActiveSessions() != 0 || b.ActiveSessions() != 1 {
+		t.Fatalf("evicted BMC keeps %d sessions, current has %d", a.ActiveSessions(), b.ActiveSessions())
+	}
+	if err := p.Close(ctx); err != nil || b.ActiveSessions() != 0 {
+		t.Fatalf("close: %v, %d left", err, b.ActiveSessions())
+	}
+}

@@ -1,0 +1,33 @@
+package ipmitool_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
+)
+
+// ExampleParseInfo validates driver_info as Ironic names it; errors name
+// the property and what was expected, never the password.
+func ExampleParseInfo() {
+	info, err := ipmitool.ParseInfo(map[string]any{
+		"ipmi_address": "10.0.0.9", "ipmi_port": 6230.0, "ipmi_username": "admin",
+		"ipmi_password": "secret", "ipmi_cipher_suite": "3",
+	})
+	fmt.Println(info, err)
+
+	_, err = ipmitool.ParseInfo(map[string]any{"ipmi_address": "10.0.0.9", "ipmi_priv_level": "ROOT"})
+	fmt.Println(errors.Is(err, ipmitool.ErrInvalidInfo), err)
+	// Output:
+	// ipmi 10.0.0.9 port=6230 user="admin" priv=ADMINISTRATOR protocol=2.0 cipher="3" <nil>
+	// true ipmitool: driver_info ipmi_priv_level is invalid: expected one of ADMINISTRATOR, CALLBACK, OPERATOR, USER
+}
+
+// ExampleNew shows how a missing ipmitool is reported.
+func ExampleNew() {
+	_, err := ipmitool.New(ipmitool.Info{Address: "10.0.0.9", PrivLevel: "ADMINISTRATOR", ProtocolVersion: "2.0"},
+		ipmitool.Options{IpmitoolPath: "/nonexistent/ipmitool"})
+	fmt.Println(errors.Is(err, ipmitool.ErrNotInstalled))
+	// Output:
+	// true
+}
