@@ -1,14 +1,18 @@
 package plugin_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -427,10 +431,54 @@ func TestRestartBackoff(t *testing.T) {
 	}
 }
 
+// processAlive reports whether pid is a live (not zombie) process.
 func processAlive(pid int) bool {
-	// A zombie would still accept signal 0; go-plugin reaps its children,
-	// so a dead plugin gives ESRCH.
-	return syscall.Kill(pid, 0) == nil
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no procfs: best effort
+	}
+	// The state follows the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestPluginDiesWithHost(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("parent-death signal is Linux only")
+	}
+	dir := pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hostModeEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscanf(bufio.NewReader(out), "pid %d\n", &pid); err != nil || pid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("reading plugin pid from host: %v", err)
+	}
+	if !processAlive(pid) {
+		t.Fatalf("plugin %d died before its host", pid)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no Close, no cleanup
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("plugin %d outlived its SIGKILLed host by 3s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // syncBuffer is a goroutine-safe bytes.Buffer for log capture.

@@ -1,6 +1,7 @@
 package plugin_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
 // bins holds the plugin executables built once for the whole test binary.
@@ -16,6 +20,9 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(hostModeEnv); dir != "" {
+		os.Exit(runAsHost(dir))
+	}
 	dir, err := os.MkdirTemp("", "anvil-plugin-bins-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,4 +79,24 @@ func pluginDir(t testing.TB, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// hostModeEnv makes the test binary act as a plugin host (see
+// TestPluginDiesWithHost): it loads the plugins in the named directory,
+// prints their PIDs and waits to be killed.
+const hostModeEnv = "ANVIL_PLUGIN_TEST_HOST_DIR"
+
+func runAsHost(dir string) int {
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}})
+	defer host.Close()
+	rep, err := host.Discover(context.Background())
+	if err != nil || len(rep.Plugins) == 0 {
+		fmt.Fprintln(os.Stderr, "host mode:", err, rep.Err())
+		return 1
+	}
+	for _, p := range rep.Plugins {
+		fmt.Printf("pid %d\n", p.Status().PID)
+	}
+	time.Sleep(time.Minute) // the test kills this process long before
+	return 0
 }

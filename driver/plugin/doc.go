@@ -1,0 +1,63 @@
+// Package plugin runs driver implementations out of process, as separate
+// executables served over hashicorp/go-plugin, the Go counterpart of
+// Ironic's driver entry points. It has two sides.
+//
+// The vendor side is one function: a plugin's main builds a driver.Bundle
+// (hardware types and implementations of the package driver interfaces)
+// and calls Serve. Nothing else is needed; the plugin logs hclog JSON to
+// stderr and must never write to stdout.
+//
+// The host side is a Host. Discover scans plugin directories for
+// executables named anvil-driver-<name>, checks an optional SHA-256 pin,
+// starts each one (gRPC only, AutoMTLS on, a fixed handshake cookie,
+// protocol versions ProtocolVersion and PreviousProtocolVersion offered
+// through go-plugin's VersionedPlugins) and asks it to describe itself:
+// name, version, hardware types, implementations per kind with their
+// driver_info properties, steps and vendor methods, and optional
+// capabilities. A broken file is reported in the Report (which file, why)
+// and skipped; it never stops the host. A plugin that speaks no common
+// protocol version is refused with a *ProtocolVersionError naming the
+// plugin and both version lists. Register then puts proxies of every
+// implementation into a driver.Registry next to the built-ins, where the
+// conductor cannot tell them apart.
+//
+// Every call carries the driver.Task and returns the driver.Changes, so
+// plugins stay stateless. Typed driver errors (*driver.UnsupportedError,
+// *driver.MissingParameterError, ...) cross the boundary and match with
+// errors.Is and errors.As, wrapped in a *RemoteError naming the plugin.
+//
+// Supervision: a plugin that exits or crashes fails its in-flight calls at
+// once with a *CrashError (ErrPluginCrashed) naming the plugin; the next
+// call restarts it, immediately after a first crash and then with
+// exponential backoff, failing fast with an *UnavailableError
+// (ErrPluginUnavailable) while it waits; Plugin.Status reports health,
+// PID, restarts and the last error. Plugin processes get a parent-death
+// signal on Linux and also watch their parent, so they never outlive the
+// host. Their hclog output is re-levelled into the host's hclog.Logger;
+// NewSlogAdapter bridges to log/slog. gRPC message limits are raised to
+// 64 MiB for inventories and BIOS registries.
+//
+// # Usage
+//
+// A vendor plugin:
+//
+//	func main() {
+//		plugin.Serve(plugin.ServeConfig{Name: "acme", Version: "1.0.0", Bundle: acme.Bundle()})
+//	}
+//
+// built as anvil-driver-acme into a plugin directory, and a host:
+//
+//	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{"/var/lib/anvil/plugins"}})
+//	defer host.Close()
+//	report, err := host.Discover(ctx)
+//	for _, skipped := range report.Skipped {
+//		log.Printf("driver plugin skipped: %v", skipped)
+//	}
+//	reg := driver.NewRegistry(cfg)
+//	reg.Register(driver.Builtins(driver.FakeConfig{}))
+//	host.Register(reg)
+//
+// See examples/vendor-plugin for a complete plugin with a README, and
+// plugins/fake for the built-in fake-hardware served out of process. The
+// wire protocol is driver/plugin/proto/driver.proto.
+package plugin
