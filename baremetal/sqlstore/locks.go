@@ -28,7 +28,12 @@ func (s *Store) ReserveNode(ctx context.Context, id, holder string) (*baremetal.
 		return nil, err
 	}
 	id = strings.ToLower(id)
-	n, err := scanNode(s.st.reserve.QueryRowxContext(ctx, holder, id))
+	var n *baremetal.Node
+	err := s.write(ctx, func(w writeTx) error {
+		var err error
+		n, err = scanNode(w.stmt(s.st.reserve).QueryRowxContext(w.ctx, holder, id))
+		return err
+	})
 	if err == nil {
 		s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "reserve", ProvisionState: n.ProvisionState,
 			TargetProvisionState: n.TargetProvisionState, Reservation: holder, Version: n.Version})
@@ -57,11 +62,19 @@ func (s *Store) ReleaseNode(ctx context.Context, id, holder string) error {
 		return err
 	}
 	id = strings.ToLower(id)
-	res, err := s.st.release.ExecContext(ctx, id, holder)
+	var released int64
+	err := s.write(ctx, func(w writeTx) error {
+		res, err := w.stmt(s.st.release).ExecContext(w.ctx, id, holder)
+		if err != nil {
+			return err
+		}
+		released, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("sqlstore: releasing node %s for %s: %w", id, holder, err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if released == 1 {
 		s.notify(baremetal.NodeChange{UUID: id, Op: "release"})
 		return nil
 	}

@@ -396,7 +396,9 @@ func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string
 	}
 	var version, updated int64
 	var provUpdated sql.NullInt64
-	err = stmt.QueryRowxContext(ctx, args...).Scan(&version, &updated, &provUpdated)
+	err = s.write(ctx, func(w writeTx) error {
+		return w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return s.explainConflict(ctx, n, holder)
 	}
@@ -434,7 +436,9 @@ func (s *Store) explainConflict(ctx context.Context, n *baremetal.Node, holder s
 func (s *Store) TouchProvisioning(ctx context.Context, id string) error {
 	var ps, tps string
 	var version int64
-	err := s.st.touch.QueryRowxContext(ctx, micros(s.now()), strings.ToLower(id)).Scan(&ps, &tps, &version)
+	err := s.write(ctx, func(w writeTx) error {
+		return w.stmt(s.st.touch).QueryRowxContext(w.ctx, micros(s.now()), strings.ToLower(id)).Scan(&ps, &tps, &version)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return &baremetal.NotFoundError{Kind: "node", Ident: id}
 	}

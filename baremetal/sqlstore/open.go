@@ -61,6 +61,7 @@ type Store struct {
 	r     *sqlx.DB // reads (read-only pool on a SQLite file; w otherwise)
 	clock baremetal.Clock
 	st    statements
+	batch *batcher // SQLite group commit; nil on PostgreSQL
 
 	subsMu  sync.RWMutex
 	subs    map[int]func(baremetal.NodeChange)
@@ -149,6 +150,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		_ = w.Close()
 		return nil, err
 	}
+	s.batch = &batcher{db: w}
 	return s, nil
 }
 
