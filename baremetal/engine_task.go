@@ -315,7 +315,8 @@ func (c *Conductor) history(ctx context.Context, uuid, event, eventType, msg, se
 	if len(event) > 255 {
 		event = event[:255]
 	}
-	h := &HistoryEntry{NodeUUID: uuid, Event: event, EventType: eventType, Message: MaskText(msg), Severity: severity, Conductor: c.host}
+	// The store masks secrets in history messages itself.
+	h := &HistoryEntry{NodeUUID: uuid, Event: event, EventType: eventType, Message: msg, Severity: severity, Conductor: c.host}
 	if err := c.store.AddHistory(context.WithoutCancel(ctx), h); err != nil {
 		c.log.Warn("node history not recorded", "node", uuid, "error", err)
 	}

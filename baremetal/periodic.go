@@ -164,10 +164,13 @@ func (c *Conductor) CheckTimeouts(ctx context.Context) {
 }
 
 func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemachine.State, msg string) {
-	t, err := c.acquire(ctx, uuid)
+	// Periodic tasks skip a locked node silently, as Ironic's do; the next
+	// run sees it again.
+	locked, err := c.store.ReserveNode(ctx, uuid, c.host)
 	if err != nil {
 		return
 	}
+	t := c.newTask(locked)
 	defer t.release()
 	n := t.node
 	if n.ProvisionState != string(state) || n.Maintenance {

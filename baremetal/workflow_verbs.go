@@ -207,10 +207,11 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		_, _, err := c.fsm.Process(statemachine.State(n.ProvisionState), v.event)
 		return fmt.Errorf("baremetal: %s of node %s: %w", v.name, n.UUID, err)
 	}
-	t, err := c.acquire(ctx, n.UUID)
+	locked, err := AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return err
 	}
+	t := c.newTask(locked)
 	handed := false
 	defer func() {
 		if !handed {
@@ -454,7 +455,9 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 	kind, hasSteps := stepKindOf(state)
 	if hasSteps && state != statemachine.ServiceFailed {
 		prog, err := readNodeProgress(n, kind)
-		if err == nil && prog.Current != nil && !prog.Current.Abortable && state != statemachine.DeployHold {
+		// A reserved step (hold, wait) runs nothing, so it never delays an
+		// abort.
+		if err == nil && prog.Current != nil && !prog.Current.Abortable && !prog.Current.IsReserved() && state != statemachine.DeployHold {
 			a := c.planner().Decide(prog, steps.Outcome{Kind: steps.AbortRequested, Node: n.UUID})
 			if a.Kind == steps.AbortAfterStep {
 				if err := writeNodeProgress(n, a.Progress); err != nil {

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,7 +97,20 @@ func main() {
 	flag.StringVar(&cfg.db, "db", "", "SQLite file path or PostgreSQL DSN; default: a SQLite file in a temporary directory")
 	flag.BoolVar(&cfg.syncFull, "sync-full", false, "SQLite synchronous=FULL (fsync every commit) instead of NORMAL")
 	flag.BoolVar(&cfg.agent, "agent", false, "deploy with the direct interface and simulated agents over HTTP")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := run(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
@@ -106,6 +120,7 @@ func main() {
 	enc.SetIndent("", "  ")
 	enc.Encode(rep)
 	if rep.Failures > 0 {
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -403,4 +418,3 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.ServeHTTP(w, r)
 }
-
