@@ -139,12 +139,16 @@ type Pool struct {
 	mu    sync.Mutex
 	conns map[string]*Conn
 	order []string // least recently used first
+	// sems holds one request slot set per BMC endpoint, shared by every
+	// connection to it (nodes with different credentials on one BMC
+	// still share its limit).
+	sems map[string]chan struct{}
 }
 
 // NewPool returns an empty pool.
 func NewPool(opts Options) *Pool {
 	opts.defaults()
-	return &Pool{opts: opts, conns: map[string]*Conn{}}
+	return &Pool{opts: opts, conns: map[string]*Conn{}, sems: map[string]chan struct{}{}}
 }
 
 // Conn returns the shared connection for info, creating it on first use.
@@ -157,8 +161,13 @@ func (p *Pool) Conn(info Info) (*Conn, error) {
 		p.mu.Unlock()
 		return c, nil
 	}
+	sem, ok := p.sems[info.Endpoint]
+	if !ok {
+		sem = make(chan struct{}, p.opts.MaxConcurrentPerBMC)
+		p.sems[info.Endpoint] = sem
+	}
 	p.mu.Unlock()
-	c, err := newConn(info, p.opts)
+	c, err := newConn(info, p.opts, sem)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +237,7 @@ type Conn struct {
 	systemURI string // the only system, once found (SystemID unset)
 }
 
-func newConn(info Info, opts Options) (*Conn, error) {
+func newConn(info Info, opts Options, sem chan struct{}) (*Conn, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = opts.MaxConcurrentPerBMC
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: !info.VerifyCA} //nolint:gosec // the operator's choice via redfish_verify_ca
@@ -245,7 +254,7 @@ func newConn(info Info, opts Options) (*Conn, error) {
 	return &Conn{
 		info: info, opts: opts,
 		http: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		sem:  make(chan struct{}, opts.MaxConcurrentPerBMC),
+		sem:  sem,
 	}, nil
 }
 

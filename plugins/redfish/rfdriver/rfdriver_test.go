@@ -207,6 +207,20 @@ func TestConcurrencyLimitAndTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// A second user on the same BMC shares its limit.
+	other, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "basic"}))
+	for _, conn := range []*Conn{c, other, c, other, c, other} {
+		wg.Go(func() {
+			sys, err := conn.System(context.Background())
+			if err == nil {
+				_, err = sys.PowerState()
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 	if peak := s.Stats().PeakConcurrent; peak > 2 {
 		t.Fatalf("peak concurrent requests %d exceeds the limit 2", peak)
 	}
