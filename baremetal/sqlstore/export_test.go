@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
+
+	"github.com/anvilmetal/anvil/baremetal"
 
 	"github.com/pressly/goose/v3"
 )
@@ -23,4 +26,27 @@ func PragmasForTest(ctx context.Context, s *Store) (map[string]string, error) {
 		out[p] = v
 	}
 	return out, nil
+}
+
+// ExplainListForTest returns SQLite's query plan of ListNodes for f.
+func ExplainListForTest(ctx context.Context, s *Store, f baremetal.NodeFilter, page baremetal.Page) (string, error) {
+	where, args, err := s.where(ctx, f, page)
+	if err != nil {
+		return "", err
+	}
+	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT "+nodeSelectList+" FROM nodes"+where+" ORDER BY id LIMIT 100", args...)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = rows.Close() }()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return "", err
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; "), rows.Err()
 }
