@@ -22,6 +22,14 @@
 // power_state_change_timeout, 60 s). Reboot is power off then power on,
 // as in Ironic's driver.
 //
+// Drivers provides the package driver implementations of the ipmi
+// hardware type (HardwareTypeDef): power "ipmitool", management
+// "ipmitool" (boot device with the UEFI flag taken from the node's boot
+// mode, boot device read-back, NMI, sensors, and the out-of-band clean
+// step clear_system_event_log) and vendor "ipmitool" (send_raw,
+// bmc_reset). Drivers.Bundle is what the plugin binary serves;
+// Drivers.Unavailable says why the hardware type cannot work on this host.
+//
 // # Usage
 //
 //	info, err := ipmitool.ParseInfo(node.DriverInfo) // *InfoError on bad input
@@ -30,4 +38,10 @@
 //	if errors.Is(err, ipmitool.ErrNotInstalled) { ... } // unavailable
 //	on, err := c.PowerState(ctx)
 //	err = c.SetBootDevice(ctx, "pxe", false, true)
+//
+// In process, as package driver implementations:
+//
+//	d := ipmitool.NewDrivers(ipmitool.Options{})
+//	if err := d.Unavailable(); err != nil { log.Print(err) }
+//	err := registry.Register(d.Bundle())
 package ipmitool

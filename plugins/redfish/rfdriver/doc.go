@@ -22,6 +22,20 @@
 //     context; gofish's own client binds a context at connect time, so
 //     this package gives gofish a per-call common.Client instead.
 //
+// On top of the client layer, Drivers provides the package driver
+// implementations of the redfish hardware type (HardwareTypeDef): power
+// "redfish" (reset types chosen from those the system advertises, then a
+// wait for the new state), management "redfish" (boot device once or
+// persistent, boot mode, secure boot, indicator, NMI), boot
+// "redfish-virtual-media" (eject, insert the deploy ISO, one-time boot
+// from CD), inspect "redfish" (Ironic's memory_mb, cpus, cpu_arch,
+// local_gb, boot_mode capability and a port per enabled NIC), and bios,
+// raid and firmware "redfish" with out-of-band steps (priority 0, no
+// ramdisk): bios.apply_configuration, bios.factory_reset,
+// raid.create_configuration, raid.delete_configuration and
+// firmware.update; vendor "redfish" offers eject_vmedia. Drivers.Bundle
+// is what the plugin binary serves.
+//
 // Passwords never appear in errors or logs: InfoError names fields, not
 // values; Info.String hides the password; addresses with credentials in
 // the URL are refused.
@@ -36,4 +50,10 @@
 //	sys, err := conn.System(ctx)
 //	state, err := sys.PowerState()        // "On" or "Off"
 //	used, err := sys.Reset("On", "ForceOn") // first one the BMC advertises
+//
+// In process, as package driver implementations:
+//
+//	d := rfdriver.NewDrivers(rfdriver.Options{})
+//	defer d.Close(ctx) // logs every session out
+//	err := registry.Register(d.Bundle())
 package rfdriver
