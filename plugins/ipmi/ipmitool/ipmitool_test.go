@@ -89,6 +89,10 @@ func simClient(t *testing.T, b *ipmisim.BMC, extra map[string]any) *Client {
 	t.Helper()
 	di := map[string]any{"ipmi_address": b.Addr, "ipmi_port": float64(b.Port), "ipmi_username": b.Username, "ipmi_password": b.Password, "ipmi_cipher_suite": "3"}
 	for k, v := range extra {
+		if v == nil {
+			delete(di, k)
+			continue
+		}
 		di[k] = v
 	}
 	info, err := ParseInfo(di)
@@ -113,11 +117,15 @@ func TestAgainstSimulator(t *testing.T) {
 	}{
 		{"bmclib", nil, true},
 		{"direct operator", map[string]any{"ipmi_priv_level": "OPERATOR"}, false},
+		{"direct IPMI 1.5", map[string]any{"ipmi_protocol_version": "1.5", "ipmi_cipher_suite": nil}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := simClient(t, b, tc.extra)
 			if c.UsesBMCLib() != tc.bmclib {
 				t.Fatalf("UsesBMCLib=%v", c.UsesBMCLib())
+			}
+			if wantIface := map[bool]string{true: "lan", false: "lanplus"}[tc.extra["ipmi_protocol_version"] == "1.5"]; c.args()[1] != wantIface {
+				t.Fatalf("interface %s, want %s", c.args()[1], wantIface)
 			}
 			if !tc.bmclib {
 				// The direct path shares the command code; check the
