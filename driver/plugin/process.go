@@ -240,7 +240,7 @@ func (p *Plugin) describe(ctx context.Context) (*pb.DescribeResponse, int, error
 		if cerr := p.transportError(ctx, inst, "describe", err); cerr != nil {
 			return nil, 0, cerr
 		}
-		return nil, 0, fmt.Errorf("plugin %s (%s): describe: %w", p.name, p.path, err)
+		return nil, 0, fmt.Errorf("plugin %s (%s): describe: %w", p.Name(), p.path, err)
 	}
 	p.mu.Lock()
 	p.desc = resp
@@ -263,7 +263,7 @@ func (p *Plugin) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 		if cerr := p.transportError(ctx, inst, req.Kind+"/"+req.Implementation+" "+req.Operation, err); cerr != nil {
 			return nil, 0, cerr
 		}
-		return nil, 0, fmt.Errorf("plugin %s: %s/%s %s: %w", p.name, req.Kind, req.Implementation, req.Operation, err)
+		return nil, 0, fmt.Errorf("plugin %s: %s/%s %s: %w", p.Name(), req.Kind, req.Implementation, req.Operation, err)
 	}
 	p.succeeded()
 	return resp, inst.version, nil
@@ -275,20 +275,20 @@ func (p *Plugin) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 // *CrashError returned.
 func (p *Plugin) transportError(ctx context.Context, inst *instance, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("plugin %s: %s: %w", p.name, op, ctxErr)
+		return fmt.Errorf("plugin %s: %s: %w", p.Name(), op, ctxErr)
 	}
 	switch status.Code(err) {
 	case codes.DeadlineExceeded:
 		// gRPC's deadline timer can fire just before the context's.
-		return fmt.Errorf("plugin %s: %s: %w", p.name, op, context.DeadlineExceeded)
+		return fmt.Errorf("plugin %s: %s: %w", p.Name(), op, context.DeadlineExceeded)
 	case codes.Canceled:
-		return fmt.Errorf("plugin %s: %s: %w", p.name, op, context.Canceled)
+		return fmt.Errorf("plugin %s: %s: %w", p.Name(), op, context.Canceled)
 	case codes.Unavailable, codes.Internal, codes.Unknown:
 	default:
 		return nil
 	}
 	p.crashed(inst, err)
-	return &CrashError{Plugin: p.name, Path: p.path, Operation: op, Err: err}
+	return &CrashError{Plugin: p.Name(), Path: p.path, Operation: op, Err: err}
 }
 
 // stdoutWarner logs anything a plugin writes to its stdout: plugins must
