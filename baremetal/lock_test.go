@@ -84,7 +84,7 @@ func TestAcquireNodePolicies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := storetest.NewManualClock(storetest.Epoch)
+			clock := storetest.NewManualClock(storetest.Epoch())
 			tc.policy.Clock = clock
 			s := &lockedStore{freeAfter: tc.freeAfter}
 			done := make(chan result, 1)
@@ -100,7 +100,7 @@ func TestAcquireNodePolicies(t *testing.T) {
 			if s.count() != tc.wantAttempts {
 				t.Fatalf("attempts = %d, want %d", s.count(), tc.wantAttempts)
 			}
-			if waited := clock.Now().Sub(storetest.Epoch); waited != tc.wantWaited {
+			if waited := clock.Now().Sub(storetest.Epoch()); waited != tc.wantWaited {
 				t.Fatalf("waited %v, want %v", waited, tc.wantWaited)
 			}
 			if tc.wantErr == nil {
@@ -126,7 +126,7 @@ func TestAcquireNodeStopsOnOtherErrors(t *testing.T) {
 }
 
 func TestAcquireNodeHonoursContext(t *testing.T) {
-	clock := storetest.NewManualClock(storetest.Epoch)
+	clock := storetest.NewManualClock(storetest.Epoch())
 	s := &lockedStore{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

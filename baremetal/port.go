@@ -21,6 +21,8 @@ type Port struct {
 	// Name is an optional unique name.
 	Name string
 	// PXEEnabled marks the port the node boots from over the network.
+	// Ironic defaults it to true; the zero value here is false, so set it
+	// when creating a port the node should boot from.
 	PXEEnabled bool
 	// LocalLinkConnection describes the switch port the NIC is cabled to
 	// (switch_id, port_id, switch_info, hostname, network_type).

@@ -17,8 +17,8 @@ import (
 // registers the store's cleanup with t.Cleanup.
 type Factory func(t *testing.T, clock baremetal.Clock) baremetal.Store
 
-// Epoch is the time the suite's manual clocks start at.
-var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// Epoch returns the time the suite's manual clocks start at.
+func Epoch() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 // Run runs the conformance suite: every behaviour the baremetal.Store
 // contract promises, each subtest on a fresh store from newStore, the
@@ -56,7 +56,7 @@ func Run(t *testing.T, newStore Factory) {
 			// Every subtest has its own store, so they run in parallel;
 			// for a networked database that hides the round trips.
 			t.Parallel()
-			clock := NewManualClock(Epoch)
+			clock := NewManualClock(Epoch())
 			s := newStore(t, clock)
 			tc.fn(t, s, clock)
 		})
@@ -182,7 +182,7 @@ func fullNode() *baremetal.Node {
 		Traits: []string{"CUSTOM_GPU", "CUSTOM_FAST"}, ResourceClass: "baremetal.large",
 		Owner: "project-a", Lessee: "project-b", Description: "a test node",
 		Protected: true, ProtectedReason: "prod", Retired: true, RetiredReason: "old",
-		AutomatedClean: &no, InspectionStartedAt: Epoch.Add(-2 * time.Hour), InspectionFinishedAt: Epoch.Add(-time.Hour),
+		AutomatedClean: &no, InspectionStartedAt: Epoch().Add(-2 * time.Hour), InspectionFinishedAt: Epoch().Add(-time.Hour),
 		BootMode: "uefi", SecureBoot: &yes, Shard: "shard-1", ParentNode: "22222222-3333-4444-8555-666666666666",
 		DisablePowerOff: true, Health: "OK",
 	}
@@ -505,7 +505,7 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	check("default group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "" })
 	check("group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("rack-2")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "rack-2" })
 	check("driver", baremetal.NodeFilter{Drivers: []string{"redfish"}}, func(n *baremetal.Node) bool { return n.Driver == "redfish" })
-	cut := Epoch.Add(10 * time.Second)
+	cut := Epoch().Add(10 * time.Second)
 	check("older than", baremetal.NodeFilter{ProvisionUpdatedBefore: cut}, func(n *baremetal.Node) bool { return n.ProvisionUpdatedAt.Before(cut) })
 	check("associated", baremetal.NodeFilter{Associated: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
 	check("unassociated", baremetal.NodeFilter{Associated: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
