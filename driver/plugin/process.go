@@ -59,6 +59,7 @@ type Plugin struct {
 	mu       sync.Mutex
 	name     string
 	desc     *pb.DescribeResponse
+	version  int // protocol version negotiated when it described itself
 	cur      *instance
 	gen      int
 	starts   int
@@ -244,6 +245,7 @@ func (p *Plugin) describe(ctx context.Context) (*pb.DescribeResponse, int, error
 	}
 	p.mu.Lock()
 	p.desc = resp
+	p.version = inst.version
 	if resp.Name != "" {
 		p.name = resp.Name
 	}

@@ -17,17 +17,10 @@ import (
 // negotiated protocol version are left out.
 func (p *Plugin) Bundle() (driver.Bundle, error) {
 	p.mu.Lock()
-	desc := p.desc
-	version := 0
-	if p.cur != nil {
-		version = p.cur.version
-	}
+	desc, version := p.desc, p.version
 	p.mu.Unlock()
 	if desc == nil {
 		return driver.Bundle{}, fmt.Errorf("plugin %s (%s): %w: not described yet", p.Name(), p.path, ErrPluginUnavailable)
-	}
-	if version == 0 {
-		version = PreviousProtocolVersion
 	}
 	var b driver.Bundle
 	for _, h := range desc.HardwareTypes {
