@@ -40,7 +40,9 @@ type GroupRings struct {
 
 // NewGroupRings builds one ring per ("<group>", "<hardware type>") pair
 // found in conductors, each holding every conductor of that group that
-// enables that hardware type. The result does not depend on the order of
+// enables that hardware type. Pass only live conductors: Ironic builds
+// its rings from the conductors that are online and have heartbeat
+// within heartbeat_timeout. The result does not depend on the order of
 // conductors or of their hardware types. A conductor listed twice, an
 // empty name or hardware type, or a hardware type containing ':' returns
 // a *MemberError naming the record.
