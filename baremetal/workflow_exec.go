@@ -684,6 +684,12 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 			return nil
 		})
 	}
+	if c.agentBased(t) && kind != steps.Deploy {
+		// Ironic tears the ramdisk environment down on failure too.
+		if err := c.shutdownRamdisk(ctx, t, kind); err != nil {
+			c.log.Warn("ramdisk not torn down after failure", "node", n.UUID, "error", err)
+		}
+	}
 	wipeAgent(n)
 	t.fail(ctx, msg, true)
 	if kind == steps.Service && n.ProvisionState == string(statemachine.ServiceFailed) {
@@ -877,6 +883,9 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 			}
 			return nil
 		})
+		if err == nil && c.agentBased(t) {
+			err = c.shutdownRamdisk(ctx, t, steps.Clean)
+		}
 		_ = steps.Wipe(steps.Clean, ensureMap(n.DriverInternalInfo))
 		n.CleanStep = map[string]any{}
 	case statemachine.DeployWait, statemachine.DeployHold:
