@@ -132,7 +132,7 @@ func (p *Plugin) get() (*instance, error) {
 		p.failures++
 		p.lastErr = err
 		p.healthy = false
-		p.retryAt = p.host.cfg.Now().Add(p.backoff(p.failures + 1))
+		p.retryAt = p.host.cfg.Now().Add(p.backoff(p.failures))
 		return nil, &UnavailableError{Plugin: p.name, Path: p.path, Failures: p.failures, RetryAt: p.retryAt, Err: err}
 	}
 	p.cur = inst

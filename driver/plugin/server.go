@@ -217,12 +217,14 @@ func (s *server) Invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 			return &pb.InvokeResponse{Error: encodeError(fmt.Errorf("plugin %s: %w: decoding arguments: %w", s.name, driver.ErrInvalidParameter, err))}, nil
 		}
 	}
-	result, err := dispatch(ctx, impl, driver.Kind(req.Kind), req.Implementation, req.Operation, task, args)
-	resp := &pb.InvokeResponse{Error: encodeError(err)}
+	result, opErr := dispatch(ctx, impl, driver.Kind(req.Kind), req.Implementation, req.Operation, task, args)
+	resp := &pb.InvokeResponse{Error: encodeError(opErr)}
+	// Changes travel back even when the operation failed: a driver may
+	// record progress before failing.
 	if resp.Changes, err = encodeChanges(task.Changes()); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("plugin %s: encoding changes of %s: %w", s.name, req.Operation, err)
 	}
-	if err == nil && result != nil {
+	if opErr == nil && result != nil {
 		if resp.ResultJson, err = json.Marshal(result); err != nil {
 			resp.Error = encodeError(fmt.Errorf("plugin %s: encoding result of %s: %w", s.name, req.Operation, err))
 		}
