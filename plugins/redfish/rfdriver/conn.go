@@ -305,7 +305,7 @@ func (c *Conn) Logout(ctx context.Context) error {
 	}
 	defer drain(resp)
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotFound {
-		return httpError(http.MethodDelete, uri, resp)
+		return c.httpError(http.MethodDelete, uri, resp)
 	}
 	return nil
 }
@@ -373,7 +373,7 @@ func (c *Conn) login(ctx context.Context) (token, uri string, err error) {
 				return "", "", fmt.Errorf("redfish: login to %s as %q: %w", c.info.Endpoint, c.info.Username, ErrAuth)
 			}
 			if resp.StatusCode >= 300 {
-				return "", "", httpError(http.MethodPost, target, resp)
+				return "", "", c.httpError(http.MethodPost, target, resp)
 			}
 			tok := resp.Header.Get("X-Auth-Token")
 			loc := resp.Header.Get("Location")
@@ -387,7 +387,7 @@ func (c *Conn) login(ctx context.Context) (token, uri string, err error) {
 		}
 		cancel()
 		if err == nil {
-			err = httpError(http.MethodPost, target, resp)
+			err = c.httpError(http.MethodPost, target, resp)
 			drain(resp)
 		} else {
 			err = scrub(err)
@@ -453,7 +453,7 @@ func (c *Conn) do(ctx context.Context, method, uri string, body []byte, contentT
 			if resp.StatusCode >= 300 {
 				defer cancel()
 				defer drain(resp)
-				he := httpError(method, uri, resp)
+				he := c.httpError(method, uri, resp)
 				if resp.StatusCode == http.StatusUnauthorized {
 					return nil, fmt.Errorf("%w: %w", he, ErrAuth)
 				}
@@ -541,7 +541,17 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-func httpError(method, uri string, resp *http.Response) *HTTPError {
+// httpError decodes a failed answer; a password the BMC might echo in its
+// message is masked.
+func (c *Conn) httpError(method, uri string, resp *http.Response) *HTTPError {
+	he := decodeHTTPError(method, uri, resp)
+	if c.info.Password != "" {
+		he.Message = strings.ReplaceAll(he.Message, c.info.Password, "******")
+	}
+	return he
+}
+
+func decodeHTTPError(method, uri string, resp *http.Response) *HTTPError {
 	he := &HTTPError{Method: method, URI: uri, Status: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var e struct {

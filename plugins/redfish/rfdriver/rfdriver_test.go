@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -460,5 +462,18 @@ func TestPoolEvictsLeastRecentlyUsedWithLogout(t *testing.T) {
 	}
 	if err := p.Close(ctx); err != nil || b.ActiveSessions() != 0 {
 		t.Fatalf("close: %v, %d left", err, b.ActiveSessions())
+	}
+}
+
+func TestEchoedPasswordIsMasked(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	p := NewPool(Options{Sleep: noSleep})
+	defer p.Close(context.Background())
+	c, _ := p.Conn(info(t, s, map[string]any{"redfish_password": "Sekr1t-pw"}))
+	// A careless BMC quotes the credentials in its error message.
+	he := c.httpError("POST", "/redfish/v1/SessionService/Sessions", &http.Response{StatusCode: 500,
+		Body: io.NopCloser(strings.NewReader(`{"error":{"code":"Base.1.5.0.InternalError","message":"login admin/Sekr1t-pw failed"}}`))})
+	if strings.Contains(he.Error(), "Sekr1t") || !strings.Contains(he.Error(), "admin/******") || he.MessageID != "Base.1.5.0.InternalError" {
+		t.Fatalf("echoed password not masked: %v", he)
 	}
 }
