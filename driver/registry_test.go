@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -278,5 +279,33 @@ func TestRegistrationErrors(t *testing.T) {
 	}
 	if src, _ := reg.Source(driver.KindPower, "other"); src != "builtin" {
 		t.Errorf("source = %q", src)
+	}
+}
+
+// TestRegistryConcurrentUse registers implementations (as a plugin host
+// does after start) while nodes are resolved; run with -race.
+func TestRegistryConcurrentUse(t *testing.T) {
+	reg := newRegistry(t, driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "p0", "p1", "p2", "p3"}},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 4 {
+			if err := reg.RegisterInterface(driver.KindPower, fmt.Sprintf("p%d", i), driver.NewFakePower(driver.FakeConfig{})); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for range 200 {
+		if _, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "p3"}})
+	if err != nil || drv.Names[driver.KindPower] != "p3" {
+		t.Errorf("resolve p3 = %v, %v", drv, err)
 	}
 }
