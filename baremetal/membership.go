@@ -93,6 +93,8 @@ type cluster struct {
 	own      *Ownership
 	draining atomic.Bool
 	rerun    map[string]bool
+	// takeoverBusy is set while a periodic takeover pass runs.
+	takeoverBusy atomic.Bool
 
 	takeovers *prometheus.CounterVec
 	latency   prometheus.Histogram
@@ -161,7 +163,7 @@ func (c *Conductor) startClusterLoops(ctx context.Context) {
 			}
 		}()
 	}
-	c.every(ctx, cl.opts.OrphanCheckInterval, func(ctx context.Context) { c.CheckOrphanNodes(ctx) })
+	c.every(ctx, cl.opts.OrphanCheckInterval, func(ctx context.Context) { c.checkOrphansPeriodic(ctx) })
 	c.every(ctx, cl.opts.SyncLocalStateInterval, func(ctx context.Context) { c.SyncLocalState(ctx) })
 }
 

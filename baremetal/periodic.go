@@ -88,7 +88,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 		t := c.newTask(locked)
 		if _, ok := readIntent(locked); !ok && statemachine.IsStuckTreatedAsFail(statemachine.State(locked.ProvisionState)) {
 			if c.cluster != nil {
-				c.recoverInterrupted(ctx, t, fmt.Sprintf("conductor %s was restarted while the node was %s", c.host, locked.ProvisionState))
+				// The cluster's orphan check resumes or fails it.
 				t.release()
 				continue
 			}

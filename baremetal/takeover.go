@@ -57,9 +57,35 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 //
 // It is a periodic task; tests call it directly.
 func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
+	if c.breakOrphans(ctx) {
+		c.takeOverInterrupted(ctx)
+	}
+}
+
+// checkOrphansPeriodic is CheckOrphanNodes as the periodic task runs it:
+// the takeover of interrupted nodes (which may run steps) goes to a
+// goroutine of its own, so that a long takeover never delays the next
+// release of a dead conductor's reservations; a pass starts only when the
+// previous one finished.
+func (c *Conductor) checkOrphansPeriodic(ctx context.Context) {
+	cl := c.cluster
+	if !c.breakOrphans(ctx) || !cl.takeoverBusy.CompareAndSwap(false, true) {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		defer cl.takeoverBusy.Store(false)
+		c.takeOverInterrupted(ctx)
+	}()
+}
+
+// breakOrphans releases the reservations of dead conductors; it reports
+// false for a lone conductor.
+func (c *Conductor) breakOrphans(ctx context.Context) bool {
 	cl := c.cluster
 	if cl == nil {
-		return
+		return false
 	}
 	timeout := cl.opts.Ring.HeartbeatTimeout
 	offline, _ := c.store.ListOfflineConductors(ctx, timeout, c.host)
@@ -89,7 +115,7 @@ func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
 			c.log.Warn("ring rebuild failed", "error", err)
 		}
 	}
-	c.takeOverInterrupted(ctx)
+	return true
 }
 
 // takeOverInterrupted handles the owned, unreserved nodes left in an

@@ -1,0 +1,463 @@
+package clusterlab_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/internal/clusterlab"
+)
+
+// Scaled-down timers of the chaos test.
+const (
+	heartbeatTimeout = 3 * time.Second
+	orphanCheck      = time.Second
+	keepalive        = 500 * time.Millisecond
+)
+
+func chaosDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("ANVIL_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Skip("ANVIL_TEST_POSTGRES_DSN not set: the chaos test needs PostgreSQL")
+	}
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "anvil_chaos_" + hex.EncodeToString(b[:])
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
+		_ = db.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func buildConductor(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "labconductor")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/labconductor")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building labconductor: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func randN(n int) int {
+	v, _ := rand.Int(rand.Reader, big.NewInt(int64(n)))
+	return int(v.Int64())
+}
+
+// nodeRun is what one node's driver saw.
+type nodeRun struct {
+	cycles   int
+	failed   string // failure state reached, if any
+	lastErr  string
+	stuck    string // a wait that timed out: an accepted verb lost
+	verbErrs []string
+}
+
+// takeoverSample is how long one node stayed reserved by a killed
+// conductor.
+type takeoverSample struct {
+	node    string
+	latency time.Duration
+}
+
+// TestChaos runs three conductor processes on PostgreSQL over 300 nodes
+// with simulated agents going through provide, deploy and undeploy, while
+// a conductor is SIGKILLed and restarted three times. See the package
+// README for the invariants and how to read the figures it logs.
+func TestChaos(t *testing.T) {
+	dsn := chaosDSN(t)
+	if testing.Short() {
+		t.Skip("chaos test skipped in -short mode")
+	}
+	nodes := 300
+	if s := os.Getenv("ANVIL_CHAOS_NODES"); s != "" {
+		fmt.Sscan(s, &nodes)
+	}
+	bin := buildConductor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	defer cancel()
+	store, err := sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	notifier, err := sqlstore.NewNotifier(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notifier.Close()
+	ring := baremetal.RingOptions{HeartbeatTimeout: heartbeatTimeout, ResetInterval: time.Second}
+	lab, err := clusterlab.NewLab(clusterlab.LabConfig{Store: store, Ring: ring, Notifier: notifier, HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+
+	logPath := filepath.Join(t.TempDir(), "conductors.log")
+	if p := os.Getenv("ANVIL_CHAOS_LOG"); p != "" {
+		logPath = p
+	}
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	pcfg := clusterlab.ProcessConfig{Binary: bin, DSN: dsn, LabURL: lab.URL(), Stderr: logs, Args: []string{
+		"-heartbeat-timeout", heartbeatTimeout.String(), "-keepalive", keepalive.String(),
+		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-rerun-safe", clusterlab.DirectRerunSafeSteps, "-log-level", logLevel()}}
+	hosts := []string{"c1", "c2", "c3"}
+	procs := make([]*clusterlab.Process, len(hosts))
+	for i, h := range hosts {
+		p, err := clusterlab.StartProcess(ctx, pcfg, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = p
+		if err := lab.SetConductor(h, p.AgentAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, p := range procs {
+			if p != nil {
+				p.Stop(5 * time.Second)
+			}
+		}
+	}()
+	verbs := clusterlab.NewVerbClient(slices.Clone(procs))
+
+	uuids, err := clusterlab.EnrollFleet(ctx, store, lab.URL(), "chaos", nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &clusterlab.Snapshot{}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	go snap.Poll(pollCtx, store, 100*time.Millisecond)
+
+	var chaosDone sync.WaitGroup
+	chaosDone.Add(1)
+	stopChaos := make(chan struct{})
+	var samples []takeoverSample
+	var killed []string
+	start := time.Now()
+	go func() {
+		defer chaosDone.Done()
+		for round := 0; round < 3; round++ {
+			select {
+			case <-time.After(time.Duration(3000+randN(3000)) * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			i := randN(len(procs))
+			victim := procs[i]
+			victim.Kill()
+			killedAt := time.Now()
+			killed = append(killed, victim.Host)
+			held, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
+			if err != nil {
+				t.Errorf("listing the victim's nodes: %v", err)
+			}
+			t.Logf("round %d: SIGKILLed %s at %.1fs holding %d reservations", round, victim.Host, killedAt.Sub(start).Seconds(), len(held))
+			// Watch the victim's reservations move on.
+			pending := map[string]bool{}
+			for _, n := range held {
+				pending[n.UUID] = true
+			}
+			for len(pending) > 0 && time.Since(killedAt) < 3*heartbeatTimeout {
+				still, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
+				if err != nil {
+					continue
+				}
+				now := time.Since(killedAt)
+				keep := map[string]bool{}
+				for _, n := range still {
+					keep[n.UUID] = true
+				}
+				for id := range pending {
+					if !keep[id] {
+						samples = append(samples, takeoverSample{node: id, latency: now})
+						delete(pending, id)
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			for id := range pending {
+				t.Errorf("node %s still reserved by dead %s after %s", id, victim.Host, 3*heartbeatTimeout)
+			}
+			// Restart after the takeover window, so the survivors, not the
+			// restart, release its locks.
+			if d := heartbeatTimeout + orphanCheck + time.Second - time.Since(killedAt); d > 0 {
+				time.Sleep(d)
+			}
+			p, err := clusterlab.StartProcess(ctx, pcfg, victim.Host)
+			if err != nil {
+				t.Errorf("restarting %s: %v", victim.Host, err)
+				return
+			}
+			procs[i] = p
+			if err := lab.SetConductor(p.Host, p.AgentAPI); err != nil {
+				t.Error(err)
+			}
+			verbs.SetProcesses(slices.Clone(procs))
+			t.Logf("round %d: restarted %s at %.1fs", round, p.Host, time.Since(start).Seconds())
+		}
+		close(stopChaos)
+	}()
+
+	runs := make([]nodeRun, len(uuids))
+	var wg sync.WaitGroup
+	for i, id := range uuids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i] = driveNode(ctx, verbs, snap, id, stopChaos)
+		}()
+	}
+	wg.Wait()
+	chaosDone.Wait()
+	elapsed := time.Since(start)
+	stopPoll()
+
+	// Invariants.
+	final, err := store.ListNodes(ctx, baremetal.NodeFilter{}, baremetal.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byState := map[string]int{}
+	reasons := map[string]int{}
+	for _, n := range final {
+		byState[n.ProvisionState]++
+		if n.LastError != "" {
+			r := n.LastError
+			if _, after, ok := strings.Cut(r, "; "); ok {
+				r = after
+			}
+			r = strings.ReplaceAll(r, n.UUID, "<node>")
+			if len(r) > 160 {
+				r = r[:160]
+			}
+			reasons[r]++
+		}
+		if n.Reservation != "" {
+			t.Errorf("node %s left reserved by %s", n.UUID, n.Reservation)
+		}
+		switch n.ProvisionState {
+		case "available":
+		case "deploy failed", "clean failed":
+			if n.LastError == "" {
+				t.Errorf("node %s in %s without last_error", n.UUID, n.ProvisionState)
+			}
+		default:
+			t.Errorf("node %s ended in %s (target %q, last error %q)", n.UUID, n.ProvisionState, n.TargetProvisionState, n.LastError)
+		}
+	}
+	cycles, failedNodes := 0, 0
+	for i, r := range runs {
+		cycles += r.cycles
+		if r.stuck != "" {
+			t.Errorf("node %s: accepted verb lost: %s", uuids[i], r.stuck)
+			dumpNode(ctx, t, store, lab, uuids[i])
+		}
+		if r.failed != "" {
+			failedNodes++
+		}
+		for _, e := range r.verbErrs {
+			t.Errorf("node %s: %s", uuids[i], e)
+		}
+	}
+	stepRuns, overlaps, reruns := checkAgentSteps(t, lab, uuids)
+	resumed, failedTakeover, waited := countTakeovers(ctx, t, store, uuids)
+
+	// Figures.
+	sort.Slice(samples, func(i, j int) bool { return samples[i].latency < samples[j].latency })
+	var p50, pmax time.Duration
+	if len(samples) > 0 {
+		p50, pmax = samples[len(samples)/2].latency, samples[len(samples)-1].latency
+	}
+	t.Logf("chaos: %d nodes, %d deploy/undeploy cycles in %.1fs; killed %v; final states %v", len(uuids), cycles, elapsed.Seconds(), killed, byState)
+	t.Logf("takeover: %d reservations of killed conductors moved on, p50 %.2fs, max %.2fs (bound: heartbeat timeout %s + check interval %s)",
+		len(samples), p50.Seconds(), pmax.Seconds(), heartbeatTimeout, orphanCheck)
+	t.Logf("interrupted operations: %d resumed at their step, %d waited for their agent, %d failed (documented state with last_error); %d nodes ended failed",
+		resumed, waited, failedTakeover, failedNodes)
+	for r, k := range reasons {
+		t.Logf("failure reason (%d nodes): %s", k, r)
+	}
+	t.Logf("agents: %d in-band step executions checked, %d concurrent, %d repeated within a boot", stepRuns, overlaps, reruns)
+	if bound := heartbeatTimeout + orphanCheck + 500*time.Millisecond; pmax > bound {
+		t.Errorf("takeover max %s exceeds heartbeat timeout + one check interval (+0.5 s of measurement slack) = %s", pmax, bound)
+	}
+	if len(killed) != 3 {
+		t.Errorf("%d conductors killed, want 3", len(killed))
+	}
+	if elapsed > 3*time.Minute {
+		t.Errorf("chaos test took %s, want under 3 minutes", elapsed)
+	}
+}
+
+// driveNode takes one node to available, then through deploy and undeploy
+// until the chaos is over; it stops at a failure state.
+func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterlab.Snapshot, id string, stop <-chan struct{}) nodeRun {
+	var r nodeRun
+	step := func(verb, want string) bool {
+		if _, err := verbs.Call(ctx, id, verb, 30*time.Second); err != nil {
+			// A conductor killed after accepting the verb but before
+			// answering makes the client retry, and the retry is refused:
+			// the first attempt was not lost if the node is on its way.
+			if n := snap.Get(id); n == nil || (n.ProvisionState != want && n.TargetProvisionState != want) {
+				r.verbErrs = append(r.verbErrs, err.Error())
+				return false
+			}
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			n := snap.Get(id)
+			if n != nil && n.Reservation == "" {
+				switch {
+				case n.ProvisionState == want && n.TargetProvisionState == "":
+					return true
+				case failureStates[n.ProvisionState]:
+					r.failed, r.lastErr = n.ProvisionState, n.LastError
+					return false
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		n := snap.Get(id)
+		r.stuck = fmt.Sprintf("%s accepted, node still %s (target %s, reserved by %q) after 60s", verb, n.ProvisionState, n.TargetProvisionState, n.Reservation)
+		return false
+	}
+	if !step("manage", "manageable") || !step("provide", "available") {
+		return r
+	}
+	for {
+		if !step("deploy", "active") || !step("undeploy", "available") {
+			return r
+		}
+		r.cycles++
+		select {
+		case <-stop:
+			return r
+		default:
+		}
+	}
+}
+
+// checkAgentSteps checks what the simulated agents recorded: within one
+// boot no in-band step ran twice, and no two step commands of a node ever
+// overlapped in time.
+func checkAgentSteps(t *testing.T, lab *clusterlab.Lab, uuids []string) (runs, overlaps, reruns int) {
+	t.Helper()
+	type span struct {
+		key        string
+		start, end time.Time
+	}
+	for _, id := range uuids {
+		var spans []span
+		for _, b := range lab.Boots(id) {
+			seen := map[string]bool{}
+			for _, e := range b.Executions() {
+				if e.Step == nil {
+					continue
+				}
+				runs++
+				key := e.Command + " " + e.Step.Key()
+				if seen[key] {
+					reruns++
+					t.Errorf("node %s: %s ran twice in one boot", id, key)
+				}
+				seen[key] = true
+				end := e.FinishedAt
+				if end.IsZero() {
+					end = time.Now()
+				}
+				spans = append(spans, span{key, e.StartedAt, end})
+			}
+		}
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+		for i := 1; i < len(spans); i++ {
+			if spans[i].start.Before(spans[i-1].end) {
+				overlaps++
+				t.Errorf("node %s: %s started while %s still ran", id, spans[i].key, spans[i-1].key)
+			}
+		}
+	}
+	return runs, overlaps, reruns
+}
+
+// countTakeovers reads the takeover notes of the nodes' history.
+func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uuids []string) (resumed, failed, waited int) {
+	t.Helper()
+	for _, id := range uuids {
+		hs, err := store.ListHistory(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			switch {
+			case strings.Contains(h.Message, "was interrupted and cannot be resumed"):
+				failed++
+			case h.Event == "takeover" && strings.Contains(h.Message, "resuming"):
+				resumed++
+			case h.Event == "takeover" && strings.Contains(h.Message, "waiting for the agent"):
+				waited++
+			}
+		}
+	}
+	return resumed, failed, waited
+}
+
+func logLevel() string {
+	if l := os.Getenv("ANVIL_CHAOS_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
+var failureStates = map[string]bool{"deploy failed": true, "clean failed": true, "inspect failed": true, "error": true,
+	"rescue failed": true, "service failed": true}
+
+// dumpNode logs what is known of a node that did not finish.
+func dumpNode(ctx context.Context, t *testing.T, store baremetal.Store, lab *clusterlab.Lab, id string) {
+	hs, _ := store.ListHistory(ctx, id, 12)
+	for _, h := range hs {
+		t.Logf("  %s history %s [%s] %s: %s", id[:8], h.CreatedAt.Format("15:04:05.000"), h.Conductor, h.Event, h.Message)
+	}
+	boots := lab.Boots(id)
+	t.Logf("  %s: %d boots, router owner %s", id[:8], len(boots), lab.Owner(id))
+	if len(boots) > 0 {
+		b := boots[len(boots)-1]
+		t.Logf("  %s: last boot at %s: %+v", id[:8], b.At.Format("15:04:05.000"), b.Stats())
+	}
+}

@@ -1,0 +1,296 @@
+package clusterlab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/hashring"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// LabHardwareType is the hardware type of the lab's machines.
+const LabHardwareType = driver.FakeHardware
+
+// DirectRerunSafeSteps are the out-of-band deploy steps of the direct
+// deploy interface that converge however often they run (reboot into the
+// ramdisk, switch networks, set the boot device, power off the ramdisk),
+// declared safe to re-run after a takeover in the lab's conductors.
+const DirectRerunSafeSteps = "deploy.deploy,deploy.switch_to_tenant_network,deploy.prepare_instance_boot,deploy.boot_instance,deploy.tear_down_agent"
+
+// LabPowerName is the name of the lab's power interface.
+const LabPowerName = "lab"
+
+// Power is fake power wired to the lab's BMC endpoint: setting the power
+// boots the node's simulated ramdisk (when its boot is prepared for the
+// ramdisk) or halts it, in the lab's process.
+type Power struct {
+	*driver.FakePower
+	lab       string
+	conductor string
+	hc        *http.Client
+}
+
+// NewPower returns the lab power interface calling the lab at labURL on
+// behalf of conductor.
+func NewPower(labURL, conductor string) *Power {
+	return &Power{FakePower: driver.NewFakePower(driver.FakeConfig{}), lab: labURL, conductor: conductor,
+		hc: &http.Client{Timeout: 10 * time.Second}}
+}
+
+func (p *Power) follow(ctx context.Context, t *driver.Task) error {
+	state, _ := t.InternalString(driver.FakePowerStateKey)
+	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
+	req := bmcRequest{On: state == string(driver.PowerOn), Ramdisk: prepared == "ramdisk", Conductor: p.conductor}
+	for _, port := range t.Ports {
+		req.MACs = append(req.MACs, port.Address)
+	}
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.lab+"/bmc/"+t.NodeUUID, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := p.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("power/lab: BMC of node %s: %w", t.NodeUUID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("power/lab: BMC of node %s answered %s", t.NodeUUID, resp.Status)
+	}
+	return nil
+}
+
+// SetPowerState sets the power and boots or halts the ramdisk.
+func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
+	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
+		return err
+	}
+	return p.follow(ctx, t)
+}
+
+// Reboot power-cycles the node.
+func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
+	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
+		return err
+	}
+	return p.follow(ctx, t)
+}
+
+var _ driver.PowerInterface = (*Power)(nil)
+
+// ConductorConfig configures one lab conductor process.
+type ConductorConfig struct {
+	// DSN is the PostgreSQL database shared by the fleet.
+	DSN string
+	// Hostname is the conductor's name.
+	Hostname string
+	// AgentListen is where the agent API is served ("127.0.0.1:0" picks a
+	// port; Ready reports it).
+	AgentListen string
+	// LabURL is the lab's base URL (BMCs).
+	LabURL string
+	// Algorithm is the ring algorithm ("balanced" or "ironic").
+	Algorithm string
+	// HeartbeatTimeout, KeepaliveInterval, OrphanCheckInterval,
+	// RingReset, IntentPoll and SyncPower are the scaled-down timers.
+	HeartbeatTimeout    time.Duration
+	KeepaliveInterval   time.Duration
+	OrphanCheckInterval time.Duration
+	RingReset           time.Duration
+	IntentPoll          time.Duration
+	SyncPower           time.Duration
+	// CallbackTimeout bounds every wait for an agent (deploy, clean,
+	// rescue, service, inspect); 0 means Ironic's 1800 s.
+	CallbackTimeout time.Duration
+	// RerunSafeSteps lists out-of-band steps ("interface.step") safe to
+	// re-run after a takeover.
+	RerunSafeSteps []string
+	// Workers bounds the worker pool; 0 means the default.
+	Workers int
+	// Ready is called with the agent API URL once the conductor runs.
+	Ready func(agentAPI string)
+	// Logger receives the conductor's logs.
+	Logger *slog.Logger
+}
+
+// NewRegistry returns the lab's driver registry: fake-hardware with the
+// lab power and the direct (agent) deploy interfaces enabled first.
+func NewRegistry(labURL, conductor string, client *agentclient.Client) (*driver.Registry, error) {
+	reg := driver.NewRegistry(driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
+			driver.KindPower:  {LabPowerName, driver.Fake},
+		},
+	})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		return nil, err
+	}
+	if client != nil {
+		if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+			return nil, err
+		}
+	}
+	if err := reg.RegisterInterface(driver.KindPower, LabPowerName, NewPower(labURL, conductor)); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// RingConfig maps the algorithm flag to the ring configuration.
+func RingConfig(algorithm string) (hashring.Config, error) {
+	switch algorithm {
+	case "", "balanced":
+		return hashring.Config{Algorithm: hashring.Balanced}, nil
+	case "ironic", "ironic-compatible":
+		return hashring.Config{Algorithm: hashring.IronicCompatible}, nil
+	}
+	return hashring.Config{}, fmt.Errorf("clusterlab: unknown ring algorithm %q (want balanced or ironic)", algorithm)
+}
+
+// RunConductor runs one conductor of the lab fleet until ctx ends, then
+// stops it (a SIGKILL never gets there, which is the point of the lab).
+func RunConductor(ctx context.Context, cfg ConductorConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ringCfg, err := RingConfig(cfg.Algorithm)
+	if err != nil {
+		return err
+	}
+	store, err := sqlstore.OpenPostgres(ctx, cfg.DSN, sqlstore.Options{MaxOpenConns: 24})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	notifier, err := sqlstore.NewNotifier(ctx, cfg.DSN, log)
+	if err != nil {
+		return err
+	}
+	defer notifier.Close()
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	reg, err := NewRegistry(cfg.LabURL, cfg.Hostname, client)
+	if err != nil {
+		return err
+	}
+	c, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client}, baremetal.Options{
+		Hostname:               cfg.Hostname,
+		Workers:                cfg.Workers,
+		Logger:                 log,
+		KeepaliveInterval:      cfg.KeepaliveInterval,
+		IntentPollInterval:     cfg.IntentPoll,
+		SyncPowerStateInterval: cfg.SyncPower,
+		DeployCallbackTimeout:  cfg.CallbackTimeout,
+		CleanCallbackTimeout:   cfg.CallbackTimeout,
+		RescueCallbackTimeout:  cfg.CallbackTimeout,
+		ServiceCallbackTimeout: cfg.CallbackTimeout,
+		InspectWaitTimeout:     cfg.CallbackTimeout,
+		// The timeout checks run at the orphan check's pace.
+		CheckProvisionStateInterval: cfg.OrphanCheckInterval,
+		LockPolicy:                  &baremetal.LockPolicy{Attempts: 20, Interval: 50 * time.Millisecond},
+		Cluster: &baremetal.ClusterOptions{
+			Ring:                baremetal.RingOptions{Ring: ringCfg, ResetInterval: cfg.RingReset, HeartbeatTimeout: cfg.HeartbeatTimeout},
+			Notifier:            notifier,
+			OrphanCheckInterval: cfg.OrphanCheckInterval,
+			RerunSafeSteps:      cfg.RerunSafeSteps,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	h, err := agentclient.NewHandler(c.AgentBackend(), agentclient.HandlerConfig{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.AgentListen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("POST /lab/verb/{node}/{verb}", func(w http.ResponseWriter, r *http.Request) {
+		serveVerb(w, r, c)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if err := c.Start(ctx); err != nil {
+		_ = srv.Close()
+		return err
+	}
+	if cfg.Ready != nil {
+		cfg.Ready("http://" + ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		log.Error("agent API stopped", "error", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := c.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// serveVerb is the lab's control API: POST /lab/verb/<node>/<verb> calls
+// the verb on this conductor, which accepts it whoever owns the node.
+// Answers: 202 accepted, 409 locked or refused by the state machine, 503
+// not served, 500 otherwise; the body is the error text.
+func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
+	node, verb := r.PathValue("node"), r.PathValue("verb")
+	var err error
+	switch verb {
+	case "manage":
+		err = c.Manage(r.Context(), node)
+	case "provide":
+		err = c.Provide(r.Context(), node)
+	case "deploy":
+		// Tear-down clears instance_info, so every deploy names its
+		// image again, as a user of Ironic's API does.
+		_, err = c.Update(r.Context(), node, func(n *baremetal.Node) error {
+			if n.InstanceInfo == nil {
+				n.InstanceInfo = map[string]any{}
+			}
+			n.InstanceInfo["image_source"] = "http://images.example/ubuntu.qcow2"
+			return nil
+		})
+		if err == nil {
+			err = c.Deploy(r.Context(), node, baremetal.DeployOptions{})
+		}
+	case "undeploy":
+		err = c.Undeploy(r.Context(), node)
+	default:
+		http.Error(w, "unknown verb "+verb, http.StatusNotFound)
+		return
+	}
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusAccepted)
+	case errors.Is(err, baremetal.ErrNodeLocked), errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, baremetal.ErrVerbRefused), errors.Is(err, baremetal.ErrUpdateInProgress):
+		http.Error(w, err.Error(), http.StatusConflict)
+	case errors.Is(err, baremetal.ErrNoConductor), errors.Is(err, baremetal.ErrConductorNotRunning):
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,375 @@
+// Package clusterlab is a laboratory for several Anvil conductors sharing
+// one PostgreSQL database: the machines they manage (a BMC endpoint that
+// boots simulated ramdisks with agenttest), the agent API router that sends
+// each agent's lookup and heartbeats to the conductor owning its node (what
+// Ironic's API does with its hash ring), and the conductor process itself
+// (RunConductor, built as cmd/labconductor). The machines live in the lab's
+// process, not in the conductors', so killing a conductor does not kill
+// the ramdisks it booted: exactly the situation of a conductor host dying
+// in a real fleet.
+//
+// The chaos test of this package and examples/multiconductor use it.
+package clusterlab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/baremetal"
+)
+
+// LabConfig configures a Lab.
+type LabConfig struct {
+	// Store is the fleet's database, read to route agents to owners.
+	Store baremetal.ConductorStore
+	// Ring must match the conductors' ring options.
+	Ring baremetal.RingOptions
+	// Notifier, when set, makes the router follow membership changes at
+	// once; it refreshes every RouteRefresh anyway.
+	Notifier baremetal.ClusterNotifier
+	// RouteRefresh paces the router's ring rebuilds; 0 means 250 ms.
+	RouteRefresh time.Duration
+	// HeartbeatInterval, LookupInterval and RetryInterval pace the agents;
+	// zero means 300 ms, 50 ms and 100 ms.
+	HeartbeatInterval time.Duration
+	LookupInterval    time.Duration
+	RetryInterval     time.Duration
+	// CommandDelay is how long agent commands run; 0 means 20 ms.
+	CommandDelay time.Duration
+	// Logger receives the lab's notes; nil discards.
+	Logger *slog.Logger
+}
+
+// Boot is one boot of a node into the ramdisk, with the agent that ran.
+type Boot struct {
+	Node    string
+	At      time.Time
+	agent   *agenttest.Agent
+	rd      *agenttest.Ramdisk
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopped time.Time
+}
+
+// Stats returns the boot's ramdisk counters.
+func (b *Boot) Stats() agenttest.RamdiskStats { return b.rd.Stats() }
+
+// Executions returns what the boot's agent ran.
+func (b *Boot) Executions() []agenttest.Execution { return b.agent.Executed() }
+
+// PowerCall is one call a conductor made to a node's BMC.
+type PowerCall struct {
+	Node      string
+	Conductor string
+	On        bool
+	Ramdisk   bool
+	At        time.Time
+}
+
+// Lab hosts the machines of a fleet and routes their agents. It is safe
+// for concurrent use; Close stops it.
+type Lab struct {
+	cfg    LabConfig
+	log    *slog.Logger
+	agents *agenttest.Server
+	own    *baremetal.Ownership
+	ln     net.Listener
+	srv    *http.Server
+	hc     *http.Client
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	conductors map[string]*url.URL
+	running    map[string]*Boot
+	boots      map[string][]*Boot
+	power      []PowerCall
+	routed     map[string]int
+	closed     bool
+}
+
+// NewLab starts the lab's HTTP server on a free loopback port.
+func NewLab(cfg LabConfig) (*Lab, error) {
+	if cfg.RouteRefresh <= 0 {
+		cfg.RouteRefresh = 250 * time.Millisecond
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 300 * time.Millisecond
+	}
+	if cfg.LookupInterval <= 0 {
+		cfg.LookupInterval = 50 * time.Millisecond
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 100 * time.Millisecond
+	}
+	if cfg.CommandDelay <= 0 {
+		cfg.CommandDelay = 20 * time.Millisecond
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	own, err := baremetal.NewOwnership(cfg.Store, "", "", cfg.Ring, nil, log)
+	if err != nil {
+		return nil, err
+	}
+	agents, err := agenttest.NewServer(agenttest.ServerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = agents.Close()
+		return nil, err
+	}
+	l := &Lab{cfg: cfg, log: log, agents: agents, own: own, ln: ln,
+		hc:         &http.Client{Timeout: 10 * time.Second},
+		conductors: map[string]*url.URL{}, running: map[string]*Boot{}, boots: map[string][]*Boot{}, routed: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /bmc/{node}", l.serveBMC)
+	mux.HandleFunc("/", l.serveAgentAPI)
+	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	if _, err := own.Refresh(ctx); err != nil {
+		log.Warn("first route refresh failed", "error", err)
+	}
+	l.wg.Add(2)
+	go func() {
+		defer l.wg.Done()
+		_ = l.srv.Serve(ln)
+	}()
+	go func() {
+		defer l.wg.Done()
+		l.refreshRoutes(ctx)
+	}()
+	return l, nil
+}
+
+// refreshRoutes keeps the router's rings current.
+func (l *Lab) refreshRoutes(ctx context.Context) {
+	var wake <-chan string
+	if l.cfg.Notifier != nil {
+		ch, stop := l.cfg.Notifier.Subscribe(baremetal.TopicMembership)
+		defer stop()
+		wake = ch
+	}
+	t := time.NewTicker(l.cfg.RouteRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		if _, err := l.own.Refresh(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("route refresh failed", "error", err)
+		}
+	}
+}
+
+// URL is the lab's base URL: conductors call <URL>/bmc/<node>, agents
+// use it as their API URL.
+func (l *Lab) URL() string { return "http://" + l.ln.Addr().String() }
+
+// SetConductor records where conductor host serves its agent API.
+func (l *Lab) SetConductor(host, agentAPI string) error {
+	u, err := url.Parse(agentAPI)
+	if err != nil {
+		return fmt.Errorf("clusterlab: conductor %s agent API: %w", host, err)
+	}
+	l.mu.Lock()
+	l.conductors[host] = u
+	l.mu.Unlock()
+	return nil
+}
+
+// bmcRequest is what the lab power interface sends.
+type bmcRequest struct {
+	On        bool     `json:"on"`
+	Ramdisk   bool     `json:"ramdisk"`
+	MACs      []string `json:"macs"`
+	Conductor string   `json:"conductor"`
+}
+
+func (l *Lab) serveBMC(w http.ResponseWriter, r *http.Request) {
+	node := strings.ToLower(r.PathValue("node"))
+	var req bmcRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "bad BMC request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	l.mu.Lock()
+	l.power = append(l.power, PowerCall{Node: node, Conductor: req.Conductor, On: req.On, Ramdisk: req.Ramdisk, At: time.Now()})
+	l.mu.Unlock()
+	l.halt(node)
+	if req.On && req.Ramdisk {
+		if err := l.boot(node, req.MACs); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (l *Lab) boot(node string, macs []string) error {
+	agent := agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: l.cfg.CommandDelay})
+	ri := l.cfg.RetryInterval
+	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
+		APIURL: l.URL(), MACs: macs, NodeUUID: node, Agent: agent, Server: l.agents,
+		LookupInterval: l.cfg.LookupInterval, LookupMaxInterval: 4 * l.cfg.LookupInterval, LookupTimeout: 10 * time.Minute,
+		LookupConflictBackoff: []time.Duration{ri, ri, 2 * ri}, HeartbeatInterval: l.cfg.HeartbeatInterval,
+		HeartbeatRetryMin: ri, HeartbeatRetryMax: 2 * ri, MinForcedInterval: l.cfg.LookupInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("clusterlab: boot %s: %w", node, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Boot{Node: node, At: time.Now(), agent: agent, rd: rd, cancel: cancel, done: make(chan struct{})}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		cancel()
+		_ = rd.Close()
+		return fmt.Errorf("clusterlab: closed")
+	}
+	l.running[node] = b
+	l.boots[node] = append(l.boots[node], b)
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(b.done)
+		_ = rd.Run(ctx)
+	}()
+	return nil
+}
+
+func (l *Lab) halt(node string) {
+	l.mu.Lock()
+	b := l.running[node]
+	delete(l.running, node)
+	l.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.cancel()
+	<-b.done
+	_ = b.rd.Close()
+	b.stopped = time.Now()
+}
+
+// serveAgentAPI routes an agent's request to the conductor that owns its
+// node (any live one for a lookup without a node), as Ironic's API does.
+func (l *Lab) serveAgentAPI(w http.ResponseWriter, r *http.Request) {
+	node := r.URL.Query().Get("node_uuid")
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/heartbeat/"); ok {
+		node = strings.Trim(rest, "/")
+	}
+	target := l.route(node)
+	if target == nil {
+		http.Error(w, `{"error_message": "no conductor available for the node"}`, http.StatusServiceUnavailable)
+		return
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite:  func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = target.Host },
+		ErrorLog: nil,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, `{"error_message": "conductor unreachable"}`, http.StatusServiceUnavailable)
+		},
+	}
+	p.ServeHTTP(w, r)
+}
+
+func (l *Lab) route(node string) *url.URL {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if node != "" {
+		if n, err := l.nodeForRoute(node); err == nil {
+			if host, err := l.own.OwnerOf(n); err == nil {
+				if u := l.conductors[host]; u != nil {
+					l.routed[host]++
+					return u
+				}
+			}
+		}
+	}
+	for _, host := range l.own.Alive() {
+		if u := l.conductors[host]; u != nil {
+			return u
+		}
+	}
+	return nil
+}
+
+// nodeForRoute builds the ring key of a node: the lab's fleet is one
+// hardware type in the default group, which is what routing needs.
+func (l *Lab) nodeForRoute(uuid string) (*baremetal.Node, error) {
+	return &baremetal.Node{UUID: uuid, Driver: LabHardwareType}, nil
+}
+
+// Boots returns the boots of a node so far, oldest first.
+func (l *Lab) Boots(node string) []*Boot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*Boot(nil), l.boots[strings.ToLower(node)]...)
+}
+
+// PowerCalls returns every BMC call so far.
+func (l *Lab) PowerCalls() []PowerCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]PowerCall(nil), l.power...)
+}
+
+// Routed returns how many agent requests went to each conductor.
+func (l *Lab) Routed() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range l.routed {
+		out[k] = v
+	}
+	return out
+}
+
+// Owner returns the conductor the router currently sends node's agent to.
+func (l *Lab) Owner(node string) string {
+	n, _ := l.nodeForRoute(node)
+	h, _ := l.own.OwnerOf(n)
+	return h
+}
+
+// Close halts every ramdisk and stops the servers.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	nodes := make([]string, 0, len(l.running))
+	for n := range l.running {
+		nodes = append(nodes, n)
+	}
+	l.mu.Unlock()
+	for _, n := range nodes {
+		l.halt(n)
+	}
+	l.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := l.srv.Shutdown(ctx)
+	l.wg.Wait()
+	if cerr := l.agents.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
