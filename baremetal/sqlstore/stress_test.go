@@ -24,9 +24,11 @@ const (
 )
 
 const (
-	stressWorkers  = 6
-	stressNodes    = 3
-	stressDuration = 2 * time.Second
+	stressWorkers     = 6
+	stressNodes       = 3
+	stressDuration    = 2 * time.Second
+	stressMinSections = 40
+	stressMaxDuration = 20 * time.Second
 )
 
 func openTarget(t testing.TB, dialect, target string) *sqlstore.Store {
@@ -54,7 +56,8 @@ func TestStressChild(t *testing.T) {
 	}
 	s := openTarget(t, dialect, os.Getenv(envChildTarget))
 	res, err := storetest.Hammer(context.Background(), s, storetest.HammerConfig{
-		Nodes: strings.Split(os.Getenv(envChildNodes), ","), Workers: stressWorkers, Holder: "child", Duration: stressDuration,
+		Nodes: strings.Split(os.Getenv(envChildNodes), ","), Workers: stressWorkers, Holder: "child",
+		Duration: stressDuration, MinSections: stressMinSections, MaxDuration: stressMaxDuration,
 	})
 	if err != nil {
 		t.Fatalf("child hammer: %v", err)
@@ -86,7 +89,8 @@ func stress(t *testing.T, dialect, target string, twoProcesses bool) {
 			t.Fatalf("starting the child process: %v", err)
 		}
 	}
-	res, err := storetest.Hammer(ctx, s, storetest.HammerConfig{Nodes: nodes, Workers: stressWorkers, Holder: "parent", Duration: stressDuration})
+	res, err := storetest.Hammer(ctx, s, storetest.HammerConfig{Nodes: nodes, Workers: stressWorkers, Holder: "parent",
+		Duration: stressDuration, MinSections: stressMinSections, MaxDuration: stressMaxDuration})
 	if err != nil {
 		if child != nil {
 			_ = child.Wait()
@@ -124,7 +128,7 @@ func stress(t *testing.T, dialect, target string, twoProcesses bool) {
 	if total != sections {
 		t.Fatalf("counters sum to %d but %d increments were made: lost updates", total, sections)
 	}
-	if res.Sections < 20 || res.Contended == 0 {
+	if res.Sections < stressMinSections || res.Contended == 0 {
 		t.Fatalf("too little contention to prove anything: %+v", res)
 	}
 }

@@ -21,8 +21,14 @@ type HammerConfig struct {
 	// Holder prefixes the workers' holder names; give every process its
 	// own prefix.
 	Holder string
-	// Duration is how long the workers run.
+	// Duration is how long the workers run at least.
 	Duration time.Duration
+	// MinSections keeps the workers going after Duration until this many
+	// critical sections are done (a slow machine or the race detector
+	// must not turn the run into a non-test), but never past MaxDuration.
+	MinSections int64
+	// MaxDuration bounds the run; 0 means five times Duration.
+	MaxDuration time.Duration
 	// Hold is how long a worker stays inside the critical section, to
 	// widen the window in which an overlap would show; 0 means 200 µs.
 	Hold time.Duration
@@ -61,13 +67,37 @@ func Hammer(ctx context.Context, s baremetal.Store, cfg HammerConfig) (HammerRes
 	if hold <= 0 {
 		hold = 200 * time.Microsecond
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	maxDur := cfg.MaxDuration
+	if maxDur <= 0 {
+		maxDur = 5 * cfg.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(maxDur, cfg.Duration))
 	defer cancel()
 	inside := make(map[string]*atomic.Int32, len(cfg.Nodes))
 	for _, u := range cfg.Nodes {
 		inside[u] = new(atomic.Int32)
 	}
 	var sections, overlaps, contended atomic.Int64
+	// The run ends once Duration has passed and MinSections are done.
+	go func() {
+		t := time.NewTimer(cfg.Duration)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for sections.Load() < cfg.MinSections {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		cancel()
+	}()
 	var firstErr error
 	var errOnce sync.Once
 	fail := func(err error) {
