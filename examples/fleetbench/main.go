@@ -244,8 +244,14 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	defer w.close()
 
 	uuids := make([]string, cfg.nodes)
+	// Node names are unique per run, so runs can share a database.
+	runID := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
+	var reportOnce sync.Once
+	firstFailure := func(what string, err error) {
+		reportOnce.Do(func() { fmt.Fprintf(os.Stderr, "fleetbench: first failure: %s: %v\n", what, err) })
+	}
 	node := func(i int) *baremetal.Node {
-		n := &baremetal.Node{Name: fmt.Sprintf("bench-%06d", i), Driver: driver.FakeHardware,
+		n := &baremetal.Node{Name: fmt.Sprintf("bench-%s-%06d", runID, i), Driver: driver.FakeHardware,
 			InstanceInfo: map[string]any{"image_source": "http://images.example.com/img.qcow2"}}
 		if cfg.agent {
 			n.PowerInterface, n.DeployInterface = simfleet.PowerName, agentdeploy.Name
@@ -276,6 +282,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	parallel(cfg.nodes, cfg.clients, func(i int) {
 		n, err := cond.Enroll(ctx, node(i))
 		if err != nil {
+			firstFailure("enroll", err)
 			mu.Lock()
 			failures++
 			mu.Unlock()
@@ -301,6 +308,10 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			}
 			w.forget(u)
 			if got != string(ph.target) {
+				if err == nil {
+					err = fmt.Errorf("node %s ended in %q", u, got)
+				}
+				firstFailure(ph.name, err)
 				mu.Lock()
 				failures++
 				uuids[i] = ""
