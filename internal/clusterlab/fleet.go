@@ -31,6 +31,9 @@ type Process struct {
 type ProcessConfig struct {
 	// Binary is the labconductor executable.
 	Binary string
+	// Prefix are arguments placed before the conductor flags (a program
+	// that re-executes itself as a conductor names its mode here).
+	Prefix []string
 	// DSN, LabURL and Args (extra flags such as timers) are passed on.
 	DSN    string
 	LabURL string
@@ -41,7 +44,7 @@ type ProcessConfig struct {
 
 // StartProcess starts a labconductor named host and waits until it serves.
 func StartProcess(ctx context.Context, cfg ProcessConfig, host string) (*Process, error) {
-	args := append([]string{"-dsn", cfg.DSN, "-host", host, "-lab", cfg.LabURL}, cfg.Args...)
+	args := append(append(append([]string(nil), cfg.Prefix...), "-dsn", cfg.DSN, "-host", host, "-lab", cfg.LabURL), cfg.Args...)
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Stderr = cfg.Stderr
 	out, err := cmd.StdoutPipe()
@@ -274,3 +277,6 @@ func (v *VerbClient) Call(ctx context.Context, node, verb string, budget time.Du
 	}
 	return refused, fmt.Errorf("clusterlab: %s of %s not accepted within %s: %s", verb, node, budget, last)
 }
+
+// PID returns the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
