@@ -220,7 +220,9 @@ func TestUnsupportedProtocolVersionIsRefused(t *testing.T) {
 
 func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	dir := pluginDir(t, map[string]string{"anvil-driver-old": bins.old})
-	host := plugin.NewHost(plugin.HostConfig{})
+	var logs syncBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn, JSONFormat: true})
+	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
 	defer host.Close()
 	p, err := host.Load(context.Background(), filepath.Join(dir, "anvil-driver-old"))
 	if err != nil {
@@ -246,6 +248,18 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	task := newTask()
 	if err := drv.Power().SetPowerState(context.Background(), task, driver.PowerOn, 0); err != nil {
 		t.Fatal(err)
+	}
+	// This plugin also writes to stdout once serving: the host turns that
+	// into a warning instead of corrupting anything.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "stray line on stdout") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning for the plugin's stdout write; host log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `"@level":"warn"`) || !strings.Contains(logs.String(), "plugin wrote to stdout") {
+		t.Errorf("stdout write not logged as a warning:\n%s", logs.String())
 	}
 }
 

@@ -5,8 +5,10 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin"
@@ -16,6 +18,9 @@ import (
 var (
 	name             = "versioned"
 	protocolVersions = "2,1"
+	// strayStdout, when "1", makes the plugin write to stdout once it is
+	// serving, which plugins must not do; the host logs it as a warning.
+	strayStdout = ""
 )
 
 func main() {
@@ -26,6 +31,12 @@ func main() {
 			panic("bad protocolVersions: " + protocolVersions)
 		}
 		versions = append(versions, v)
+	}
+	if strayStdout == "1" {
+		go func() {
+			time.Sleep(300 * time.Millisecond) // after Serve took over stdout
+			fmt.Println("stray line on stdout")
+		}()
 	}
 	plugin.Serve(plugin.ServeConfig{Name: name, Version: "0.0.1", Bundle: driver.Builtins(driver.FakeConfig{}), ProtocolVersions: versions})
 }
