@@ -97,7 +97,8 @@ func (t *Task) Changes() Changes {
 
 // Apply applies c to t and records it as changed, so that t.Changes()
 // reports it too. The plugin host uses it to carry a remote driver's
-// changes back into the caller's Task.
+// changes back into the caller's Task; such values went through JSON, so
+// numbers arrive as float64, exactly as they read back from the store.
 func (t *Task) Apply(c Changes) {
 	if c.DriverInfo != nil {
 		t.DriverInfo = cloneMap(c.DriverInfo)
