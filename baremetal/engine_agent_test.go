@@ -90,7 +90,7 @@ func newAgentHarness(t *testing.T, opts baremetal.Options, agent func(string) *a
 
 func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: name, Driver: driver.FakeHardware,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2"}})
 	if err != nil {

@@ -114,7 +114,7 @@ func (h *harness) must(err error) {
 // manageable enrolls a node and makes it manageable.
 func (h *harness) manageable(name, deploy string) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: name, Driver: driver.FakeHardware, DeployInterface: deploy,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, DeployInterface: deploy,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/img"}})
 	h.must(err)
 	h.must(h.c.Manage(h.ctx, n.UUID))

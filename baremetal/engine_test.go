@@ -98,7 +98,7 @@ func (h *harness) waitFor(uuid string, state statemachine.State) *baremetal.Node
 
 func (h *harness) enroll(name string, driverInfo map[string]any) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: name, Driver: driver.FakeHardware, DriverInfo: driverInfo})
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, DriverInfo: driverInfo})
 	if err != nil {
 		h.t.Fatalf("Enroll: %v", err)
 	}
@@ -220,4 +220,10 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.ServeHTTP(w, r)
+}
+
+// uniqueName makes node names unique per run, so that tests can share a
+// PostgreSQL database with earlier runs.
+func uniqueName(name string) string {
+	return fmt.Sprintf("%s-%x", name, time.Now().UnixNano()&0xffffffffff)
 }
