@@ -16,8 +16,8 @@ import (
 func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	ctx := context.Background()
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 1 {
-		t.Fatalf("fresh database at schema version %d, %v; want 1", v, err)
+	if err != nil || v != 2 {
+		t.Fatalf("fresh database at schema version %d, %v; want 2", v, err)
 	}
 	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
 		t.Fatalf("schema unusable after up: %v", err)
@@ -36,7 +36,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatal("nodes table still there after migrating down")
 	}
 	results, err := p.Up(ctx)
-	if err != nil || len(results) != 1 {
+	if err != nil || len(results) != 2 {
 		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
 	}
 	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {

@@ -276,8 +276,13 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 		in("provision_state", f.ProvisionStates)
 	}
 	if f.Maintenance != nil {
-		conds = append(conds, "maintenance = ?")
-		args = append(args, *f.Maintenance)
+		// A literal, so the planner can use the partial index of nodes
+		// in maintenance.
+		if *f.Maintenance {
+			conds = append(conds, "maintenance = TRUE")
+		} else {
+			conds = append(conds, "maintenance = FALSE")
+		}
 	}
 	if f.Reserved != nil {
 		if *f.Reserved {
