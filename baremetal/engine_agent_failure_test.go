@@ -74,7 +74,7 @@ func TestAgentVersionMismatchRestartsAutomatedClean(t *testing.T) {
 // waitStep waits until the node waits on the named clean step.
 func (h *agentHarness) waitStep(uuid, step string) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cur, _ := h.store.GetNode(h.ctx, uuid)
 		if cur.ProvisionState == "clean wait" && cur.CleanStep["step"] == step && cur.Reservation == "" {
@@ -120,5 +120,27 @@ func TestAgentAbortRunningCleanStep(t *testing.T) {
 	}
 	if f.PowerState != "power off" || h.fleet.Agent(n.UUID) != nil {
 		t.Fatalf("after abort power is %q and the ramdisk runs: %t", f.PowerState, h.fleet.Agent(n.UUID) != nil)
+	}
+}
+
+// TestAgentFastTrack keeps the agent running between cleaning and
+// deployment (reference §8): the deploy reuses it without rebooting.
+func TestAgentFastTrack(t *testing.T) {
+	h := newAgentHarnessWith(t, baremetal.Options{}, baremetal.AgentSettings{FastTrack: true}, nil)
+	n := h.enrollAgentNode("agent-fast")
+	h.must(h.c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	av := h.waitFor(n.UUID, statemachine.Available)
+	if h.fleet.Agent(n.UUID) == nil || av.PowerState != "power on" {
+		t.Fatalf("fast track: after cleaning the agent runs = %t, power %q; want the agent kept up", h.fleet.Agent(n.UUID) != nil, av.PowerState)
+	}
+	if _, ok := av.DriverInternalInfo["agent_url"]; !ok {
+		t.Fatalf("fast track: agent URL wiped at the end of cleaning")
+	}
+	h.must(h.c.Deploy(h.ctx, n.UUID, baremetal.DeployOptions{}))
+	h.waitFor(n.UUID, statemachine.Active)
+	if got := h.fleet.Boots(n.UUID); got != 1 {
+		t.Fatalf("fast track: ramdisk boots = %d, want 1 (no reboot for the deploy)", got)
 	}
 }

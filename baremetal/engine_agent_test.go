@@ -27,6 +27,11 @@ type agentHarness struct {
 // interface and boot simulated agents over real HTTP.
 func newAgentHarness(t *testing.T, opts baremetal.Options, agent func(string) *agenttest.Agent) *agentHarness {
 	t.Helper()
+	return newAgentHarnessWith(t, opts, baremetal.AgentSettings{}, agent)
+}
+
+func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremetal.AgentSettings, agent func(string) *agenttest.Agent) *agentHarness {
+	t.Helper()
 	store := openStore(t, false)
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
 	if err != nil {
@@ -66,7 +71,8 @@ func newAgentHarness(t *testing.T, opts baremetal.Options, agent func(string) *a
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	c, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client}, opts)
+	settings.Client = client
+	c, err := baremetal.New(store, reg, settings, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

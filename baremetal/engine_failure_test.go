@@ -289,7 +289,7 @@ func TestRescueUnrescueAdoptPower(t *testing.T) {
 
 func (h *harness) waitPower(uuid, want string) *baremetal.Node {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := h.store.GetNode(h.ctx, uuid)
 		h.must(err)

@@ -79,7 +79,7 @@ func newHarness(t *testing.T, store baremetal.Store, fake driver.FakeConfig, opt
 // waitFor waits until the node is in state with no reservation.
 func (h *harness) waitFor(uuid string, state statemachine.State) *baremetal.Node {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := h.store.GetNode(h.ctx, uuid)
 		if err != nil {

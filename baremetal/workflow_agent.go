@@ -347,7 +347,13 @@ func (c *Conductor) processNextStep(ctx context.Context, t *task, kind steps.Kin
 	if fresh {
 		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.AgentRebooted}))
 	}
-	last := cmds[len(cmds)-1]
+	// The step's command is the last one but for step listings the
+	// conductor itself may have asked for since (a refresh of the cache).
+	li := len(cmds) - 1
+	for li > 0 && cmds[li].Name == "get_"+string(kind)+"_steps" {
+		li--
+	}
+	last := cmds[li]
 	if last.Name != execName {
 		return nil
 	}
