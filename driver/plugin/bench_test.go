@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,9 +54,12 @@ func BenchmarkPowerStateRead(b *testing.B) {
 	})
 }
 
-// latencies runs op b.N times and reports p50 and p99 in microseconds.
+// latencies runs op b.N times and reports p50 and p99 in microseconds,
+// and the host process's CPU time per call (user+system, a figure that
+// depends less on how loaded the machine is than wall-clock latency).
 func latencies(b *testing.B, op func() error) {
 	d := make([]time.Duration, 0, b.N)
+	cpuStart := processCPU()
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -65,6 +69,7 @@ func latencies(b *testing.B, op func() error) {
 		d = append(d, time.Since(start))
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpuStart).Nanoseconds())/1e3/float64(b.N), "host-cpu-µs/op")
 	slices.Sort(d)
 	pct := func(p float64) float64 {
 		return float64(d[min(len(d)-1, int(float64(len(d))*p))].Nanoseconds()) / 1e3
@@ -96,4 +101,13 @@ func BenchmarkDiscoverDescribe10(b *testing.B) {
 		total += took
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/discover")
+}
+
+// processCPU returns the user+system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
