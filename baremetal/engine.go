@@ -26,7 +26,7 @@ const (
 	DefaultPowerRecoveryInterval   = 300 * time.Second
 	DefaultPowerStateSyncRetries   = 3
 	DefaultPowerStateChangeTimeout = 60 * time.Second
-	DefaultIntentPollInterval      = 10 * time.Second
+	DefaultIntentPollInterval      = 60 * time.Second
 	DefaultKeepaliveInterval       = 10 * time.Second
 	DefaultPeriodicMaxWorkers      = 8
 	DefaultMaxConductorWaitStep    = 30 * time.Second
@@ -85,7 +85,8 @@ type Options struct {
 	PeriodicMaxWorkers int
 	// IntentPollInterval paces the scan for accepted work this process was
 	// not told about (written by another process, or left behind); default
-	// 10 s; negative disables it.
+	// 60 s; negative disables it. Intents accepted by this process are
+	// handed to its workers at once and never wait for the poll.
 	IntentPollInterval time.Duration
 	// KeepaliveInterval paces the conductor row's keepalive; default 10 s.
 	KeepaliveInterval time.Duration

@@ -58,6 +58,9 @@ type task struct {
 	ports []*Port
 	// portsLoaded says ports were read from the store.
 	portsLoaded bool
+	// noPorts leaves ports out of the driver's view, for the power sync,
+	// whose power reads need none (Ironic loads ports lazily).
+	noPorts bool
 }
 
 func (c *Conductor) newTask(n *Node) *task { return &task{c: c, node: n} }
@@ -154,9 +157,12 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := t.loadPorts(ctx)
-	if err != nil {
-		return nil, err
+	var ps []*Port
+	if !t.noPorts {
+		ps, err = t.loadPorts(ctx)
+		if err != nil {
+			return nil, err
+		}
 	}
 	n := t.node
 	v := &driver.Task{

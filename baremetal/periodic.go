@@ -236,6 +236,7 @@ func (c *Conductor) SyncPowerStates(ctx context.Context) {
 
 func (c *Conductor) syncPowerState(ctx context.Context, shared *Node) {
 	t := c.newTask(shared.Clone())
+	t.noPorts = true
 	c.powerMu.Lock()
 	count := c.powerFailures[shared.UUID] + 1
 	c.powerMu.Unlock()
