@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -63,7 +65,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		return m.Run()
+		code := m.Run()
+		// Every test closes its hosts: no goroutine may outlive them.
+		if err := goleak.Find(); code == 0 && err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			return 1
+		}
+		return code
 	}()
 	os.Exit(code)
 }
