@@ -232,7 +232,7 @@ func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why st
 		return false, "its step progress cannot be read: " + describeErr(err)
 	}
 	if prog.Current == nil || prog.Current.IsZero() || prog.Index == nil {
-		return false, "no step was recorded as running"
+		return c.restart(ctx, t, kind, why)
 	}
 	s := *prog.Current
 	decision, reason := c.resumable(ctx, t, kind, s)
@@ -262,6 +262,38 @@ func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why st
 	return true, ""
 }
 
+// restart handles a run interrupted before its first step started (the
+// conductor was preparing it: validating, preparing the environment,
+// booting the ramdisk, all idempotent): a deploy or an automated clean is
+// started again from the beginning by writing its intent back on the node
+// and queueing it. Manual cleaning and servicing, whose requested steps
+// were consumed with the intent, are not restarted.
+func (c *Conductor) restart(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
+	n := t.node
+	var in intent
+	switch {
+	case kind == steps.Deploy:
+		in = intent{Op: opDeploy, RequestedAt: c.clock.Now()}
+		if user, ok := n.DriverInternalInfo[userStepsKey(steps.Deploy)]; ok && user != nil {
+			in.Args = map[string]any{"deploy_steps": user}
+		}
+	case kind == steps.Clean && n.TargetProvisionState != string(statemachine.Manageable):
+		in = intent{Op: opClean, RequestedAt: c.clock.Now()}
+	default:
+		return false, "no step was recorded as running and the requested steps are gone"
+	}
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo[intentKey] = in.encode()
+	if err := t.save(ctx); err != nil {
+		return false, "cannot record the restart: " + describeErr(err)
+	}
+	c.history(ctx, n.UUID, "takeover", string(kind),
+		fmt.Sprintf("%s; no step had started, restarting %s from the beginning", why, kindVerb(kind)), HistoryWarning)
+	c.countTakeover(c.cluster, "restarted")
+	c.queue.push(job{uuid: n.UUID})
+	return true, ""
+}
+
 type resumeDecision int
 
 const (
@@ -273,6 +305,7 @@ const (
 // resumable is the rule deciding whether a run interrupted at step s can
 // continue on a new owner:
 //
+//  0. No step started yet: see restart.
 //  1. Steps the conductor runs itself (power_on, power_off, reboot, hold,
 //     wait) are re-run: they are idempotent.
 //  2. An out-of-band step (declared by the node's implementation of the

@@ -364,3 +364,53 @@ func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
 		t.Fatalf("NodeOwner = %v, want ErrNoConductor", err)
 	}
 }
+
+// TestTakeoverRestartsRunsThatHadNotStarted: a deploy and an automated
+// clean interrupted before their first step start again from the
+// beginning on the new owner; a manual clean, whose requested steps are
+// gone, is failed with the reason.
+func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewManualClock(clusterEpoch)
+	s, _ := clusterStore(t, false, clock)
+	register(t, s, "ghost", "", driver.FakeHardware)
+	c := startMember(t, s, "survivor", driver.FakeConfig{}, baremetal.ClusterOptions{})
+	cases := []struct{ state, target, want string }{
+		{"deploying", "active", "active"},
+		{"cleaning", "available", "available"},
+		{"cleaning", "manageable", "clean failed"},
+	}
+	var ids []string
+	for _, tc := range cases {
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.ProvisionState, n.TargetProvisionState = tc.state, tc.target
+		if err := s.UpdateNode(ctx, n, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReserveNode(ctx, n.UUID, "ghost"); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, n.UUID)
+	}
+	clock.Advance(61 * time.Second)
+	if err := s.KeepaliveConductor(ctx, "survivor", true); err != nil {
+		t.Fatal(err)
+	}
+	c.CheckOrphanNodes(ctx)
+	for i, tc := range cases {
+		got := waitState(t, s, ids[i], statemachine.State(tc.want))
+		switch tc.want {
+		case "clean failed":
+			if !strings.Contains(got.LastError, "requested steps are gone") || !got.Maintenance {
+				t.Errorf("manual clean: last_error %q maintenance %v", got.LastError, got.Maintenance)
+			}
+		default:
+			if !historyHas(t, s, ids[i], "restarting") {
+				t.Errorf("%s: no history note of the restart", tc.state)
+			}
+		}
+	}
+}
