@@ -298,7 +298,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	stepRuns, overlaps, reruns := checkAgentSteps(t, lab, uuids)
-	resumed, failedTakeover, waited := countTakeovers(ctx, t, store, uuids)
+	resumed, failedTakeover, waited, restarted := countTakeovers(ctx, t, store, uuids)
 
 	// Figures.
 	sort.Slice(samples, func(i, j int) bool { return samples[i].latency < samples[j].latency })
@@ -309,8 +309,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: %d nodes, %d deploy/undeploy cycles in %.1fs; killed %v; final states %v", len(uuids), cycles, elapsed.Seconds(), killed, byState)
 	t.Logf("takeover: %d reservations of killed conductors moved on, p50 %.2fs, max %.2fs (bound: heartbeat timeout %s + check interval %s)",
 		len(samples), p50.Seconds(), pmax.Seconds(), heartbeatTimeout, orphanCheck)
-	t.Logf("interrupted operations: %d resumed at their step, %d waited for their agent, %d failed (documented state with last_error); %d nodes ended failed",
-		resumed, waited, failedTakeover, failedNodes)
+	t.Logf("interrupted operations: %d resumed at their step, %d waited for their agent, %d restarted (no step had started), %d failed (documented state with last_error); %d nodes ended failed",
+		resumed, waited, restarted, failedTakeover, failedNodes)
 	for r, k := range reasons {
 		t.Logf("failure reason (%d nodes): %s", k, r)
 	}
@@ -417,7 +417,7 @@ func checkAgentSteps(t *testing.T, lab *clusterlab.Lab, uuids []string) (runs, o
 }
 
 // countTakeovers reads the takeover notes of the nodes' history.
-func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uuids []string) (resumed, failed, waited int) {
+func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uuids []string) (resumed, failed, waited, restarted int) {
 	t.Helper()
 	for _, id := range uuids {
 		hs, err := store.ListHistory(ctx, id, 0)
@@ -432,10 +432,12 @@ func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uu
 				resumed++
 			case h.Event == "takeover" && strings.Contains(h.Message, "waiting for the agent"):
 				waited++
+			case h.Event == "takeover" && strings.Contains(h.Message, "restarting"):
+				restarted++
 			}
 		}
 	}
-	return resumed, failed, waited
+	return resumed, failed, waited, restarted
 }
 
 func logLevel() string {
