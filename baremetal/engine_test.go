@@ -227,3 +227,14 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func uniqueName(name string) string {
 	return fmt.Sprintf("%s-%x", name, time.Now().UnixNano()&0xffffffffff)
 }
+
+// openStoreB opens a fresh SQLite store for a benchmark.
+func openStoreB(b *testing.B) baremetal.Store {
+	b.Helper()
+	s, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "anvil.db"), sqlstore.Options{})
+	if err != nil {
+		b.Fatalf("OpenSQLite: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
