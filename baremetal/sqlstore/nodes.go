@@ -439,10 +439,11 @@ func (s *Store) explainConflict(ctx context.Context, n *baremetal.Node, holder s
 
 // TouchProvisioning implements baremetal.NodeStore.
 func (s *Store) TouchProvisioning(ctx context.Context, id string) error {
+	id = strings.ToLower(id)
 	var ps, tps string
 	var version int64
 	err := s.write(ctx, func(w writeTx) error {
-		return w.stmt(s.st.touch).QueryRowxContext(w.ctx, micros(s.now()), strings.ToLower(id)).Scan(&ps, &tps, &version)
+		return w.stmt(s.st.touch).QueryRowxContext(w.ctx, micros(s.now()), id).Scan(&ps, &tps, &version)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return &baremetal.NotFoundError{Kind: "node", Ident: id}
