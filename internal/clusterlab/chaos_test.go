@@ -28,6 +28,7 @@ const (
 	heartbeatTimeout = 3 * time.Second
 	orphanCheck      = time.Second
 	keepalive        = 500 * time.Millisecond
+	takeoverSlack    = 2 * time.Second
 )
 
 func chaosDSN(t *testing.T) string {
@@ -315,8 +316,14 @@ func TestChaos(t *testing.T) {
 		t.Logf("failure reason (%d nodes): %s", k, r)
 	}
 	t.Logf("agents: %d in-band step executions checked, %d concurrent, %d repeated within a boot", stepRuns, overlaps, reruns)
-	if bound := heartbeatTimeout + orphanCheck + 500*time.Millisecond; pmax > bound {
-		t.Errorf("takeover max %s exceeds heartbeat timeout + one check interval (+0.5 s of measurement slack) = %s", pmax, bound)
+	// The bound is the design's (a survivor sees the victim dead one
+	// heartbeat timeout after its last keepalive and breaks its locks at
+	// its next check); the slack absorbs a starved CPU on a shared CI
+	// machine, where keepalives and checks themselves run late.
+	if bound := heartbeatTimeout + orphanCheck + takeoverSlack; pmax > bound {
+		t.Errorf("takeover max %s exceeds heartbeat timeout + one check interval (+%s of scheduling slack) = %s", pmax, takeoverSlack, bound)
+	} else if pmax > heartbeatTimeout+orphanCheck {
+		t.Logf("note: takeover max %s is above heartbeat timeout + check interval, within the %s slack (machine load)", pmax, takeoverSlack)
 	}
 	if len(killed) != 3 {
 		t.Errorf("%d conductors killed, want 3", len(killed))
