@@ -43,6 +43,10 @@ var (
 	// ErrInjectedFailure is returned by the fake implementations when a
 	// test asks them to fail.
 	ErrInjectedFailure = errors.New("injected failure")
+	// ErrUnavailable means an implementation cannot work on this host
+	// because a prerequisite is missing (a tool not installed); see
+	// UnavailableError and AvailabilityReporter.
+	ErrUnavailable = errors.New("implementation unavailable")
 )
 
 // HardwareTypeNotFoundError says a hardware type is unknown or disabled and

@@ -40,6 +40,9 @@ const (
 	FakeNetworksKey         = "fake_networks"
 	FakeVolumesAttachedKey  = "fake_volumes_attached"
 	FakeStepsPreparedKey    = "fake_steps_prepared"
+	FakeNMICountKey         = "fake_nmi_count"
+	FakeIndicatorKey        = "fake_indicator"
+	FakeSecureBootKey       = "fake_secure_boot"
 	fakeDefaultFirmware     = "1.0.0"
 	fakeDefaultBIOSBootMode = "Uefi"
 )
@@ -261,6 +264,74 @@ func (f *FakeManagement) SetBootMode(ctx context.Context, t *Task, mode BootMode
 	}
 	t.SetDriverInternalInfo(FakeBootModeKey, string(mode))
 	return nil
+}
+
+// InjectNMI counts the interrupts in driver_internal_info.
+func (f *FakeManagement) InjectNMI(ctx context.Context, t *Task) error {
+	if err := f.begin(ctx, t, "inject_nmi"); err != nil {
+		return err
+	}
+	n, _ := t.DriverInternalInfo[FakeNMICountKey].(float64)
+	if i, ok := t.DriverInternalInfo[FakeNMICountKey].(int); ok {
+		n = float64(i)
+	}
+	t.SetDriverInternalInfo(FakeNMICountKey, n+1)
+	return nil
+}
+
+// GetIndicatorState returns the recorded indicator state (off by default).
+func (f *FakeManagement) GetIndicatorState(ctx context.Context, t *Task) (IndicatorState, error) {
+	if err := f.begin(ctx, t, "get_indicator_state"); err != nil {
+		return "", err
+	}
+	if s, ok := t.InternalString(FakeIndicatorKey); ok {
+		return IndicatorState(s), nil
+	}
+	return IndicatorOff, nil
+}
+
+// SetIndicatorState records state.
+func (f *FakeManagement) SetIndicatorState(ctx context.Context, t *Task, state IndicatorState) error {
+	if err := f.begin(ctx, t, "set_indicator_state"); err != nil {
+		return err
+	}
+	if !state.Valid() {
+		return &InvalidParameterError{Node: t.NodeUUID, Kind: KindManagement, Impl: Fake, Field: "args", Key: "state",
+			Expected: fmt.Sprintf("%q, %q or %q, got %q", IndicatorOn, IndicatorOff, IndicatorBlinking, state)}
+	}
+	t.SetDriverInternalInfo(FakeIndicatorKey, string(state))
+	return nil
+}
+
+// GetSecureBootState returns the recorded secure boot state (disabled by
+// default).
+func (f *FakeManagement) GetSecureBootState(ctx context.Context, t *Task) (bool, error) {
+	if err := f.begin(ctx, t, "get_secure_boot_state"); err != nil {
+		return false, err
+	}
+	on, _ := t.DriverInternalInfo[FakeSecureBootKey].(bool)
+	return on, nil
+}
+
+// SetSecureBootState records enabled.
+func (f *FakeManagement) SetSecureBootState(ctx context.Context, t *Task, enabled bool) error {
+	if err := f.begin(ctx, t, "set_secure_boot_state"); err != nil {
+		return err
+	}
+	t.SetDriverInternalInfo(FakeSecureBootKey, enabled)
+	return nil
+}
+
+// Sensors returns two fixed readings: a temperature and a fan.
+func (f *FakeManagement) Sensors(ctx context.Context, t *Task) ([]SensorReading, error) {
+	if err := f.begin(ctx, t, "get_sensors_data"); err != nil {
+		return nil, err
+	}
+	temp, fan := 38.0, 4200.0
+	return []SensorReading{
+		{Name: "CPU Temp", Type: SensorTemperature, Value: &temp, Units: "degrees C", Reading: "38 degrees C", Status: "ok"},
+		{Name: "Fan 1", Type: SensorFan, Value: &fan, Units: "RPM", Reading: "4200 RPM", Status: "ok"},
+	}, nil
 }
 
 // FakeBoot is the "fake" boot implementation; it records what it prepared.
@@ -806,6 +877,10 @@ func (f *FakeStorage) ShouldWriteImage(ctx context.Context, t *Task) (bool, erro
 var (
 	_ PowerInterface      = (*FakePower)(nil)
 	_ ManagementInterface = (*FakeManagement)(nil)
+	_ NMIInjector         = (*FakeManagement)(nil)
+	_ IndicatorManager    = (*FakeManagement)(nil)
+	_ SecureBootManager   = (*FakeManagement)(nil)
+	_ SensorReader        = (*FakeManagement)(nil)
 	_ BootModeManager     = (*FakeManagement)(nil)
 	_ BootInterface       = (*FakeBoot)(nil)
 	_ DeployInterface     = (*FakeDeploy)(nil)

@@ -12,4 +12,4 @@
 // interface of package driver changes.
 package drivermock
 
-//go:generate mockgen -destination=mocks.go -package=drivermock github.com/anvilmetal/anvil/driver Interface,PowerInterface,ManagementInterface,BootModeManager,BootInterface,DeployInterface,StepPreparer,InspectInterface,BIOSInterface,RAIDInterface,ConsoleInterface,VendorInterface,RescueInterface,FirmwareInterface,NetworkInterface,StorageInterface,StepProvider,StepRunner
+//go:generate mockgen -destination=mocks.go -package=drivermock github.com/anvilmetal/anvil/driver Interface,PowerInterface,ManagementInterface,BootModeManager,NMIInjector,IndicatorManager,SecureBootManager,SensorReader,AvailabilityReporter,BootInterface,DeployInterface,StepPreparer,InspectInterface,BIOSInterface,RAIDInterface,ConsoleInterface,VendorInterface,RescueInterface,FirmwareInterface,NetworkInterface,StorageInterface,StepProvider,StepRunner

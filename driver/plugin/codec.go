@@ -26,6 +26,8 @@ type invokeArgs struct {
 	HTTPMethod string                `json:"http_method,omitempty"`
 	Args       map[string]any        `json:"args,omitempty"`
 	Purpose    driver.NetworkPurpose `json:"purpose,omitempty"`
+	Indicator  driver.IndicatorState `json:"indicator,omitempty"`
+	Enabled    bool                  `json:"enabled,omitempty"`
 }
 
 func marshalMap(m map[string]any) ([]byte, error) {
@@ -190,9 +192,12 @@ func encodeError(err error) *pb.Error {
 		miss  *driver.MissingParameterError
 		inval *driver.InvalidParameterError
 		step  *driver.StepNotFoundError
+		unav  *driver.UnavailableError
 	)
 	var detail any
 	switch {
+	case errors.As(err, &unav):
+		out.Code, detail = pb.Error_UNAVAILABLE, unav
 	case errors.As(err, &unsup):
 		out.Code, detail = pb.Error_UNSUPPORTED, unsup
 	case errors.As(err, &miss):
@@ -243,6 +248,8 @@ func decodeError(pluginName string, in *pb.Error) error {
 		typed = decodeDetail[driver.InvalidParameterError](in.DetailJson, driver.ErrInvalidParameter)
 	case pb.Error_STEP_NOT_FOUND:
 		typed = decodeDetail[driver.StepNotFoundError](in.DetailJson, driver.ErrStepNotFound)
+	case pb.Error_UNAVAILABLE:
+		typed = decodeDetail[driver.UnavailableError](in.DetailJson, driver.ErrUnavailable)
 	case pb.Error_INJECTED_FAILURE:
 		typed = driver.ErrInjectedFailure
 	case pb.Error_CANCELED:

@@ -113,9 +113,13 @@ func TestCallsThroughPlugin(t *testing.T) {
 		t.Errorf("raid step did not record: %v", task.DriverInternalInfo)
 	}
 
-	// Optional capabilities survive the boundary on protocol 2.
+	// Optional capabilities survive the boundary on protocol 3.
 	if _, ok := drv.Management().(driver.BootModeManager); !ok {
 		t.Error("management proxy lost BootModeManager")
+	}
+	testManagementCapabilities(ctx, t, drv.Management(), task)
+	if err := driver.Available(drv.Power()); err != nil {
+		t.Errorf("fake power reported unavailable: %v", err)
 	}
 	if sp, ok := drv.Deploy().(driver.StepPreparer); !ok {
 		t.Error("deploy proxy lost StepPreparer")
@@ -208,7 +212,7 @@ func TestUnsupportedProtocolVersionIsRefused(t *testing.T) {
 	if pv.Plugin != "future" || len(pv.PluginVersions) != 2 || pv.PluginVersions[0] != 9 {
 		t.Errorf("error fields = %+v", pv)
 	}
-	for _, frag := range []string{"plugin future", "host accepts [2 1]", "plugin speaks [9 8]"} {
+	for _, frag := range []string{"plugin future", "host accepts [3 2]", "plugin speaks [9 8]"} {
 		if !strings.Contains(err.Error(), frag) {
 			t.Errorf("error %q lacks %q", err, frag)
 		}
@@ -239,11 +243,26 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := drv.Deploy().(driver.StepPreparer); ok {
-		t.Error("version-1 plugin offered StepPreparer, which needs protocol 2")
+	// Version 2 carries the step preparer and boot mode, not the
+	// capabilities of version 3.
+	if _, ok := drv.Deploy().(driver.StepPreparer); !ok {
+		t.Error("version-2 plugin lost StepPreparer")
 	}
-	if _, ok := drv.Management().(driver.BootModeManager); ok {
-		t.Error("version-1 plugin offered BootModeManager, which needs protocol 2")
+	m := drv.Management()
+	if _, ok := m.(driver.BootModeManager); !ok {
+		t.Error("version-2 plugin lost BootModeManager")
+	}
+	if _, ok := m.(driver.NMIInjector); ok {
+		t.Error("version-2 plugin offered NMIInjector, which needs protocol 3")
+	}
+	if _, ok := m.(driver.IndicatorManager); ok {
+		t.Error("version-2 plugin offered IndicatorManager, which needs protocol 3")
+	}
+	if _, ok := m.(driver.SecureBootManager); ok {
+		t.Error("version-2 plugin offered SecureBootManager, which needs protocol 3")
+	}
+	if _, ok := m.(driver.SensorReader); ok {
+		t.Error("version-2 plugin offered SensorReader, which needs protocol 3")
 	}
 	task := newTask()
 	if err := drv.Power().SetPowerState(context.Background(), task, driver.PowerOn, 0); err != nil {
@@ -511,4 +530,52 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// testManagementCapabilities exercises the fake management's optional
+// capabilities through m (a plugin proxy).
+func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.ManagementInterface, task *driver.Task) {
+	t.Helper()
+	nmi, ok := m.(driver.NMIInjector)
+	if !ok {
+		t.Fatal("management proxy lacks NMIInjector")
+	}
+	if err := nmi.InjectNMI(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := task.DriverInternalInfo[driver.FakeNMICountKey].(float64); n != 1 {
+		t.Errorf("nmi count = %v, want 1", task.DriverInternalInfo[driver.FakeNMICountKey])
+	}
+	ind, ok := m.(driver.IndicatorManager)
+	if !ok {
+		t.Fatal("management proxy lacks IndicatorManager")
+	}
+	if err := ind.SetIndicatorState(ctx, task, driver.IndicatorBlinking); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ind.GetIndicatorState(ctx, task); err != nil || s != driver.IndicatorBlinking {
+		t.Errorf("indicator = %q, %v; want blinking", s, err)
+	}
+	var inval *driver.InvalidParameterError
+	if err := ind.SetIndicatorState(ctx, task, "purple"); !errors.As(err, &inval) || inval.Key != "state" {
+		t.Errorf("bad indicator state = %v", err)
+	}
+	sb, ok := m.(driver.SecureBootManager)
+	if !ok {
+		t.Fatal("management proxy lacks SecureBootManager")
+	}
+	if err := sb.SetSecureBootState(ctx, task, true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := sb.GetSecureBootState(ctx, task); err != nil || !on {
+		t.Errorf("secure boot = %v, %v; want true", on, err)
+	}
+	sr, ok := m.(driver.SensorReader)
+	if !ok {
+		t.Fatal("management proxy lacks SensorReader")
+	}
+	r, err := sr.Sensors(ctx, task)
+	if err != nil || len(r) != 2 || r[0].Type != driver.SensorTemperature || r[0].Value == nil || *r[0].Value != 38 {
+		t.Errorf("sensors = %+v, %v", r, err)
+	}
 }

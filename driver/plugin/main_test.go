@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 			dst               *string
 		}{
 			{"fake", "github.com/anvilmetal/anvil/plugins/fake", "", &bins.fake},
-			{"old", "./testdata/versioned", "-X main.name=old -X main.protocolVersions=1 -X main.strayStdout=1", &bins.old},
+			{"old", "./testdata/versioned", "-X main.name=old -X main.protocolVersions=2 -X main.strayStdout=1", &bins.old},
 			{"future", "./testdata/versioned", "-X main.name=future -X main.protocolVersions=9,8", &bins.future},
 		}
 		// The builds run in parallel: each is mostly a link.

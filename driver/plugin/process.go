@@ -36,6 +36,11 @@ type Status struct {
 	Failures        int  // consecutive crashes or failed starts
 	LastError       error
 	RetryAt         time.Time // next start attempt when not running after a failure
+	// Unavailable maps "kind/name" of each implementation that cannot work
+	// on the plugin's host to the reason the plugin gave (a missing tool);
+	// nil when every implementation is available. Calls to those
+	// implementations fail with an error matching driver.ErrUnavailable.
+	Unavailable map[string]string
 }
 
 // instance is one running plugin process.
@@ -88,6 +93,14 @@ func (p *Plugin) Status() Status {
 	s := Status{Name: p.name, Path: p.path, Failures: p.failures, LastError: p.lastErr, Healthy: p.healthy && p.cur != nil}
 	if p.desc != nil {
 		s.Version = p.desc.Version
+		for _, i := range p.desc.Implementations {
+			if i.Unavailable != "" {
+				if s.Unavailable == nil {
+					s.Unavailable = map[string]string{}
+				}
+				s.Unavailable[i.Kind+"/"+i.Name] = i.Unavailable
+			}
+		}
 	}
 	if p.starts > 1 {
 		s.Restarts = p.starts - 1

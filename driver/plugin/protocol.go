@@ -11,10 +11,13 @@ import (
 )
 
 // Protocol versions. The host accepts the current version and the one
-// before it; version 1 lacks the step_preparer and boot_mode operations.
+// before it. Version 2 lacks the management capabilities nmi, indicator,
+// secure_boot and sensors and the implementations' unavailable reasons
+// (a version-2 plugin never advertises them); version 1, no longer
+// accepted, also lacked step_preparer and boot_mode.
 const (
-	ProtocolVersion         = 2
-	PreviousProtocolVersion = 1
+	ProtocolVersion         = 3
+	PreviousProtocolVersion = 2
 )
 
 // HostProtocolVersions returns the protocol versions the host accepts,
@@ -48,6 +51,10 @@ const (
 	capStepRunner   = "step_runner"
 	capStepPreparer = "step_preparer"
 	capBootMode     = "boot_mode"
+	capNMI          = "nmi"
+	capIndicator    = "indicator"
+	capSecureBoot   = "secure_boot"
+	capSensors      = "sensors"
 )
 
 // capabilitySince is the first protocol version that carries a capability.
@@ -55,6 +62,8 @@ func capabilitySince(c string) int {
 	switch c {
 	case capStepPreparer, capBootMode:
 		return 2
+	case capNMI, capIndicator, capSecureBoot, capSensors:
+		return 3
 	}
 	return 1
 }

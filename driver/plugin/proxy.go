@@ -57,14 +57,20 @@ func (p *Plugin) newProxy(i *pb.Implementation, version int) (driver.Interface, 
 	}
 	has := func(c string) bool { return slices.Contains(i.Capabilities, c) && capabilitySince(c) <= version }
 	x.runner = has(capStepRunner)
+	if i.Unavailable != "" {
+		x.unavailable = &driver.UnavailableError{Kind: x.kind, Impl: x.name, Reason: i.Unavailable}
+	}
 	switch x.kind {
 	case driver.KindPower:
 		return powerProxy{x}, nil
 	case driver.KindManagement:
-		if has(capBootMode) {
-			return bootModeProxy{managementProxy{x}}, nil
+		var mask uint
+		for bit, c := range []string{capBootMode, capNMI, capIndicator, capSecureBoot, capSensors} {
+			if has(c) {
+				mask |= 1 << bit
+			}
 		}
-		return managementProxy{x}, nil
+		return managementWithCaps(managementProxy{x}, mask), nil
 	case driver.KindBoot:
 		return bootProxy{x}, nil
 	case driver.KindDeploy:
@@ -104,10 +110,17 @@ type proxy struct {
 	steps   map[steps.Kind][]steps.Step
 	methods []driver.VendorMethod
 	runner  bool
+	// unavailable is why the implementation cannot work on the plugin's
+	// host, as described; nil when it can.
+	unavailable error
 }
 
 // Properties returns the described properties.
 func (x *proxy) Properties() []driver.Property { return slices.Clone(x.props) }
+
+// Unavailable returns the *driver.UnavailableError the plugin described
+// for the implementation, or nil.
+func (x *proxy) Unavailable() error { return x.unavailable }
 
 // Validate runs the plugin's Validate.
 func (x *proxy) Validate(ctx context.Context, t *driver.Task) error {
@@ -199,16 +212,57 @@ func (x managementProxy) GetBootDevice(ctx context.Context, t *driver.Task) (dri
 	return s, err
 }
 
-type bootModeProxy struct{ managementProxy }
+//go:generate go run ./internal/gencaps
 
-func (x bootModeProxy) GetBootMode(ctx context.Context, t *driver.Task) (driver.BootMode, error) {
+// The optional management capabilities, combined with a managementProxy
+// by managementWithCaps (capcombos.go, generated). They hold the proxy in
+// a named field so that its methods are promoted only once.
+type (
+	bootModeCap   struct{ x *proxy }
+	nmiCap        struct{ x *proxy }
+	indicatorCap  struct{ x *proxy }
+	secureBootCap struct{ x *proxy }
+	sensorsCap    struct{ x *proxy }
+)
+
+func (c bootModeCap) GetBootMode(ctx context.Context, t *driver.Task) (driver.BootMode, error) {
 	var m driver.BootMode
-	err := x.call(ctx, t, opGetBootMode, nil, &m)
+	err := c.x.call(ctx, t, opGetBootMode, nil, &m)
 	return m, err
 }
 
-func (x bootModeProxy) SetBootMode(ctx context.Context, t *driver.Task, mode driver.BootMode) error {
-	return x.call(ctx, t, opSetBootMode, &invokeArgs{Mode: mode}, nil)
+func (c bootModeCap) SetBootMode(ctx context.Context, t *driver.Task, mode driver.BootMode) error {
+	return c.x.call(ctx, t, opSetBootMode, &invokeArgs{Mode: mode}, nil)
+}
+
+func (c nmiCap) InjectNMI(ctx context.Context, t *driver.Task) error {
+	return c.x.call(ctx, t, opInjectNMI, nil, nil)
+}
+
+func (c indicatorCap) GetIndicatorState(ctx context.Context, t *driver.Task) (driver.IndicatorState, error) {
+	var s driver.IndicatorState
+	err := c.x.call(ctx, t, opGetIndicatorState, nil, &s)
+	return s, err
+}
+
+func (c indicatorCap) SetIndicatorState(ctx context.Context, t *driver.Task, state driver.IndicatorState) error {
+	return c.x.call(ctx, t, opSetIndicatorState, &invokeArgs{Indicator: state}, nil)
+}
+
+func (c secureBootCap) GetSecureBootState(ctx context.Context, t *driver.Task) (bool, error) {
+	var on bool
+	err := c.x.call(ctx, t, opGetSecureBootState, nil, &on)
+	return on, err
+}
+
+func (c secureBootCap) SetSecureBootState(ctx context.Context, t *driver.Task, enabled bool) error {
+	return c.x.call(ctx, t, opSetSecureBootState, &invokeArgs{Enabled: enabled}, nil)
+}
+
+func (c sensorsCap) Sensors(ctx context.Context, t *driver.Task) ([]driver.SensorReading, error) {
+	var r []driver.SensorReading
+	err := c.x.call(ctx, t, opGetSensorsData, nil, &r)
+	return r, err
 }
 
 type bootProxy struct{ *proxy }
@@ -365,21 +419,26 @@ func (x storageProxy) ShouldWriteImage(ctx context.Context, t *driver.Task) (boo
 
 // Interface guards.
 var (
-	_ driver.PowerInterface      = powerProxy{}
-	_ driver.StepProvider        = powerProxy{}
-	_ driver.StepRunner          = powerProxy{}
-	_ driver.ManagementInterface = managementProxy{}
-	_ driver.BootModeManager     = bootModeProxy{}
-	_ driver.BootInterface       = bootProxy{}
-	_ driver.DeployInterface     = deployProxy{}
-	_ driver.StepPreparer        = preparerProxy{}
-	_ driver.InspectInterface    = inspectProxy{}
-	_ driver.BIOSInterface       = biosProxy{}
-	_ driver.RAIDInterface       = raidProxy{}
-	_ driver.ConsoleInterface    = consoleProxy{}
-	_ driver.VendorInterface     = vendorProxy{}
-	_ driver.RescueInterface     = rescueProxy{}
-	_ driver.FirmwareInterface   = firmwareProxy{}
-	_ driver.NetworkInterface    = networkProxy{}
-	_ driver.StorageInterface    = storageProxy{}
+	_ driver.PowerInterface       = powerProxy{}
+	_ driver.StepProvider         = powerProxy{}
+	_ driver.StepRunner           = powerProxy{}
+	_ driver.ManagementInterface  = managementProxy{}
+	_ driver.BootModeManager      = bootModeCap{}
+	_ driver.NMIInjector          = nmiCap{}
+	_ driver.IndicatorManager     = indicatorCap{}
+	_ driver.SecureBootManager    = secureBootCap{}
+	_ driver.SensorReader         = sensorsCap{}
+	_ driver.AvailabilityReporter = powerProxy{}
+	_ driver.BootInterface        = bootProxy{}
+	_ driver.DeployInterface      = deployProxy{}
+	_ driver.StepPreparer         = preparerProxy{}
+	_ driver.InspectInterface     = inspectProxy{}
+	_ driver.BIOSInterface        = biosProxy{}
+	_ driver.RAIDInterface        = raidProxy{}
+	_ driver.ConsoleInterface     = consoleProxy{}
+	_ driver.VendorInterface      = vendorProxy{}
+	_ driver.RescueInterface      = rescueProxy{}
+	_ driver.FirmwareInterface    = firmwareProxy{}
+	_ driver.NetworkInterface     = networkProxy{}
+	_ driver.StorageInterface     = storageProxy{}
 )

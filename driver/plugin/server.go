@@ -194,8 +194,28 @@ func (s *server) describe() (*pb.DescribeResponse, error) {
 		if _, ok := i.Impl.(driver.StepPreparer); ok && i.Kind == driver.KindDeploy {
 			pi.Capabilities = append(pi.Capabilities, capStepPreparer)
 		}
-		if _, ok := i.Impl.(driver.BootModeManager); ok && i.Kind == driver.KindManagement {
-			pi.Capabilities = append(pi.Capabilities, capBootMode)
+		if i.Kind == driver.KindManagement {
+			for _, c := range []struct {
+				name string
+				ok   bool
+			}{
+				{capBootMode, is[driver.BootModeManager](i.Impl)},
+				{capNMI, is[driver.NMIInjector](i.Impl)},
+				{capIndicator, is[driver.IndicatorManager](i.Impl)},
+				{capSecureBoot, is[driver.SecureBootManager](i.Impl)},
+				{capSensors, is[driver.SensorReader](i.Impl)},
+			} {
+				if c.ok {
+					pi.Capabilities = append(pi.Capabilities, c.name)
+				}
+			}
+		}
+		if err := driver.Available(i.Impl); err != nil {
+			pi.Unavailable = err.Error()
+			var ue *driver.UnavailableError
+			if errors.As(err, &ue) {
+				pi.Unavailable = ue.Reason
+			}
 		}
 		out.Implementations = append(out.Implementations, pi)
 	}
@@ -230,6 +250,12 @@ func (s *server) Invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 		}
 	}
 	return resp, nil
+}
+
+// is reports whether impl implements T.
+func is[T any](impl driver.Interface) bool {
+	_, ok := impl.(T)
+	return ok
 }
 
 // dispatch runs one operation on impl. The result must be JSON-encodable.
@@ -281,6 +307,36 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 				return bm.GetBootMode(ctx, t)
 			}
 			return nil, bm.SetBootMode(ctx, t, a.Mode)
+		case opInjectNMI:
+			n, ok := impl.(driver.NMIInjector)
+			if !ok {
+				return nil, unsupported()
+			}
+			return nil, n.InjectNMI(ctx, t)
+		case opGetIndicatorState, opSetIndicatorState:
+			im, ok := impl.(driver.IndicatorManager)
+			if !ok {
+				return nil, unsupported()
+			}
+			if op == opGetIndicatorState {
+				return im.GetIndicatorState(ctx, t)
+			}
+			return nil, im.SetIndicatorState(ctx, t, a.Indicator)
+		case opGetSecureBootState, opSetSecureBootState:
+			sb, ok := impl.(driver.SecureBootManager)
+			if !ok {
+				return nil, unsupported()
+			}
+			if op == opGetSecureBootState {
+				return sb.GetSecureBootState(ctx, t)
+			}
+			return nil, sb.SetSecureBootState(ctx, t, a.Enabled)
+		case opGetSensorsData:
+			sr, ok := impl.(driver.SensorReader)
+			if !ok {
+				return nil, unsupported()
+			}
+			return sr.Sensors(ctx, t)
 		}
 	case driver.KindBoot:
 		i := impl.(driver.BootInterface)
@@ -396,6 +452,12 @@ const (
 	opGetBootDevice           = "get_boot_device"
 	opGetBootMode             = "get_boot_mode"
 	opSetBootMode             = "set_boot_mode"
+	opInjectNMI               = "inject_nmi"
+	opGetIndicatorState       = "get_indicator_state"
+	opSetIndicatorState       = "set_indicator_state"
+	opGetSecureBootState      = "get_secure_boot_state"
+	opSetSecureBootState      = "set_secure_boot_state"
+	opGetSensorsData          = "get_sensors_data"
 	opPrepareRamdisk          = "prepare_ramdisk"
 	opCleanUpRamdisk          = "clean_up_ramdisk"
 	opPrepareInstance         = "prepare_instance"

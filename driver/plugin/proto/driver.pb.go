@@ -1,7 +1,9 @@
 // Wire protocol between the Anvil host and an out-of-process driver
-// plugin, served through hashicorp/go-plugin over gRPC. Protocol version 2
-// is current; version 1 lacks the operations marked "since 2" (the host
-// never sends them to a version-1 plugin). Payloads whose shape belongs to
+// plugin, served through hashicorp/go-plugin over gRPC. Protocol version 3
+// is current and version 2 the previous one the host still accepts;
+// version 2 lacks what is marked "since 3" (a version-2 plugin never
+// advertises those capabilities and the host never sends their
+// operations), version 1 what is marked "since 2". Payloads whose shape belongs to
 // package driver or package steps (maps, steps, vendor results) travel as
 // JSON bytes so that those packages can grow without a protocol change.
 
@@ -39,6 +41,7 @@ const (
 	Error_INJECTED_FAILURE  Error_Code = 5
 	Error_CANCELED          Error_Code = 6
 	Error_DEADLINE_EXCEEDED Error_Code = 7
+	Error_UNAVAILABLE       Error_Code = 8 // since 3
 )
 
 // Enum value maps for Error_Code.
@@ -52,6 +55,7 @@ var (
 		5: "INJECTED_FAILURE",
 		6: "CANCELED",
 		7: "DEADLINE_EXCEEDED",
+		8: "UNAVAILABLE",
 	}
 	Error_Code_value = map[string]int32{
 		"UNKNOWN":           0,
@@ -62,6 +66,7 @@ var (
 		"INJECTED_FAILURE":  5,
 		"CANCELED":          6,
 		"DEADLINE_EXCEEDED": 7,
+		"UNAVAILABLE":       8,
 	}
 )
 
@@ -386,8 +391,12 @@ type Implementation struct {
 	// JSON array of driver.VendorMethod (vendor implementations only).
 	VendorMethodsJson []byte `protobuf:"bytes,5,opt,name=vendor_methods_json,json=vendorMethodsJson,proto3" json:"vendor_methods_json,omitempty"`
 	// Optional capabilities: "step_runner", "step_preparer" (since 2),
-	// "boot_mode" (since 2).
-	Capabilities  []string `protobuf:"bytes,6,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// "boot_mode" (since 2), "nmi", "indicator", "secure_boot", "sensors"
+	// (management, since 3).
+	Capabilities []string `protobuf:"bytes,6,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// Why the implementation cannot work on the plugin's host (a missing
+	// tool); empty when it is available. Since 3.
+	Unavailable   string `protobuf:"bytes,7,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +471,13 @@ func (x *Implementation) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *Implementation) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
 }
 
 // Task is driver.Task; map-valued fields are JSON objects.
@@ -898,7 +914,7 @@ const file_driver_proto_rawDesc = "" +
 	"\bProperty\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1a\n" +
-	"\brequired\x18\x03 \x01(\bR\brequired\"\xea\x01\n" +
+	"\brequired\x18\x03 \x01(\bR\brequired\"\x8c\x02\n" +
 	"\x0eImplementation\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12=\n" +
@@ -908,7 +924,8 @@ const file_driver_proto_rawDesc = "" +
 	"\n" +
 	"steps_json\x18\x04 \x01(\fR\tstepsJson\x12.\n" +
 	"\x13vendor_methods_json\x18\x05 \x01(\fR\x11vendorMethodsJson\x12\"\n" +
-	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\"\x94\x04\n" +
+	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\x12 \n" +
+	"\vunavailable\x18\a \x01(\tR\vunavailable\"\x94\x04\n" +
 	"\x04Task\x12\x1b\n" +
 	"\tnode_uuid\x18\x01 \x01(\tR\bnodeUuid\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12#\n" +
@@ -951,12 +968,12 @@ const file_driver_proto_rawDesc = "" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x126\n" +
 	"\achanges\x18\x02 \x01(\v2\x1c.anvil.driver.plugin.ChangesR\achanges\x120\n" +
-	"\x05error\x18\x03 \x01(\v2\x1a.anvil.driver.plugin.ErrorR\x05error\"\x9b\x02\n" +
+	"\x05error\x18\x03 \x01(\v2\x1a.anvil.driver.plugin.ErrorR\x05error\"\xac\x02\n" +
 	"\x05Error\x123\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1f.anvil.driver.plugin.Error.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
 	"\vdetail_json\x18\x03 \x01(\fR\n" +
-	"detailJson\"\xa1\x01\n" +
+	"detailJson\"\xb2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aUNKNOWN\x10\x00\x12\x0f\n" +
 	"\vUNSUPPORTED\x10\x01\x12\x15\n" +
@@ -965,7 +982,8 @@ const file_driver_proto_rawDesc = "" +
 	"\x0eSTEP_NOT_FOUND\x10\x04\x12\x14\n" +
 	"\x10INJECTED_FAILURE\x10\x05\x12\f\n" +
 	"\bCANCELED\x10\x06\x12\x15\n" +
-	"\x11DEADLINE_EXCEEDED\x10\a2\xb4\x01\n" +
+	"\x11DEADLINE_EXCEEDED\x10\a\x12\x0f\n" +
+	"\vUNAVAILABLE\x10\b2\xb4\x01\n" +
 	"\x06Driver\x12W\n" +
 	"\bDescribe\x12$.anvil.driver.plugin.DescribeRequest\x1a%.anvil.driver.plugin.DescribeResponse\x12Q\n" +
 	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB7Z5github.com/anvilmetal/anvil/driver/plugin/proto;protob\x06proto3"

@@ -1,7 +1,9 @@
 // Wire protocol between the Anvil host and an out-of-process driver
-// plugin, served through hashicorp/go-plugin over gRPC. Protocol version 2
-// is current; version 1 lacks the operations marked "since 2" (the host
-// never sends them to a version-1 plugin). Payloads whose shape belongs to
+// plugin, served through hashicorp/go-plugin over gRPC. Protocol version 3
+// is current and version 2 the previous one the host still accepts;
+// version 2 lacks what is marked "since 3" (a version-2 plugin never
+// advertises those capabilities and the host never sends their
+// operations), version 1 what is marked "since 2". Payloads whose shape belongs to
 // package driver or package steps (maps, steps, vendor results) travel as
 // JSON bytes so that those packages can grow without a protocol change.
 

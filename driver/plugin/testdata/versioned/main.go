@@ -1,7 +1,7 @@
 // Command versioned is a test plugin that serves the built-in fake
 // implementations under the protocol versions set at link time, e.g.
 //
-//	go build -ldflags "-X main.name=old -X main.protocolVersions=1" ./driver/plugin/testdata/versioned
+//	go build -ldflags "-X main.name=old -X main.protocolVersions=2" ./driver/plugin/testdata/versioned
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 // Set with -ldflags -X.
 var (
 	name             = "versioned"
-	protocolVersions = "2,1"
+	protocolVersions = "3,2"
 	// strayStdout, when "1", makes the plugin write to stdout once it is
 	// serving, which plugins must not do; the host logs it as a warning.
 	strayStdout = ""
