@@ -63,6 +63,14 @@ func (s *syncBuffer) String() string {
 
 func load(t testing.TB, logs *syncBuffer) map[driver.Kind]driver.Interface {
 	t.Helper()
+	impls, _ := loadPlugin(t, logs)
+	return impls
+}
+
+// loadPlugin starts the plugin under a fresh host and returns its
+// implementations and the plugin handle.
+func loadPlugin(t testing.TB, logs *syncBuffer) (map[driver.Kind]driver.Interface, *plugin.Plugin) {
+	t.Helper()
 	var logger hclog.Logger
 	if logs != nil {
 		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
@@ -90,7 +98,7 @@ func load(t testing.TB, logs *syncBuffer) map[driver.Kind]driver.Interface {
 	if len(out) != 3 {
 		t.Fatalf("implementations %v", out)
 	}
-	return out
+	return out, p
 }
 
 func simTask(b *ipmisim.BMC, password string) *driver.Task {
@@ -114,12 +122,77 @@ func TestUnavailableWithoutIpmitool(t *testing.T) {
 	if _, err := impls[driver.KindPower].(driver.PowerInterface).GetPowerState(context.Background(), tk); err == nil || !strings.Contains(err.Error(), "install the ipmitool package") {
 		t.Fatalf("power state: %v", err)
 	}
+	if !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("power state error does not match driver.ErrUnavailable: %v", err)
+	}
+	for k, impl := range impls {
+		var ue *driver.UnavailableError
+		if err := driver.Available(impl); !errors.As(err, &ue) || ue.Kind != k || !strings.Contains(ue.Reason, "ipmitool is not installed") {
+			t.Errorf("%s: host sees availability %v", k, err)
+		}
+	}
 	if !strings.Contains(logs.String(), "unavailable on this host") {
 		t.Fatalf("the plugin did not log why it is unavailable:\n%s", logs.String())
 	}
 	var miss *driver.MissingParameterError
 	if err := impls[driver.KindManagement].Validate(context.Background(), &driver.Task{NodeUUID: "n1"}); !errors.As(err, &miss) || miss.Missing[0] != "ipmi_address" {
 		t.Fatalf("typed error across the boundary: %#v", err)
+	}
+}
+
+// TestUnavailableWithoutIpmitoolOnPath starts the plugin with a PATH that
+// lacks ipmitool: the host's status of the plugin lists every
+// implementation as unavailable with the reason.
+func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
+	t.Setenv("ANVIL_IPMITOOL_PATH", "")
+	t.Setenv("PATH", t.TempDir())
+	impls, p := loadPlugin(t, nil)
+	st := p.Status()
+	for _, k := range []driver.Kind{driver.KindPower, driver.KindManagement, driver.KindVendor} {
+		reason := st.Unavailable[string(k)+"/"+ipmitool.ImplIPMITool]
+		if !strings.Contains(reason, "ipmitool is not installed") || !strings.Contains(reason, "install the ipmitool package") {
+			t.Errorf("status of %s: unavailable %q", k, reason)
+		}
+	}
+	_, err := impls[driver.KindManagement].(driver.SensorReader).Sensors(context.Background(), &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}})
+	var ue *driver.UnavailableError
+	if !errors.As(err, &ue) || ue.Kind != driver.KindManagement || ue.Impl != ipmitool.ImplIPMITool {
+		t.Fatalf("sensors without ipmitool: %#v", err)
+	}
+}
+
+// TestManagementCapabilitiesThroughPlugin reaches the NMI and sensor
+// capabilities through the plugin process, against ipmi_sim. The
+// simulator has no sensor data repository (an empty list, not an error)
+// and no diagnostic interrupt in its chassis control (a typed command
+// error naming the ipmitool command, quickly, not a hang).
+func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
+	ipmisim.Require(t)
+	bmc := ipmisim.Start(t, ipmisim.Options{})
+	impls := load(t, nil)
+	m := impls[driver.KindManagement]
+	if err := driver.Available(m); err != nil {
+		t.Fatalf("available: %v", err)
+	}
+	if _, ok := m.(driver.IndicatorManager); ok {
+		t.Error("ipmitool management offers IndicatorManager, which it does not implement")
+	}
+	sr, ok := m.(driver.SensorReader)
+	if !ok {
+		t.Fatal("no SensorReader through the plugin")
+	}
+	tk := simTask(bmc, bmc.Password)
+	if r, err := sr.Sensors(context.Background(), tk); err != nil || len(r) != 0 {
+		t.Fatalf("sensors of the simulator: %+v, %v", r, err)
+	}
+	nmi, ok := m.(driver.NMIInjector)
+	if !ok {
+		t.Fatal("no NMIInjector through the plugin")
+	}
+	var remote *plugin.RemoteError
+	err := nmi.InjectNMI(context.Background(), tk)
+	if !errors.As(err, &remote) || !strings.Contains(err.Error(), "chassis power diag") || errors.Is(err, driver.ErrUnsupported) {
+		t.Fatalf("nmi on the simulator: %v", err)
 	}
 }
 

@@ -92,10 +92,18 @@ func (b base) Validate(ctx context.Context, t *driver.Task) error {
 	if err != nil {
 		return err
 	}
-	if b.d.missingErr != nil {
-		return b.wrap(t, "validate", b.d.missingErr)
+	if err := b.Unavailable(); err != nil {
+		return b.wrap(t, "validate", err)
 	}
 	return nil
+}
+
+// Unavailable returns a *driver.UnavailableError (wrapping
+// ErrNotInstalled) when ipmitool is not installed, or nil. Through the
+// plugin it is carried in the describe, so the host reports the
+// implementation unavailable.
+func (b base) Unavailable() error {
+	return driver.NewUnavailableError(b.kind, ImplIPMITool, b.d.missingErr)
 }
 
 func (b base) info(t *driver.Task) (Info, error) {
@@ -115,8 +123,8 @@ func (b base) client(t *driver.Task) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.d.missingErr != nil {
-		return nil, b.wrap(t, "connect", b.d.missingErr)
+	if err := b.Unavailable(); err != nil {
+		return nil, b.wrap(t, "connect", err)
 	}
 	c, err := New(info, b.d.opts)
 	if err != nil {
@@ -254,7 +262,47 @@ func (m *ManagementImpl) InjectNMI(ctx context.Context, t *driver.Task) error {
 	return m.wrap(t, "inject nmi", c.NMI(ctx))
 }
 
-// SensorsData reads the BMC's sensors.
+// Sensors reads the BMC's sensor data repository ("sdr elist full") as
+// typed readings: the type is taken from the unit (degrees C is a
+// temperature, RPM a fan, Volts a voltage, Amps a current, Watts a
+// power reading), and a reading that is not a number ("No Reading", a
+// discrete state) has no Value. A BMC without sensors yields none.
+func (m *ManagementImpl) Sensors(ctx context.Context, t *driver.Task) ([]driver.SensorReading, error) {
+	raw, err := m.SensorsData(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]driver.SensorReading, 0, len(raw))
+	for _, s := range raw {
+		out = append(out, typedSensor(s))
+	}
+	return out, nil
+}
+
+// typedSensor converts one parsed sdr line.
+func typedSensor(s Sensor) driver.SensorReading {
+	r := driver.SensorReading{Name: s.Name, Type: driver.SensorOther, Status: s.Status, Reading: strings.TrimSpace(s.Reading + " " + s.Unit)}
+	v, err := strconv.ParseFloat(s.Reading, 64)
+	if err != nil {
+		return r
+	}
+	r.Value, r.Units = &v, s.Unit
+	switch u := strings.ToLower(s.Unit); {
+	case strings.Contains(u, "degrees"):
+		r.Type = driver.SensorTemperature
+	case u == "rpm":
+		r.Type = driver.SensorFan
+	case strings.HasPrefix(u, "volt"):
+		r.Type = driver.SensorVoltage
+	case strings.HasPrefix(u, "amp"):
+		r.Type = driver.SensorCurrent
+	case strings.HasPrefix(u, "watt"):
+		r.Type = driver.SensorPower
+	}
+	return r
+}
+
+// SensorsData reads the BMC's sensors as ipmitool prints them.
 func (m *ManagementImpl) SensorsData(ctx context.Context, t *driver.Task) ([]Sensor, error) {
 	c, err := m.client(t)
 	if err != nil {
@@ -353,9 +401,14 @@ func parseRawArg(s string) ([]byte, error) {
 
 // Compile-time checks.
 var (
-	_ driver.PowerInterface      = (*PowerImpl)(nil)
-	_ driver.ManagementInterface = (*ManagementImpl)(nil)
-	_ driver.StepProvider        = (*ManagementImpl)(nil)
-	_ driver.StepRunner          = (*ManagementImpl)(nil)
-	_ driver.VendorInterface     = (*VendorImpl)(nil)
+	_ driver.PowerInterface       = (*PowerImpl)(nil)
+	_ driver.ManagementInterface  = (*ManagementImpl)(nil)
+	_ driver.StepProvider         = (*ManagementImpl)(nil)
+	_ driver.StepRunner           = (*ManagementImpl)(nil)
+	_ driver.NMIInjector          = (*ManagementImpl)(nil)
+	_ driver.SensorReader         = (*ManagementImpl)(nil)
+	_ driver.AvailabilityReporter = (*ManagementImpl)(nil)
+	_ driver.AvailabilityReporter = (*PowerImpl)(nil)
+	_ driver.AvailabilityReporter = (*VendorImpl)(nil)
+	_ driver.VendorInterface      = (*VendorImpl)(nil)
 )

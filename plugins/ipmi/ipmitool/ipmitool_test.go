@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 )
 
@@ -191,4 +192,32 @@ func TestAgainstSimulator(t *testing.T) {
 			t.Fatalf("want a CommandError without the password, got %v", err)
 		}
 	})
+}
+
+func TestTypedSensors(t *testing.T) {
+	s := parseSensors("CPU Temp | 30h | ok | 3.1 | 45 degrees C\nFan 1 | 31h | ns | 29.1 | No Reading\nSys Fan | 32h | ok | 29.2 | 4200 RPM\n12V | 33h | ok | 7.1 | 12.10 Volts\nPSU | 34h | ok | 10.1 | 180 Watts\nIn | 35h | ok | 10.2 | 1.5 Amps\nIntrusion | 36h | ok | 23.1 | 0x00")
+	var got []driver.SensorReading
+	for _, x := range s {
+		got = append(got, typedSensor(x))
+	}
+	want := []struct {
+		typ   driver.SensorType
+		value float64 // -1: none
+		units string
+	}{
+		{driver.SensorTemperature, 45, "degrees C"}, {driver.SensorOther, -1, ""}, {driver.SensorFan, 4200, "RPM"},
+		{driver.SensorVoltage, 12.1, "Volts"}, {driver.SensorPower, 180, "Watts"}, {driver.SensorCurrent, 1.5, "Amps"}, {driver.SensorOther, -1, ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d readings: %+v", len(got), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Type != w.typ || g.Units != w.units || (w.value < 0) != (g.Value == nil) || (g.Value != nil && *g.Value != w.value) {
+			t.Errorf("%s: %+v, want %+v", g.Name, g, w)
+		}
+	}
+	if got[1].Reading != "No Reading" || got[1].Status != "ns" {
+		t.Errorf("no-reading sensor: %+v", got[1])
+	}
 }
