@@ -47,14 +47,17 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 //     cleared, with a node history note and last_error saying why;
 //   - deploying, cleaning and servicing are resumed from the persisted
 //     step index when the interrupted step is safe to re-run (see
-//     resumable), and failed as Ironic does otherwise (cleaning also puts
-//     the node in maintenance);
+//     resumable), restarted when no step had started (see restart), and
+//     failed as Ironic does otherwise (cleaning also puts the node in
+//     maintenance);
 //   - the other active states (verifying, inspecting, rescuing, deleting,
 //     ...) are failed as a conductor start-up fails them, so nothing is
 //     left stuck;
 //   - wait and hold states are left alone: the next agent heartbeat is
 //     processed by the new owner, since all progress is in the database.
 //
+// A conductor restarted under the same hostname leaves the nodes it finds
+// interrupted to this task too, so both paths follow the same rule.
 // It is a periodic task; tests call it directly.
 func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
 	if c.breakOrphans(ctx) {
