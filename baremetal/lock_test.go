@@ -43,7 +43,7 @@ func (s *lockedStore) count() int {
 // drive advances clock by step each time AcquireNode waits, until done.
 func drive[T any](t *testing.T, clock *storetest.ManualClock, step time.Duration, done <-chan T) T {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		select {
 		case v := <-done:

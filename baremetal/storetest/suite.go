@@ -66,7 +66,7 @@ func Run(t *testing.T, newStore Factory) {
 // ctx returns a context bounded so a hung database fails the test instead
 // of the whole run.
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
@@ -804,7 +804,7 @@ func testAcquireNode(t *testing.T, s baremetal.Store, clock *ManualClock) {
 // waitForWaiter blocks until code under test waits on the clock.
 func waitForWaiter(t *testing.T, clock *ManualClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for clock.Waiters() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing waits on the clock")
