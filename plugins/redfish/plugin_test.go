@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -239,4 +240,89 @@ func BenchmarkPowerSync100BMCsThroughPlugin(b *testing.B) {
 	}
 	b.ReportMetric(float64(peak), "peak-req/bmc")
 	b.ReportMetric(float64(sessions)/bmcs, "sessions/bmc")
+}
+
+// TestManagementCapabilitiesThroughPlugin reaches the NMI, indicator and
+// secure boot capabilities through the plugin process against the mockup
+// BMC, including a service that only has LocationIndicatorActive and one
+// that does not offer the Nmi reset type.
+func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	_, impls := load(t, nil)
+	m := impls[driver.KindManagement].Impl
+	ctx := context.Background()
+	tk := newTask(s, "password")
+	sysURI := "/redfish/v1/Systems/" + redfishtest.SystemID
+	if _, ok := m.(driver.SensorReader); ok {
+		t.Error("redfish management offers SensorReader, which it does not implement")
+	}
+	if err := driver.Available(m); err != nil {
+		t.Errorf("available: %v", err)
+	}
+
+	nmi, ok := m.(driver.NMIInjector)
+	if !ok {
+		t.Fatal("no NMIInjector through the plugin")
+	}
+	if err := nmi.InjectNMI(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Stats().Resets; len(r) == 0 || r[len(r)-1] != "Nmi" {
+		t.Fatalf("resets seen by the BMC: %v", r)
+	}
+
+	ind, ok := m.(driver.IndicatorManager)
+	if !ok {
+		t.Fatal("no IndicatorManager through the plugin")
+	}
+	if st, err := ind.GetIndicatorState(ctx, tk); err != nil || st != driver.IndicatorOff {
+		t.Fatalf("indicator %q, %v; want off", st, err)
+	}
+	if err := ind.SetIndicatorState(ctx, tk, driver.IndicatorBlinking); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ind.GetIndicatorState(ctx, tk); err != nil || st != driver.IndicatorBlinking || s.Resource(sysURI)["IndicatorLED"] != "Blinking" {
+		t.Fatalf("indicator %q, %v (BMC %v); want blinking", st, err, s.Resource(sysURI)["IndicatorLED"])
+	}
+	var inval *driver.InvalidParameterError
+	if err := ind.SetIndicatorState(ctx, tk, "purple"); !errors.As(err, &inval) || inval.Key != "state" {
+		t.Fatalf("bad state: %v", err)
+	}
+	// A newer service: LocationIndicatorActive only.
+	s.Mutate(sysURI, func(r map[string]any) {
+		delete(r, "IndicatorLED")
+		r["LocationIndicatorActive"] = false
+	})
+	if err := ind.SetIndicatorState(ctx, tk, driver.IndicatorOn); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ind.GetIndicatorState(ctx, tk); err != nil || st != driver.IndicatorOn || s.Resource(sysURI)["LocationIndicatorActive"] != true {
+		t.Fatalf("location indicator %q, %v (BMC %v); want on", st, err, s.Resource(sysURI)["LocationIndicatorActive"])
+	}
+	var unsup *driver.UnsupportedError
+	if err := ind.SetIndicatorState(ctx, tk, driver.IndicatorBlinking); !errors.As(err, &unsup) || unsup.Operation != "set_indicator_state" {
+		t.Fatalf("blinking a location indicator: %v", err)
+	}
+
+	sb, ok := m.(driver.SecureBootManager)
+	if !ok {
+		t.Fatal("no SecureBootManager through the plugin")
+	}
+	for _, want := range []bool{true, false} {
+		if err := sb.SetSecureBootState(ctx, tk, want); err != nil {
+			t.Fatal(err)
+		}
+		if on, err := sb.GetSecureBootState(ctx, tk); err != nil || on != want || s.Resource(sysURI + "/SecureBoot")["SecureBootEnable"] != want {
+			t.Fatalf("secure boot %v, %v; want %v", on, err, want)
+		}
+	}
+
+	// A system that does not advertise Nmi: a typed unsupported error.
+	s.Mutate(sysURI, func(r map[string]any) {
+		act := r["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
+		act["ResetType@Redfish.AllowableValues"] = []any{"On", "ForceOff"}
+	})
+	if err := nmi.InjectNMI(ctx, tk); !errors.As(err, &unsup) || unsup.Operation != "inject_nmi" {
+		t.Fatalf("nmi not advertised: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package rfdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -197,6 +198,9 @@ func (m *ManagementImpl) InjectNMI(ctx context.Context, t *driver.Task) error {
 		return err
 	}
 	_, err = sys.Reset("Nmi")
+	if errors.Is(err, ErrUnsupported) {
+		return m.capErr(t, "inject_nmi", err)
+	}
 	return m.wrap(t, "inject nmi", err)
 }
 
@@ -242,6 +246,80 @@ func (m *ManagementImpl) SetIndicator(ctx context.Context, t *driver.Task, state
 		return err
 	}
 	return m.wrap(t, "set indicator", sys.SetIndicator(state))
+}
+
+// capErr wraps err from an optional capability: what the BMC does not
+// offer becomes a *driver.UnsupportedError (keeping the BMC's detail in
+// the message), anything else is wrapped as usual.
+func (m *ManagementImpl) capErr(t *driver.Task, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnsupported) {
+		return fmt.Errorf("%w: node %s: %w", m.unsupported(op), t.NodeUUID, err)
+	}
+	return m.wrap(t, op, err)
+}
+
+// GetIndicatorState reads the system's indicator (driver.IndicatorManager):
+// IndicatorLED Lit, Blinking or Off, or LocationIndicatorActive on newer
+// services.
+func (m *ManagementImpl) GetIndicatorState(ctx context.Context, t *driver.Task) (driver.IndicatorState, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	v, err := sys.Indicator()
+	if err != nil {
+		return "", m.capErr(t, "get_indicator_state", err)
+	}
+	switch v {
+	case "Lit":
+		return driver.IndicatorOn, nil
+	case "Blinking":
+		return driver.IndicatorBlinking, nil
+	case "Off":
+		return driver.IndicatorOff, nil
+	}
+	return driver.IndicatorUnknown, nil
+}
+
+// SetIndicatorState sets the system's indicator (driver.IndicatorManager).
+// A service that has only LocationIndicatorActive cannot blink.
+func (m *ManagementImpl) SetIndicatorState(ctx context.Context, t *driver.Task, state driver.IndicatorState) error {
+	led := map[driver.IndicatorState]string{driver.IndicatorOn: "Lit", driver.IndicatorBlinking: "Blinking", driver.IndicatorOff: "Off"}[state]
+	if led == "" {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "state", Expected: "on, off or blinking, got " + strconv.Quote(string(state))}
+	}
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return m.capErr(t, "set_indicator_state", sys.SetIndicator(led))
+}
+
+// GetSecureBootState reports whether UEFI secure boot is enabled
+// (driver.SecureBootManager).
+func (m *ManagementImpl) GetSecureBootState(ctx context.Context, t *driver.Task) (bool, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	sb, err := sys.SecureBoot()
+	if err != nil {
+		return false, m.capErr(t, "get_secure_boot_state", err)
+	}
+	return sb.SecureBootEnable, nil
+}
+
+// SetSecureBootState enables or disables UEFI secure boot
+// (driver.SecureBootManager).
+func (m *ManagementImpl) SetSecureBootState(ctx context.Context, t *driver.Task, enabled bool) error {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return m.capErr(t, "set_secure_boot_state", sys.SetSecureBoot(enabled))
 }
 
 // VirtualMediaBoot is the "redfish-virtual-media" boot interface: it

@@ -191,8 +191,22 @@ func (s *System) Indicator() (string, error) {
 	return "", fmt.Errorf("redfish: system %s reports no indicator: %w", s.uri, ErrUnsupported)
 }
 
-// SetIndicator sets IndicatorLED to Lit, Blinking or Off.
+// SetIndicator sets IndicatorLED to Lit, Blinking or Off. A service that
+// has only LocationIndicatorActive (Redfish 2020.3 and later) gets that
+// property instead: Lit is true, Off false, and Blinking is unsupported.
 func (s *System) SetIndicator(state string) error {
+	m, err := s.Raw()
+	if err != nil {
+		return err
+	}
+	if _, led := m["IndicatorLED"]; !led {
+		if _, ok := m["LocationIndicatorActive"].(bool); ok {
+			if state == "Blinking" {
+				return fmt.Errorf("redfish: system %s has LocationIndicatorActive, which cannot blink: %w", s.uri, ErrUnsupported)
+			}
+			return s.patch(s.uri, map[string]any{"LocationIndicatorActive": state == "Lit"})
+		}
+	}
 	return s.patch(s.uri, map[string]any{"IndicatorLED": state})
 }
 
