@@ -18,8 +18,15 @@
 // a node (Interface). Optional capabilities are one-method-set interfaces
 // found by type assertion: StepProvider and StepRunner (steps as metadata
 // of type steps.Step, and a way to run one), StepPreparer (deploy
-// interfaces that prepare clean/service environments) and BootModeManager
-// (management interfaces).
+// interfaces that prepare clean/service environments), and for management
+// interfaces BootModeManager, NMIInjector, IndicatorManager,
+// SecureBootManager and SensorReader (typed SensorReading values). Any
+// implementation may be an AvailabilityReporter: when a prerequisite on
+// the host is missing (a tool not installed) Available returns an
+// *UnavailableError matching ErrUnavailable, and its calls fail with it,
+// instead of failing obscurely. Through a plugin these capabilities are
+// carried by protocol version 3 and answer type assertions exactly as the
+// implementation in the plugin does.
 //
 // A HardwareType is data: a name and, per kind, the ordered list of
 // implementation names it supports. A Registry holds hardware types and

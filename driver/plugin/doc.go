@@ -13,8 +13,13 @@
 // protocol versions ProtocolVersion and PreviousProtocolVersion offered
 // through go-plugin's VersionedPlugins) and asks it to describe itself:
 // name, version, hardware types, implementations per kind with their
-// driver_info properties, steps and vendor methods, and optional
-// capabilities. A broken file is reported in the Report (which file, why)
+// driver_info properties, steps and vendor methods, optional capabilities
+// (step runner and preparer, boot mode, and since protocol 3 NMI,
+// indicator, secure boot and sensors) and, since protocol 3, why an
+// implementation is unavailable on the plugin's host (Status.Unavailable;
+// the proxy's driver.Available reports it as a *driver.UnavailableError).
+// A version-2 plugin is still accepted and simply offers none of the
+// version-3 capabilities. A broken file is reported in the Report (which file, why)
 // and skipped; it never stops the host. A plugin that speaks no common
 // protocol version is refused with a *ProtocolVersionError naming the
 // plugin and both version lists. Register then puts proxies of every
