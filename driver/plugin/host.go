@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,6 +97,22 @@ func (r Report) Err() error {
 		errs[i] = s
 	}
 	return errors.Join(errs...)
+}
+
+// Unavailable returns, per plugin name, the implementations ("kind/name")
+// that cannot work on the plugin's host and why (a missing tool); nil when
+// every implementation of every plugin is available.
+func (r Report) Unavailable() map[string]map[string]string {
+	var out map[string]map[string]string
+	for _, p := range r.Plugins {
+		if u := p.Status().Unavailable; len(u) > 0 {
+			if out == nil {
+				out = map[string]map[string]string{}
+			}
+			out[p.Name()] = u
+		}
+	}
+	return out
 }
 
 // Discover scans the plugin directories, and for each anvil-driver-<name>
@@ -212,7 +229,11 @@ func (h *Host) load(ctx context.Context, path string) (*Plugin, error) {
 		p.stop()
 		return nil, h.explainStartFailure(ctx, abs, name, err)
 	}
-	h.cfg.Logger.Info("driver plugin loaded", "plugin", p.Name(), "path", abs, "protocol", p.Status().ProtocolVersion)
+	st := p.Status()
+	h.cfg.Logger.Info("driver plugin loaded", "plugin", p.Name(), "path", abs, "protocol", st.ProtocolVersion)
+	for _, impl := range slices.Sorted(maps.Keys(st.Unavailable)) {
+		h.cfg.Logger.Warn("driver plugin implementation unavailable on this host", "plugin", p.Name(), "implementation", impl, "reason", st.Unavailable[impl])
+	}
 	return p, nil
 }
 

@@ -154,7 +154,25 @@ func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
 			t.Errorf("status of %s: unavailable %q", k, reason)
 		}
 	}
-	_, err := impls[driver.KindManagement].(driver.SensorReader).Sensors(context.Background(), &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}})
+	// Discovery reports it too, and warns in the host's log.
+	dir := t.TempDir()
+	if err := os.Symlink(binary, filepath.Join(dir, "anvil-driver-ipmi")); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+	defer host.Close()
+	rep, err := host.Discover(context.Background())
+	if err != nil || len(rep.Plugins) != 1 {
+		t.Fatalf("discover: %v %v", err, rep.Err())
+	}
+	if u := rep.Unavailable()["ipmi"]; len(u) != 3 || !strings.Contains(u["power/ipmitool"], "ipmitool is not installed") {
+		t.Errorf("report unavailable = %v", rep.Unavailable())
+	}
+	if !strings.Contains(logs.String(), "unavailable on this host") || !strings.Contains(logs.String(), "power/ipmitool") {
+		t.Errorf("host log lacks the unavailable warning:\n%s", logs.String())
+	}
+	_, err = impls[driver.KindManagement].(driver.SensorReader).Sensors(context.Background(), &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}})
 	var ue *driver.UnavailableError
 	if !errors.As(err, &ue) || ue.Kind != driver.KindManagement || ue.Impl != ipmitool.ImplIPMITool {
 		t.Fatalf("sensors without ipmitool: %#v", err)
