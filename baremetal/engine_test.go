@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -13,26 +12,21 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // openStore opens a fresh SQLite store in a temporary directory, or the
-// PostgreSQL database named by ANVIL_TEST_POSTGRES_DSN when pg is true.
+// fresh schema of the PostgreSQL database named by ANVIL_TEST_POSTGRES_DSN
+// when pg is true.
 func openStore(t *testing.T, pg bool) baremetal.Store {
 	t.Helper()
 	ctx := context.Background()
 	if pg {
-		dsn := os.Getenv("ANVIL_TEST_POSTGRES_DSN")
-		if dsn == "" {
-			t.Skip("ANVIL_TEST_POSTGRES_DSN not set: PostgreSQL lifecycle test skipped")
-		}
-		s, err := sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
-		if err != nil {
-			t.Fatalf("OpenPostgres: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		// Each test gets its own schema, dropped when it ends, so runs
+		// (go test -count=2) and tests never see each other's rows.
+		return storetest.OpenPostgres(t, nil)
 	}
 	s, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
 	if err != nil {
