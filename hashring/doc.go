@@ -127,30 +127,32 @@
 //
 // The spread halves only for each quadrupling of points, while build
 // work, memory (8 bytes a point) and cache misses grow linearly; 512 is
-// the compromise with the 5 ms build budget at 1,000 members, which it
-// roughly meets (see below).
+// the compromise with the 5 ms build budget at 1,000 members, which the
+// measurements below straddle on this shared machine.
 //
 // Speed was measured with
 //
 //	go test -run '^$' -bench . -benchmem ./hashring/
 //
 // on the project's 2-core VM (AMD EPYC "Turin-like") while the rest of
-// the team's builds kept its load average near 19, so wall-clock ns/op
-// includes time spent waiting for a core; cpu-ns/op is the benchmark
-// thread's own CPU time. Lookups draw keys from 65,536 random UUIDs, and
-// every lookup allocates nothing (0 B/op, 0 allocs/op):
+// the team's builds kept its load average between 6 and 7.5, so
+// wall-clock ns/op includes time spent waiting for a core; cpu-ns/op is
+// the benchmark thread's own CPU time. Lookups draw keys from 65,536
+// random UUIDs, and every lookup allocates nothing (0 B/op, 0 allocs/op):
 //
 //	members  Balanced wall / cpu ns  IronicCompatible wall / cpu ns  Ironic 21.4 (Python)
-//	3        83.5 / 27.9             473 / 144                       2,193 (456k/s)
-//	10       90.7 / 28.6             503 / 144                       2,500 (400k/s)
-//	100      193 / 56.5              511 / 152                       3,937 (254k/s)
-//	1000     373 / 120               603 / 212                       -
+//	3        55.3 / 26.7             195 / 142                       2,193 (456k/s)
+//	10       83.8 / 30.3             185 / 140                       2,500 (400k/s)
+//	100      85.9 / 49.6             197 / 148                       3,937 (254k/s)
+//	1000     179 / 86.4              330 / 184                       -
 //
-// XXH64 of a UUID alone took 49 ns wall and md5 400 ns wall in the same
-// run, so the key hash is most of a lookup on small rings; on large ones
-// the cost is the cache misses of a ring that no longer fits in cache
-// (512,000 points are 4 MiB). A build of 1,000 members took 5.5 ms of CPU
-// (9.7 ms wall) for Balanced and 10.7 ms of CPU for IronicCompatible.
+// XXH64 of a UUID alone took 17.7 ns wall and md5 158 ns in the same run,
+// so the key hash is much of a lookup on small rings; on large ones the
+// cost is the cache misses of a ring that no longer fits in cache
+// (512,000 points are 4 MiB). A build of 1,000 members took 7.2 ms of CPU
+// (11.7 ms wall) for Balanced, 4.3 to 7.3 ms of CPU across repeated
+// runs, and 10.5 ms of CPU for IronicCompatible; 100 members take
+// 0.36 ms.
 //
 // Movement is minimal by construction for both algorithms (a key moves
 // only if its owner left or the new member took it: "stray-moves" is 0 in
