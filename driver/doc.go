@@ -62,8 +62,9 @@
 // created, and resolves the driver when working on a node:
 //
 //	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-//	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
-//		return err
+//	reg.MustRegister(driver.Builtins(driver.FakeConfig{})) // panics on a registration mistake
+//	for _, w := range reg.Warnings() {
+//		logger.Warn(w.String()) // duplicates in the enabled lists
 //	}
 //	if err := reg.Check(); err != nil {
 //		return err // a conductor refuses to start
@@ -75,5 +76,13 @@
 //	err = drv.Power().SetPowerState(ctx, task, driver.PowerOn, 0)
 //	changes := task.Changes() // persist changes.DriverInternalInfo ...
 //
-// See ExampleRegistry_Resolve and ExampleTask_Changes.
+// Registration mistakes (an empty or duplicate name, a nil implementation)
+// are programming errors: the MustRegister variants panic with a clear
+// error at start, while Register, RegisterHardwareType and
+// RegisterInterface return it. Duplicate or empty entries in the
+// configured enabled lists are ignored and reported by Config.Warnings and
+// Registry.Warnings.
+//
+// See ExampleRegistry_Resolve, ExampleRegistry_MustRegister,
+// ExampleNMIInjector and ExampleTask_Changes.
 package driver

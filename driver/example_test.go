@@ -43,3 +43,29 @@ func ExampleTask_Changes() {
 	// Output:
 	// map[fake_power_state:power on]
 }
+
+func ExampleRegistry_MustRegister() {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware, driver.FakeHardware}})
+	reg.MustRegister(driver.Builtins(driver.FakeConfig{})) // a mistake here panics at start
+	for _, w := range reg.Warnings() {
+		fmt.Println(w) // an embedder logs these at start
+	}
+	// Output:
+	// driver: enabled_hardware_types lists "fake-hardware" 2 times; the duplicates are ignored
+}
+
+func ExampleNMIInjector() {
+	var mgmt driver.ManagementInterface = driver.NewFakeManagement(driver.FakeConfig{})
+	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: driver.FakeHardware}
+	// Optional capabilities are found by type assertion, the same way on
+	// built-ins and on plugin proxies.
+	if nmi, ok := mgmt.(driver.NMIInjector); ok {
+		fmt.Println(nmi.InjectNMI(context.Background(), task))
+	}
+	if err := driver.Available(mgmt); err == nil {
+		fmt.Println("available")
+	}
+	// Output:
+	// <nil>
+	// available
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -56,11 +57,12 @@ type registered struct {
 // embedder builds; there is no global registry. A Registry is safe for
 // concurrent use; registrations may happen while nodes are resolved.
 type Registry struct {
-	mu    sync.RWMutex
-	cfg   Config
-	hw    map[string]HardwareType
-	hwSrc map[string]string
-	impls map[Kind]map[string]registered
+	mu       sync.RWMutex
+	cfg      Config
+	warnings []ConfigWarning
+	hw       map[string]HardwareType
+	hwSrc    map[string]string
+	impls    map[Kind]map[string]registered
 }
 
 // NewRegistry returns an empty registry using cfg. Register the built-ins
@@ -76,7 +78,98 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	maps.Copy(c.DefaultInterfaces, cfg.DefaultInterfaces)
 	c.EnabledHardwareTypes = dedupe(c.EnabledHardwareTypes)
-	return &Registry{cfg: c, hw: map[string]HardwareType{}, hwSrc: map[string]string{}, impls: map[Kind]map[string]registered{}}
+	return &Registry{cfg: c, warnings: cfg.Warnings(), hw: map[string]HardwareType{}, hwSrc: map[string]string{}, impls: map[Kind]map[string]registered{}}
+}
+
+// ConfigWarning is a harmless mistake in a Config: a name listed more than
+// once, or an empty name, in an enabled list. The registry ignores the
+// extra entries; the embedder should log the warning at start.
+type ConfigWarning struct {
+	// Setting is the Ironic option: "enabled_hardware_types" or
+	// "enabled_<kind>_interfaces".
+	Setting string
+	// Name is the repeated name ("" for empty entries).
+	Name string
+	// Count is how many times Name appears.
+	Count int
+}
+
+func (w ConfigWarning) String() string {
+	if w.Name == "" {
+		return fmt.Sprintf("driver: %s has %d empty name(s); they are ignored", w.Setting, w.Count)
+	}
+	return fmt.Sprintf("driver: %s lists %q %d times; the duplicates are ignored", w.Setting, w.Name, w.Count)
+}
+
+// Warnings returns c's duplicate and empty entries in the enabled lists,
+// hardware types first, then the kinds in Kinds order, each list in
+// order of first appearance. Nil means none.
+func (c Config) Warnings() []ConfigWarning {
+	var out []ConfigWarning
+	check := func(setting string, names []string) {
+		counts := map[string]int{}
+		var order []string
+		for _, n := range names {
+			if counts[n] == 0 {
+				order = append(order, n)
+			}
+			counts[n]++
+		}
+		for _, n := range order {
+			if counts[n] > 1 || n == "" {
+				out = append(out, ConfigWarning{Setting: setting, Name: n, Count: counts[n]})
+			}
+		}
+	}
+	check("enabled_hardware_types", c.EnabledHardwareTypes)
+	for _, k := range Kinds() {
+		check("enabled_"+string(k)+"_interfaces", c.EnabledInterfaces[k])
+	}
+	return out
+}
+
+// Warnings returns the Config.Warnings of the configuration the registry
+// was built with.
+func (r *Registry) Warnings() []ConfigWarning { return slices.Clone(r.warnings) }
+
+// MustRegisterHardwareType is RegisterHardwareType for start-up code: a
+// registration mistake (empty or duplicate name, malformed hardware type)
+// is a programming error, so it panics with an error naming the mistake.
+func (r *Registry) MustRegisterHardwareType(h HardwareType) {
+	if err := r.RegisterHardwareType(h); err != nil {
+		panic(fmt.Errorf("driver: MustRegisterHardwareType: %w", err))
+	}
+}
+
+// MustRegisterInterface is RegisterInterface for start-up code: it panics
+// on an unknown kind, an empty or duplicate name, or a nil implementation
+// or one that does not implement kind's interface.
+func (r *Registry) MustRegisterInterface(kind Kind, name string, impl Interface) {
+	if err := r.RegisterInterface(kind, name, impl); err != nil {
+		panic(fmt.Errorf("driver: MustRegisterInterface: %w", err))
+	}
+}
+
+// MustRegister is Register for start-up code (typically
+// r.MustRegister(driver.Builtins(cfg))): it panics with the joined errors
+// when anything in b cannot be registered.
+func (r *Registry) MustRegister(b Bundle) {
+	if err := r.Register(b); err != nil {
+		panic(fmt.Errorf("driver: MustRegister: %w", err))
+	}
+}
+
+// isNil reports whether impl is nil or a typed nil (a nil pointer, map,
+// slice, func or channel in an interface).
+func isNil(impl Interface) bool {
+	if impl == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(impl); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // RegisterHardwareType adds a hardware type. It fails with ErrDuplicate
@@ -113,7 +206,9 @@ func (r *Registry) registerInterface(kind Kind, name string, impl Interface, sou
 		return fmt.Errorf("driver: %w: unknown interface kind %q for %q", ErrInvalidParameter, kind, name)
 	case name == "":
 		return fmt.Errorf("driver: %w: empty %s implementation name", ErrInvalidParameter, kind)
-	case impl == nil || !kindMatches(kind, impl):
+	case isNil(impl):
+		return fmt.Errorf("driver: %w: %s/%s has a nil implementation (%T)", ErrInvalidParameter, kind, name, impl)
+	case !kindMatches(kind, impl):
 		return fmt.Errorf("driver: %w: %s/%s (%T) does not implement the %s interface", ErrInvalidParameter, kind, name, impl, kind)
 	}
 	r.mu.Lock()

@@ -309,3 +309,99 @@ func TestRegistryConcurrentUse(t *testing.T) {
 		t.Errorf("resolve p3 = %v, %v", drv, err)
 	}
 }
+
+// mustPanic runs f and returns the error it panicked with.
+func mustPanic(t *testing.T, f func()) (err error) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if r == nil {
+			t.Fatal("no panic")
+		}
+		var ok bool
+		if err, ok = r.(error); !ok {
+			t.Fatalf("panicked with %T %v, want an error", r, r)
+		}
+	}()
+	f()
+	return nil
+}
+
+func TestMustRegisterPanicsOnMistakes(t *testing.T) {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	reg.MustRegister(driver.Builtins(driver.FakeConfig{}))
+	reg.MustRegisterInterface(driver.KindPower, "other", otherPower{driver.NewFakePower(driver.FakeConfig{})})
+	if _, ok := reg.Interface(driver.KindPower, "other"); !ok {
+		t.Fatal("MustRegisterInterface did not register")
+	}
+	var nilPower *driver.FakePower
+	cases := []struct {
+		name string
+		f    func()
+		want error
+		frag string
+	}{
+		{"duplicate implementation", func() {
+			reg.MustRegisterInterface(driver.KindPower, driver.Fake, driver.NewFakePower(driver.FakeConfig{}))
+		}, driver.ErrDuplicate, `power/fake from builtin`},
+		{"empty implementation name", func() {
+			reg.MustRegisterInterface(driver.KindPower, "", driver.NewFakePower(driver.FakeConfig{}))
+		}, driver.ErrInvalidParameter, "empty power implementation name"},
+		{"nil implementation", func() { reg.MustRegisterInterface(driver.KindPower, "nil", nil) }, driver.ErrInvalidParameter, "power/nil has a nil implementation"},
+		{"typed nil implementation", func() { reg.MustRegisterInterface(driver.KindPower, "typed-nil", nilPower) }, driver.ErrInvalidParameter, "power/typed-nil has a nil implementation (*driver.FakePower)"},
+		{"duplicate hardware type", func() {
+			h, _ := reg.HardwareType(driver.FakeHardware)
+			reg.MustRegisterHardwareType(h)
+		}, driver.ErrDuplicate, `hardware type "fake-hardware"`},
+		{"empty hardware type name", func() { reg.MustRegisterHardwareType(driver.HardwareType{}) }, driver.ErrInvalidParameter, "empty name"},
+		{"duplicate bundle", func() { reg.MustRegister(driver.Builtins(driver.FakeConfig{})) }, driver.ErrDuplicate, "driver: MustRegister: "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := mustPanic(t, c.f)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.frag) || !strings.HasPrefix(err.Error(), "driver: MustRegister") {
+				t.Errorf("panic %q, want %v containing %q", err, c.want, c.frag)
+			}
+		})
+	}
+	// The error-returning variants refuse the same mistakes without panicking.
+	if err := reg.RegisterInterface(driver.KindPower, "typed-nil", nilPower); !errors.Is(err, driver.ErrInvalidParameter) {
+		t.Errorf("RegisterInterface(typed nil) = %v", err)
+	}
+	if _, ok := reg.Interface(driver.KindPower, "typed-nil"); ok {
+		t.Error("a nil implementation was registered")
+	}
+}
+
+func TestConfigWarningsReportDuplicates(t *testing.T) {
+	cfg := driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement, driver.FakeHardware, driver.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindPower: {driver.Fake, "", driver.Fake},
+			driver.KindBoot:  {driver.Fake},
+		},
+	}
+	want := []string{
+		`driver: enabled_hardware_types lists "fake-hardware" 3 times; the duplicates are ignored`,
+		`driver: enabled_power_interfaces lists "fake" 2 times; the duplicates are ignored`,
+		`driver: enabled_power_interfaces has 1 empty name(s); they are ignored`,
+	}
+	reg := driver.NewRegistry(cfg)
+	var got []string
+	for _, w := range reg.Warnings() {
+		got = append(got, w.String())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if w := reg.Warnings()[0]; w.Setting != "enabled_hardware_types" || w.Name != driver.FakeHardware || w.Count != 3 {
+		t.Errorf("typed warning %+v", w)
+	}
+	// The duplicates are ignored, as before.
+	if e := reg.Enabled(); !slices.Equal(e.HardwareTypes, []string{driver.FakeHardware, driver.ManualManagement}) {
+		t.Errorf("enabled hardware types %v", e.HardwareTypes)
+	}
+	if w := (driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}).Warnings(); w != nil {
+		t.Errorf("clean config warns: %v", w)
+	}
+}
