@@ -161,6 +161,25 @@ func (d *Direct) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kin
 	return driver.StepResult{}, &driver.StepNotFoundError{Kind: driver.KindDeploy, Impl: Name, StepKind: string(kind), Step: s.Name}
 }
 
+// StepRerunSafe reports which of the direct interface's deploy steps may
+// run again on a new conductor after the one running them died (the
+// baremetal conductor's RerunSafeStepper): deploy (boot into the ramdisk),
+// prepare_instance_boot, switch_to_tenant_network, boot_instance and
+// tear_down_agent converge however often they run, since their work is a
+// power action, a boot device or a network binding set to the same value.
+// write_image is not: the agent may still be writing the image, and a
+// second write would race the first.
+func (*Direct) StepRerunSafe(kind steps.Kind, step string) bool {
+	if kind != steps.Deploy {
+		return false
+	}
+	switch step {
+	case StepDeploy, StepPrepareInstanceBoot, StepSwitchToTenantNetwork, StepBootInstance, StepTearDownAgent:
+		return true
+	}
+	return false
+}
+
 // ImageInfo builds the image_info argument of the agent's write_image
 // step from instance_info.
 func ImageInfo(t *driver.Task) map[string]any {

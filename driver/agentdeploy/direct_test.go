@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/steps"
@@ -77,5 +78,32 @@ func TestDirectValidateAndWriteImage(t *testing.T) {
 	var nf *driver.StepNotFoundError
 	if _, err := d.ExecuteStep(ctx, &driver.Task{}, steps.Deploy, steps.Step{Interface: "deploy", Name: "nope"}); !errors.As(err, &nf) {
 		t.Fatalf("unknown step: %v", err)
+	}
+}
+
+// The baremetal conductor resumes a deploy on a new owner at a step its
+// implementation declares safe to re-run.
+var _ baremetal.RerunSafeStepper = (*agentdeploy.Direct)(nil)
+
+func TestDirectStepRerunSafe(t *testing.T) {
+	d := agentdeploy.New(nil)
+	safe := map[string]bool{"deploy": true, "prepare_instance_boot": true, "switch_to_tenant_network": true,
+		"boot_instance": true, "tear_down_agent": true, "write_image": false}
+	for _, s := range d.Steps(steps.Deploy) {
+		want, ok := safe[s.Name]
+		if !ok {
+			t.Fatalf("step %s has no expectation: decide whether it is safe to re-run", s.Name)
+		}
+		if got := d.StepRerunSafe(steps.Deploy, s.Name); got != want {
+			t.Errorf("StepRerunSafe(deploy, %s) = %v, want %v", s.Name, got, want)
+		}
+	}
+	for _, k := range []steps.Kind{steps.Clean, steps.Service} {
+		if d.StepRerunSafe(k, "deploy") {
+			t.Errorf("StepRerunSafe(%s, deploy) = true; direct has no %s steps", k, k)
+		}
+	}
+	if d.StepRerunSafe(steps.Deploy, "unknown_step") {
+		t.Error("an unknown step is declared safe to re-run")
 	}
 }
