@@ -37,6 +37,11 @@ type Behavior struct {
 	// Times limits the behaviour to the next Times runs; zero means every
 	// run.
 	Times int
+	// Busy makes the agent answer 409 "Agent is busy" to the next Busy
+	// requests for the command before it accepts one, as IPA does while
+	// another command (one the caller does not know of) still runs. The
+	// refused requests do not run and do not consume Times.
+	Busy int
 }
 
 // AgentConfig configures a fake agent.
@@ -102,14 +107,15 @@ type Agent struct {
 	finishedCh chan struct{}
 	goneCh     chan struct{}
 
-	mu         sync.Mutex
-	token      string
-	managers   []HardwareManager
-	commands   []*command
-	byID       map[string]*command
-	behaviors  map[string]*Behavior
-	partitions map[string]any
-	gone       bool
+	mu          sync.Mutex
+	token       string
+	managers    []HardwareManager
+	commands    []*command
+	byID        map[string]*command
+	behaviors   map[string]*Behavior
+	partitions  map[string]any
+	gone        bool
+	busyAnswers int
 }
 
 // NewAgent returns a fake agent.
@@ -515,6 +521,16 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 		}
 		step = &s
 	}
+	if b, key := a.behaviorLocked(full, step); b != nil && b.Busy > 0 {
+		b.Busy--
+		a.busyAnswers++
+		if b.Busy == 0 && b.Times == 0 && b.Delay == 0 && b.Fail == nil && b.Result == nil {
+			delete(a.behaviors, key)
+		}
+		a.mu.Unlock()
+		fault(w, http.StatusConflict, "Agent is busy: executing command "+full)
+		return
+	}
 	c := &command{
 		res:     agentclient.CommandResult{ID: uuid.NewString(), Name: name, Params: params, Status: agentclient.StatusRunning},
 		full:    full,
@@ -597,15 +613,8 @@ func stepParam(params map[string]any) (steps.Step, string) {
 // takeBehaviorLocked picks the scripted behaviour for this run, consuming
 // one of its Times.
 func (a *Agent) takeBehaviorLocked(full string, step *steps.Step) Behavior {
-	key := full
-	if step != nil {
-		kind := steps.Kind(strings.SplitN(full, ".", 2)[0])
-		if _, ok := a.behaviors[stepKey(kind, step.Interface, step.Name)]; ok {
-			key = stepKey(kind, step.Interface, step.Name)
-		}
-	}
-	b, ok := a.behaviors[key]
-	if !ok {
+	b, key := a.behaviorLocked(full, step)
+	if b == nil {
 		return Behavior{}
 	}
 	out := *b
@@ -615,8 +624,29 @@ func (a *Agent) takeBehaviorLocked(full string, step *steps.Step) Behavior {
 			delete(a.behaviors, key)
 		}
 	}
-	out.Times = 0
+	out.Times, out.Busy = 0, 0
 	return out
+}
+
+// behaviorLocked returns the scripted behaviour of a command (the step's
+// own script first) and its key, or nil.
+func (a *Agent) behaviorLocked(full string, step *steps.Step) (*Behavior, string) {
+	key := full
+	if step != nil {
+		kind := steps.Kind(strings.SplitN(full, ".", 2)[0])
+		if _, ok := a.behaviors[stepKey(kind, step.Interface, step.Name)]; ok {
+			key = stepKey(kind, step.Interface, step.Name)
+		}
+	}
+	return a.behaviors[key], key
+}
+
+// BusyAnswers is how many requests the agent refused with 409 "Agent is
+// busy" because a Behavior's Busy count asked it to.
+func (a *Agent) BusyAnswers() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.busyAnswers
 }
 
 // finish records a command's outcome.
