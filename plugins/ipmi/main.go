@@ -8,9 +8,11 @@
 //	go build -o /var/lib/anvil/plugins/anvil-driver-ipmi ./plugins/ipmi
 //
 // It needs the ipmitool program. When ipmitool is missing the plugin still
-// starts and describes itself, logs the reason once, and every Validate
-// and call fails with "ipmitool is not installed (install the ipmitool
-// package)", so the node's validation says why. It logs hclog JSON on
+// starts and describes itself with every implementation marked unavailable
+// and the reason (the host's plugin status and discovery report show it),
+// logs the reason once, and every Validate and call fails with an error
+// matching driver.ErrUnavailable: "ipmitool is not installed (install the
+// ipmitool package)", so the node's validation says why. It logs hclog JSON on
 // stderr (never passwords) and never writes to stdout. README.md beside
 // this file lists the driver_info properties.
 package main

@@ -25,9 +25,12 @@ commands). The password reaches ipmitool through its environment, never its
 command line.
 
 Requires the ` + "`ipmitool`" + ` program (Debian/Ubuntu: ` + "`apt-get install -y ipmitool`" + `).
-Without it the plugin still starts and describes itself, and every call and
-validation fails with "ipmitool is not installed (install the ipmitool
-package)".
+Without it the plugin still starts and describes itself with every
+implementation marked unavailable (the host's ` + "`Status.Unavailable`" + ` and
+discovery report give the reason, and ` + "`driver.Available`" + ` returns a
+` + "`*driver.UnavailableError`" + `), and every call and validation fails with an
+error matching ` + "`driver.ErrUnavailable`" + `: "ipmitool is not installed
+(install the ipmitool package)".
 
 Build: ` + "`go build -o anvil-driver-ipmi ./plugins/ipmi`" + ` and put the binary in the
 host's plugin directory.
@@ -58,6 +61,30 @@ func renderREADME(intro string, b driver.Bundle) string {
 			}
 			fmt.Fprintf(&w, "| %s | %s | %s |\n", k, strings.Join(sup, ", "), strings.Join(here, ", "))
 		}
+	}
+	w.WriteString("\n## Optional capabilities\n\nFound by type assertion on the implementation, in process or through the plugin\n(protocol 3).\n\n| implementation | capabilities |\n|---|---|\n")
+	for _, i := range b.Implementations {
+		var caps []string
+		for _, c := range []struct {
+			name string
+			ok   bool
+		}{
+			{"BootModeManager", implements[driver.BootModeManager](i.Impl)},
+			{"NMIInjector", implements[driver.NMIInjector](i.Impl)},
+			{"IndicatorManager", implements[driver.IndicatorManager](i.Impl)},
+			{"SecureBootManager", implements[driver.SecureBootManager](i.Impl)},
+			{"SensorReader", implements[driver.SensorReader](i.Impl)},
+			{"StepRunner", implements[driver.StepRunner](i.Impl)},
+			{"AvailabilityReporter", implements[driver.AvailabilityReporter](i.Impl)},
+		} {
+			if c.ok {
+				caps = append(caps, "`driver."+c.name+"`")
+			}
+		}
+		if len(caps) == 0 {
+			caps = []string{"none"}
+		}
+		fmt.Fprintf(&w, "| %s/`%s` | %s |\n", i.Kind, i.Name, strings.Join(caps, ", "))
 	}
 	w.WriteString("\n## driver_info properties\n\n| property | required | used by | description |\n|---|---|---|---|\n")
 	type prop struct {
@@ -122,6 +149,12 @@ func renderREADME(intro string, b driver.Bundle) string {
 		}
 	}
 	return w.String()
+}
+
+// implements reports whether impl implements T.
+func implements[T any](impl driver.Interface) bool {
+	_, ok := impl.(T)
+	return ok
 }
 
 func mapsKeys(m map[string]steps.ArgInfo) func(func(string) bool) {

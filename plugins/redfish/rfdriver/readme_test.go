@@ -53,6 +53,30 @@ func renderREADME(intro string, b driver.Bundle) string {
 			fmt.Fprintf(&w, "| %s | %s | %s |\n", k, strings.Join(sup, ", "), strings.Join(here, ", "))
 		}
 	}
+	w.WriteString("\n## Optional capabilities\n\nFound by type assertion on the implementation, in process or through the plugin\n(protocol 3).\n\n| implementation | capabilities |\n|---|---|\n")
+	for _, i := range b.Implementations {
+		var caps []string
+		for _, c := range []struct {
+			name string
+			ok   bool
+		}{
+			{"BootModeManager", implements[driver.BootModeManager](i.Impl)},
+			{"NMIInjector", implements[driver.NMIInjector](i.Impl)},
+			{"IndicatorManager", implements[driver.IndicatorManager](i.Impl)},
+			{"SecureBootManager", implements[driver.SecureBootManager](i.Impl)},
+			{"SensorReader", implements[driver.SensorReader](i.Impl)},
+			{"StepRunner", implements[driver.StepRunner](i.Impl)},
+			{"AvailabilityReporter", implements[driver.AvailabilityReporter](i.Impl)},
+		} {
+			if c.ok {
+				caps = append(caps, "`driver."+c.name+"`")
+			}
+		}
+		if len(caps) == 0 {
+			caps = []string{"none"}
+		}
+		fmt.Fprintf(&w, "| %s/`%s` | %s |\n", i.Kind, i.Name, strings.Join(caps, ", "))
+	}
 	w.WriteString("\n## driver_info properties\n\n| property | required | used by | description |\n|---|---|---|---|\n")
 	type prop struct {
 		p    driver.Property
@@ -116,6 +140,12 @@ func renderREADME(intro string, b driver.Bundle) string {
 		}
 	}
 	return w.String()
+}
+
+// implements reports whether impl implements T.
+func implements[T any](impl driver.Interface) bool {
+	_, ok := impl.(T)
+	return ok
 }
 
 func mapsKeys(m map[string]steps.ArgInfo) func(func(string) bool) {
