@@ -414,3 +414,46 @@ func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployRecordsAffinity checks that a deploy records the conductor
+// that prepared the node (Ironic's do_node_deploy sets conductor_affinity),
+// so that SyncLocalState re-prepares nothing while the node stays with the
+// conductor that deployed it.
+func TestDeployRecordsAffinity(t *testing.T) {
+	forBothStores(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		s, dsn := clusterStore(t, pg, storetest.NewManualClock(clusterEpoch))
+		cl := baremetal.ClusterOptions{Notifier: clusterNotifier(t, dsn)}
+		owner := startMember(t, s, "owner", driver.FakeConfig{}, cl)
+		other := startMember(t, s, "other", driver.FakeConfig{}, cl)
+		waitAlive(t, owner, 2)
+		waitAlive(t, other, 2)
+
+		n := ownedBy(t, other, "owner")
+		if err := other.Manage(ctx, n.UUID); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, n.UUID, statemachine.Manageable)
+		if err := other.Provide(ctx, n.UUID); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, n.UUID, statemachine.Available)
+		if err := other.Deploy(ctx, n.UUID, baremetal.DeployOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got := waitState(t, s, n.UUID, statemachine.Active)
+		rec, err := s.GetConductor(ctx, "owner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ConductorAffinity != rec.ID {
+			t.Fatalf("affinity %d after the deploy, want the deploying conductor's id %d", got.ConductorAffinity, rec.ID)
+		}
+		owner.SyncLocalState(ctx)
+		other.SyncLocalState(ctx)
+		after := waitState(t, s, n.UUID, statemachine.Active)
+		if after.ConductorAffinity != rec.ID || historyHas(t, s, n.UUID, "re-prepared the active node") {
+			t.Fatalf("sync local state re-prepared a node its owner deployed (affinity %d, want %d)", after.ConductorAffinity, rec.ID)
+		}
+	})
+}
