@@ -13,25 +13,48 @@ import (
 
 // Interface guards: every mock satisfies its driver interface.
 var (
-	_ driver.Interface           = (*drivermock.MockInterface)(nil)
-	_ driver.PowerInterface      = (*drivermock.MockPowerInterface)(nil)
-	_ driver.ManagementInterface = (*drivermock.MockManagementInterface)(nil)
-	_ driver.BootModeManager     = (*drivermock.MockBootModeManager)(nil)
-	_ driver.BootInterface       = (*drivermock.MockBootInterface)(nil)
-	_ driver.DeployInterface     = (*drivermock.MockDeployInterface)(nil)
-	_ driver.StepPreparer        = (*drivermock.MockStepPreparer)(nil)
-	_ driver.InspectInterface    = (*drivermock.MockInspectInterface)(nil)
-	_ driver.BIOSInterface       = (*drivermock.MockBIOSInterface)(nil)
-	_ driver.RAIDInterface       = (*drivermock.MockRAIDInterface)(nil)
-	_ driver.ConsoleInterface    = (*drivermock.MockConsoleInterface)(nil)
-	_ driver.VendorInterface     = (*drivermock.MockVendorInterface)(nil)
-	_ driver.RescueInterface     = (*drivermock.MockRescueInterface)(nil)
-	_ driver.FirmwareInterface   = (*drivermock.MockFirmwareInterface)(nil)
-	_ driver.NetworkInterface    = (*drivermock.MockNetworkInterface)(nil)
-	_ driver.StorageInterface    = (*drivermock.MockStorageInterface)(nil)
-	_ driver.StepProvider        = (*drivermock.MockStepProvider)(nil)
-	_ driver.StepRunner          = (*drivermock.MockStepRunner)(nil)
+	_ driver.Interface            = (*drivermock.MockInterface)(nil)
+	_ driver.PowerInterface       = (*drivermock.MockPowerInterface)(nil)
+	_ driver.ManagementInterface  = (*drivermock.MockManagementInterface)(nil)
+	_ driver.BootModeManager      = (*drivermock.MockBootModeManager)(nil)
+	_ driver.BootInterface        = (*drivermock.MockBootInterface)(nil)
+	_ driver.DeployInterface      = (*drivermock.MockDeployInterface)(nil)
+	_ driver.StepPreparer         = (*drivermock.MockStepPreparer)(nil)
+	_ driver.InspectInterface     = (*drivermock.MockInspectInterface)(nil)
+	_ driver.BIOSInterface        = (*drivermock.MockBIOSInterface)(nil)
+	_ driver.RAIDInterface        = (*drivermock.MockRAIDInterface)(nil)
+	_ driver.ConsoleInterface     = (*drivermock.MockConsoleInterface)(nil)
+	_ driver.VendorInterface      = (*drivermock.MockVendorInterface)(nil)
+	_ driver.RescueInterface      = (*drivermock.MockRescueInterface)(nil)
+	_ driver.FirmwareInterface    = (*drivermock.MockFirmwareInterface)(nil)
+	_ driver.NetworkInterface     = (*drivermock.MockNetworkInterface)(nil)
+	_ driver.StorageInterface     = (*drivermock.MockStorageInterface)(nil)
+	_ driver.StepProvider         = (*drivermock.MockStepProvider)(nil)
+	_ driver.StepRunner           = (*drivermock.MockStepRunner)(nil)
+	_ driver.NMIInjector          = (*drivermock.MockNMIInjector)(nil)
+	_ driver.IndicatorManager     = (*drivermock.MockIndicatorManager)(nil)
+	_ driver.SecureBootManager    = (*drivermock.MockSecureBootManager)(nil)
+	_ driver.SensorReader         = (*drivermock.MockSensorReader)(nil)
+	_ driver.AvailabilityReporter = (*drivermock.MockAvailabilityReporter)(nil)
 )
+
+// TestMockCapabilities uses the capability mocks as a conductor would:
+// a sensor read, and an availability check that reports a missing tool.
+func TestMockCapabilities(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	sensors := drivermock.NewMockSensorReader(ctrl)
+	v := 41.5
+	sensors.EXPECT().Sensors(gomock.Any(), gomock.Any()).Return([]driver.SensorReading{{Name: "CPU", Type: driver.SensorTemperature, Value: &v}}, nil)
+	r, err := sensors.Sensors(context.Background(), &driver.Task{NodeUUID: "n1"})
+	if err != nil || len(r) != 1 || *r[0].Value != 41.5 {
+		t.Fatalf("sensors %+v %v", r, err)
+	}
+	avail := drivermock.NewMockAvailabilityReporter(ctrl)
+	avail.EXPECT().Unavailable().Return(&driver.UnavailableError{Kind: driver.KindPower, Impl: "mock", Reason: "tool missing"})
+	if err := avail.Unavailable(); !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("unavailable %v", err)
+	}
+}
 
 // TestMockInRegistry composes a mock power interface into a node's driver,
 // the way an embedder unit-tests conductor code against a BMC failure.
