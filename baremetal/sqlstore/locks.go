@@ -138,21 +138,33 @@ func (s *Store) notifyUUIDs(op string, uuids []string) {
 
 // BreakDeadReservations implements baremetal.ReservationStore. It runs
 // in one transaction: find the dead conductors, then release each of
-// their nodes only if that conductor still holds it.
+// their nodes only if that conductor still holds it and its row is still
+// dead when the release runs. A conductor restarted under the same
+// hostname refreshes its row before it takes any reservation, so its new
+// reservations are never broken: on PostgreSQL the dead rows are locked
+// (FOR UPDATE) for the transaction, which makes the re-registration wait
+// for the release, or the release skip a row refreshed meanwhile; the
+// release itself re-checks the row (SQLite serialises writers anyway).
 func (s *Store) BreakDeadReservations(ctx context.Context, heartbeatTimeout time.Duration, self string) ([]baremetal.BrokenReservation, error) {
 	cutoff := micros(s.now().Add(-heartbeatTimeout))
+	lock := ""
+	if s.d.name == postgresDialect.name {
+		lock = " FOR UPDATE"
+	}
 	var broken []baremetal.BrokenReservation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		broken = broken[:0]
 		var dead []string
 		if err := tx.SelectContext(ctx, &dead, s.d.q(
-			"SELECT hostname FROM conductors WHERE updated_at < ? AND lower(hostname) <> lower(?)"), cutoff, self); err != nil {
+			"SELECT hostname FROM conductors WHERE updated_at < ? AND lower(hostname) <> lower(?) ORDER BY hostname"+lock), cutoff, self); err != nil {
 			return err
 		}
 		for _, host := range dead {
 			var uuids []string
 			if err := tx.SelectContext(ctx, &uuids, s.d.q(
-				"UPDATE nodes SET reservation = NULL WHERE reservation IS NOT NULL AND lower(reservation) = lower(?) RETURNING uuid"), host); err != nil {
+				"UPDATE nodes SET reservation = NULL WHERE reservation IS NOT NULL AND lower(reservation) = lower(?) "+
+					"AND EXISTS (SELECT 1 FROM conductors WHERE lower(conductors.hostname) = lower(?) AND conductors.updated_at < ?) "+
+					"RETURNING uuid"), host, host, cutoff); err != nil {
 				return err
 			}
 			for _, u := range uuids {
