@@ -78,8 +78,7 @@ func run(dsn string, count int, ring string, hbTimeout time.Duration, logPath st
 	check := hbTimeout / 3
 	pcfg := clusterlab.ProcessConfig{Binary: self, Prefix: []string{"conductor"}, DSN: dsn, LabURL: lab.URL(), Stderr: logs,
 		Args: []string{"-ring", ring, "-heartbeat-timeout", hbTimeout.String(), "-keepalive", (hbTimeout / 6).String(),
-			"-orphan-check", check.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-callback-timeout", "60s",
-			"-rerun-safe", clusterlab.DirectRerunSafeSteps}}
+			"-orphan-check", check.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-callback-timeout", "60s"}}
 
 	hosts := []string{"conductor-a", "conductor-b", "conductor-c"}
 	procs := make([]*clusterlab.Process, len(hosts))

@@ -144,7 +144,7 @@ func TestChaos(t *testing.T) {
 	defer logs.Close()
 	pcfg := clusterlab.ProcessConfig{Binary: bin, DSN: dsn, LabURL: lab.URL(), Stderr: logs, Args: []string{
 		"-heartbeat-timeout", heartbeatTimeout.String(), "-keepalive", keepalive.String(),
-		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-rerun-safe", clusterlab.DirectRerunSafeSteps, "-log-level", logLevel()}}
+		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-log-level", logLevel()}}
 	hosts := []string{"c1", "c2", "c3"}
 	procs := make([]*clusterlab.Process, len(hosts))
 	for i, h := range hosts {

@@ -23,12 +23,6 @@ import (
 // LabHardwareType is the hardware type of the lab's machines.
 const LabHardwareType = driver.FakeHardware
 
-// DirectRerunSafeSteps are the out-of-band deploy steps of the direct
-// deploy interface that converge however often they run (reboot into the
-// ramdisk, switch networks, set the boot device, power off the ramdisk),
-// declared safe to re-run after a takeover in the lab's conductors.
-const DirectRerunSafeSteps = "deploy.deploy,deploy.switch_to_tenant_network,deploy.prepare_instance_boot,deploy.boot_instance,deploy.tear_down_agent"
-
 // LabPowerName is the name of the lab's power interface.
 const LabPowerName = "lab"
 
@@ -115,7 +109,8 @@ type ConductorConfig struct {
 	// rescue, service, inspect); 0 means Ironic's 1800 s.
 	CallbackTimeout time.Duration
 	// RerunSafeSteps lists out-of-band steps ("interface.step") safe to
-	// re-run after a takeover.
+	// re-run after a takeover, beyond those their implementation declares
+	// (the direct deploy interface declares its own).
 	RerunSafeSteps []string
 	// Workers bounds the worker pool; 0 means the default.
 	Workers int
