@@ -354,11 +354,14 @@ func (c *Conductor) processNextStep(ctx context.Context, t *task, kind steps.Kin
 		li--
 	}
 	last := cmds[li]
-	if last.Name != execName {
-		return nil
-	}
 	switch {
 	case last.Status == agentclient.StatusRunning:
+		return nil
+	case retryPending(prog, last, kind):
+		// The agent was busy when the current step was sent (it never
+		// started): now that it is idle, send the same step again.
+		return c.runActions(ctx, t, kind, c.planner().Continue(prog))
+	case last.Name != execName:
 		return nil
 	case last.Status.IsVersionMismatch():
 		return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.VersionMismatch}))
@@ -411,4 +414,18 @@ func (c *Conductor) finalizeRescue(ctx context.Context, t *task) error {
 	}
 	delete(n.InstanceInfo, "rescue_password")
 	return t.process(ctx, statemachine.EventDone, moveOpts{})
+}
+
+// retryPending reports whether the current step waits to be sent again
+// after the agent answered busy: the skip flag is false and the agent's
+// last command is not the current step's.
+func retryPending(prog steps.Progress, last agentclient.CommandResult, kind steps.Kind) bool {
+	if prog.SkipCurrentStep == nil || *prog.SkipCurrentStep || prog.Current == nil || prog.Reboot {
+		return false
+	}
+	if last.Name != "execute_"+string(kind)+"_step" {
+		return true
+	}
+	sr, err := agentclient.DecodeStepResult(kind, &last)
+	return err == nil && sr.Step.Interface != "" && (sr.Step.Interface != prog.Current.Interface || sr.Step.Name != prog.Current.Name)
 }
