@@ -288,25 +288,44 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	if o.work || o.lastError != "" {
 		n.LastError = o.lastError
 	}
-	if err := t.save(ctx); err != nil {
+	h := t.c.transitionHistory(n, from, string(ev), o.lastError)
+	if rs, ok := t.c.store.(RecordingNodeStore); ok {
+		// The state change and its history line commit together.
+		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
+			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
+		}
+		h = nil
+	} else if err := t.save(ctx); err != nil {
 		return err
 	}
-	t.c.transitioned(ctx, n, from, string(ev), o.lastError)
+	t.c.transitioned(ctx, n, from, string(ev), o.lastError, h)
 	return nil
 }
 
-// transitioned records a committed transition: history, watchers, metrics.
-func (c *Conductor) transitioned(ctx context.Context, n *Node, from, ev, errText string) {
-	c.metrics.transitions.WithLabelValues(from, n.ProvisionState, ev).Inc()
-	e := Event{Time: c.clock.Now(), Type: EventTransition, NodeUUID: n.UUID, NodeName: n.Name,
-		From: from, To: n.ProvisionState, Target: n.TargetProvisionState, Trigger: ev, Error: errText, Conductor: c.host}
+// transitionHistory is the history entry recording a transition of n
+// from from by ev.
+func (c *Conductor) transitionHistory(n *Node, from, ev, errText string) *HistoryEntry {
 	sev := HistoryInfo
 	msg := fmt.Sprintf("%s -> %s (event %s, target %s)", from, n.ProvisionState, ev, orNone(n.TargetProvisionState))
 	if errText != "" {
 		sev = HistoryError
 		msg += ": " + errText
 	}
-	c.history(ctx, n.UUID, "provision state "+n.ProvisionState, "provisioning", msg, sev)
+	// The store masks secrets in history messages itself.
+	return &HistoryEntry{NodeUUID: n.UUID, Event: truncEvent("provision state " + n.ProvisionState), EventType: "provisioning",
+		Message: msg, Severity: sev, Conductor: c.host}
+}
+
+// transitioned records a committed transition: the history entry h when
+// it was not written with the change (nil when it was), watchers,
+// metrics.
+func (c *Conductor) transitioned(ctx context.Context, n *Node, from, ev, errText string, h *HistoryEntry) {
+	c.metrics.transitions.WithLabelValues(from, n.ProvisionState, ev).Inc()
+	e := Event{Time: c.clock.Now(), Type: EventTransition, NodeUUID: n.UUID, NodeName: n.Name,
+		From: from, To: n.ProvisionState, Target: n.TargetProvisionState, Trigger: ev, Error: errText, Conductor: c.host}
+	if h != nil {
+		c.addHistory(ctx, h)
+	}
 	c.hub.publish(e)
 }
 
@@ -318,14 +337,23 @@ func orNone(s string) string {
 }
 
 func (c *Conductor) history(ctx context.Context, uuid, event, eventType, msg, severity string) {
-	if len(event) > 255 {
-		event = event[:255]
-	}
 	// The store masks secrets in history messages itself.
-	h := &HistoryEntry{NodeUUID: uuid, Event: event, EventType: eventType, Message: msg, Severity: severity, Conductor: c.host}
+	c.addHistory(ctx, &HistoryEntry{NodeUUID: uuid, Event: truncEvent(event), EventType: eventType, Message: msg, Severity: severity, Conductor: c.host})
+}
+
+// addHistory appends h to its node's history, logging a failure.
+func (c *Conductor) addHistory(ctx context.Context, h *HistoryEntry) {
 	if err := c.store.AddHistory(context.WithoutCancel(ctx), h); err != nil {
-		c.log.Warn("node history not recorded", "node", uuid, "error", err)
+		c.log.Warn("node history not recorded", "node", h.NodeUUID, "error", err)
 	}
+}
+
+// truncEvent caps a history event at the store's 255 bytes.
+func truncEvent(event string) string {
+	if len(event) > 255 {
+		return event[:255]
+	}
+	return event
 }
 
 func (c *Conductor) publish(e Event) {

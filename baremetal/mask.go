@@ -49,6 +49,12 @@ func IsSensitiveKey(key string) bool {
 // MaskText replaces the values of sensitive "key=value" pairs in free text
 // with Mask.
 func MaskText(s string) string {
+	// Every secret pair has a '=' or ':' between key and value; text
+	// without either (most history lines) cannot match, and skipping the
+	// regular expression for it keeps history writes cheap.
+	if !strings.ContainsAny(s, "=:") {
+		return s
+	}
 	return secretInText.ReplaceAllString(s, "${1}"+Mask)
 }
 

@@ -169,6 +169,19 @@ type HistoryStore interface {
 	ListHistory(ctx context.Context, nodeUUID string, limit int) ([]*HistoryEntry, error)
 }
 
+// RecordingNodeStore is implemented by stores that can write a node and
+// the history entry recording that change in one transaction. The
+// conductor uses it, when the store offers it, for every state change, so
+// a transition and its history line commit together (or neither does)
+// and cost one commit instead of two.
+type RecordingNodeStore interface {
+	// UpdateNodeRecording is UpdateNode that also appends e (as
+	// AddHistory would: masked, ID and CreatedAt filled) in the same
+	// transaction. e.NodeUUID, when set, must be n's UUID. Errors are
+	// UpdateNode's and AddHistory's.
+	UpdateNodeRecording(ctx context.Context, n *Node, holder string, e *HistoryEntry) error
+}
+
 // NodeFilter selects nodes in ListNodes and CountNodes. The zero value
 // matches every node; set fields are combined with AND.
 type NodeFilter struct {

@@ -21,6 +21,9 @@ type writeOp struct {
 	run  func(w writeTx) error
 	done chan error    // receives the op's outcome once committed
 	lead chan struct{} // receives when the op's caller must run the next batch
+	// atomic ops run several statements that must commit together, so
+	// they run in a transaction even alone.
+	atomic bool
 }
 
 // writeTx gives a write op its statements: bound to the batch transaction
@@ -56,11 +59,11 @@ type batcher struct {
 
 // submit runs fn, alone or in a batch, and returns its outcome after the
 // commit.
-func (b *batcher) submit(ctx context.Context, fn func(w writeTx) error) error {
+func (b *batcher) submit(ctx context.Context, atomic bool, fn func(w writeTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	op := &writeOp{ctx: ctx, run: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	op := &writeOp{ctx: ctx, run: fn, done: make(chan error, 1), lead: make(chan struct{}, 1), atomic: atomic}
 	b.mu.Lock()
 	b.pending = append(b.pending, op)
 	if b.leading {
@@ -102,7 +105,7 @@ func (b *batcher) leadOnce() {
 
 // run executes a batch and reports to every op.
 func (b *batcher) run(batch []*writeOp) {
-	if len(batch) == 1 {
+	if len(batch) == 1 && !batch[0].atomic {
 		op := batch[0]
 		if err := op.ctx.Err(); err != nil {
 			op.done <- err
@@ -117,6 +120,26 @@ func (b *batcher) run(batch []*writeOp) {
 		for _, op := range batch {
 			op.done <- fmt.Errorf("sqlstore: begin: %w", err)
 		}
+		return
+	}
+	if len(batch) == 1 {
+		// A lone atomic op needs no savepoint: the transaction is its own.
+		op := batch[0]
+		if err := op.ctx.Err(); err != nil {
+			_ = tx.Rollback()
+			op.done <- err
+			return
+		}
+		if err := op.run(writeTx{ctx: op.ctx, tx: tx}); err != nil {
+			_ = tx.Rollback()
+			op.done <- err
+			return
+		}
+		if err := tx.Commit(); err != nil {
+			op.done <- fmt.Errorf("sqlstore: commit: %w", err)
+			return
+		}
+		op.done <- nil
 		return
 	}
 	for i, op := range batch {
@@ -154,5 +177,26 @@ func (s *Store) write(ctx context.Context, fn func(w writeTx) error) error {
 	if s.batch == nil {
 		return fn(writeTx{ctx: ctx})
 	}
-	return s.batch.submit(ctx, fn)
+	return s.batch.submit(ctx, false, fn)
+}
+
+// writeAtomic runs a hot write of several statements in one transaction:
+// through the batcher on SQLite (where the op's savepoint keeps its
+// statements together), in a transaction of its own on PostgreSQL.
+func (s *Store) writeAtomic(ctx context.Context, fn func(w writeTx) error) error {
+	if s.batch != nil {
+		return s.batch.submit(ctx, true, fn)
+	}
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: begin: %w", err)
+	}
+	if err := fn(writeTx{ctx: ctx, tx: tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: commit: %w", err)
+	}
+	return nil
 }

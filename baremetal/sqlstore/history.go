@@ -11,54 +11,75 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 )
 
-// AddHistory implements baremetal.HistoryStore.
+// AddHistory implements baremetal.HistoryStore. On SQLite the insert
+// joins the group commit of concurrent writes.
 func (s *Store) AddHistory(ctx context.Context, e *baremetal.HistoryEntry) error {
-	if e == nil {
-		return &baremetal.InvalidFieldError{Kind: "history", Field: "entry", Expected: "a non-nil entry"}
+	h, err := s.prepHistory(e)
+	if err != nil {
+		return err
 	}
-	bad := func(field, expected string) error {
-		return &baremetal.InvalidFieldError{Kind: "history", Ident: e.NodeUUID, Field: field, Expected: expected}
-	}
-	if e.Event == "" {
-		return bad("event", "a short description of what happened")
-	}
-	switch e.Severity {
-	case "":
-		e.Severity = baremetal.HistoryInfo
-	case baremetal.HistoryInfo, baremetal.HistoryWarning, baremetal.HistoryError:
-	default:
-		return bad("severity", "INFO, WARNING or ERROR")
-	}
-	event := baremetal.MaskText(e.Event)
-	message := baremetal.MaskText(e.Message)
-	holder := &baremetal.Node{UUID: e.NodeUUID}
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{{"event", event, 255}, {"event_type", e.EventType, 255}, {"message", message, 0}, {"conductor", e.Conductor, 255}, {"user", e.User, 255}} {
-		if err := checkText(holder, f.name, f.v, f.max); err != nil {
-			var ife *baremetal.InvalidFieldError
-			if errors.As(err, &ife) {
-				return bad(f.name, ife.Expected)
-			}
-			return err
-		}
-	}
-	if e.CreatedAt.IsZero() {
-		e.CreatedAt = s.now()
-	}
-	err := s.w.QueryRowxContext(ctx, s.d.q("INSERT INTO node_history (node_id, event, event_type, severity, message, conductor, user_name, created_at) "+
-		"SELECT id, ?, ?, ?, ?, ?, ?, ? FROM nodes WHERE uuid = ? RETURNING id"),
-		event, nullIfEmpty(e.EventType), e.Severity, nullIfEmpty(message), nullIfEmpty(e.Conductor), nullIfEmpty(e.User),
-		micros(e.CreatedAt), strings.ToLower(e.NodeUUID)).Scan(&e.ID)
+	args := append(h.args, strings.ToLower(e.NodeUUID))
+	err = s.write(ctx, func(w writeTx) error {
+		return w.stmt(s.st.addHistory).QueryRowxContext(w.ctx, args...).Scan(&e.ID)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return &baremetal.NotFoundError{Kind: "node", Ident: e.NodeUUID}
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: adding history to node %s: %w", e.NodeUUID, err)
 	}
-	e.Event, e.Message = event, message
+	e.Event, e.Message = h.event, h.message
 	return nil
+}
+
+// historyRow is a validated, masked history entry ready to insert.
+type historyRow struct {
+	event, message string
+	// args are the insert's values, node reference excluded.
+	args []any
+}
+
+// prepHistory validates and masks e, stamps its CreatedAt when empty, and
+// returns the insert's values.
+func (s *Store) prepHistory(e *baremetal.HistoryEntry) (historyRow, error) {
+	if e == nil {
+		return historyRow{}, &baremetal.InvalidFieldError{Kind: "history", Field: "entry", Expected: "a non-nil entry"}
+	}
+	bad := func(field, expected string) error {
+		return &baremetal.InvalidFieldError{Kind: "history", Ident: e.NodeUUID, Field: field, Expected: expected}
+	}
+	if e.Event == "" {
+		return historyRow{}, bad("event", "a short description of what happened")
+	}
+	switch e.Severity {
+	case "":
+		e.Severity = baremetal.HistoryInfo
+	case baremetal.HistoryInfo, baremetal.HistoryWarning, baremetal.HistoryError:
+	default:
+		return historyRow{}, bad("severity", "INFO, WARNING or ERROR")
+	}
+	event := baremetal.MaskText(e.Event)
+	message := baremetal.MaskText(e.Message)
+	holder := &baremetal.Node{UUID: e.NodeUUID}
+	for _, f := range [...]struct {
+		name, v string
+		max     int
+	}{{"event", event, 255}, {"event_type", e.EventType, 255}, {"message", message, 0}, {"conductor", e.Conductor, 255}, {"user", e.User, 255}} {
+		if err := checkText(holder, f.name, f.v, f.max); err != nil {
+			var ife *baremetal.InvalidFieldError
+			if errors.As(err, &ife) {
+				return historyRow{}, bad(f.name, ife.Expected)
+			}
+			return historyRow{}, err
+		}
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = s.now()
+	}
+	args := make([]any, 0, 8)
+	args = append(args, event, nullIfEmpty(e.EventType), e.Severity, nullIfEmpty(message), nullIfEmpty(e.Conductor), nullIfEmpty(e.User),
+		micros(e.CreatedAt))
+	return historyRow{event: event, message: message, args: args}, nil
 }
 
 // ListHistory implements baremetal.HistoryStore.

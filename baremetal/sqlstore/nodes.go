@@ -382,8 +382,46 @@ func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, er
 
 // UpdateNode implements baremetal.NodeStore.
 func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string) error {
+	return s.updateNode(ctx, n, holder, nil)
+}
+
+// UpdateNodeRecording implements baremetal.RecordingNodeStore: the
+// compare-and-swap update and the history row it records commit in one
+// transaction, or neither does.
+func (s *Store) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+	if e == nil {
+		return s.updateNode(ctx, n, holder, nil)
+	}
+	if e.NodeUUID == "" {
+		e.NodeUUID = n.UUID
+	}
+	if !strings.EqualFold(e.NodeUUID, n.UUID) {
+		return &baremetal.InvalidFieldError{Kind: "history", Ident: e.NodeUUID, Field: "node_uuid", Expected: "the UUID of the node updated (" + n.UUID + ")"}
+	}
+	return s.updateNode(ctx, n, holder, e)
+}
+
+// updateNode is UpdateNode, adding the history entry e in the same
+// transaction when e is not nil.
+func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
 	if err := checkUpdate(n); err != nil {
 		return err
+	}
+	var hist historyRow
+	if e != nil {
+		var err error
+		if hist, err = s.prepHistory(e); err != nil {
+			return err
+		}
+	}
+	// The history row names the node by its key when the caller's copy
+	// has it, by UUID otherwise.
+	histStmt := s.st.addHistoryID
+	if n.ID != 0 {
+		hist.args = append(hist.args, n.ID)
+	} else {
+		histStmt = s.st.addHistory
+		hist.args = append(hist.args, strings.ToLower(n.UUID))
 	}
 	cols, err := nodeArgs(n)
 	if err != nil {
@@ -401,9 +439,22 @@ func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string
 	}
 	var version, updated int64
 	var provUpdated sql.NullInt64
-	err = s.write(ctx, func(w writeTx) error {
-		return w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated)
-	})
+	var histID int64
+	if e == nil {
+		err = s.write(ctx, func(w writeTx) error {
+			return w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated)
+		})
+	} else {
+		err = s.writeAtomic(ctx, func(w writeTx) error {
+			if err := w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated); err != nil {
+				return err
+			}
+			if err := w.stmt(histStmt).QueryRowxContext(w.ctx, hist.args...).Scan(&histID); err != nil {
+				return fmt.Errorf("sqlstore: adding history to node %s: %w", n.UUID, err)
+			}
+			return nil
+		})
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return s.explainConflict(ctx, n, holder)
 	}
@@ -416,6 +467,9 @@ func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string
 	n.Version = version
 	n.UpdatedAt = timeFrom(sql.NullInt64{Int64: updated, Valid: true})
 	n.ProvisionUpdatedAt = timeFrom(provUpdated)
+	if e != nil {
+		e.ID, e.Event, e.Message = histID, hist.event, hist.message
+	}
 	s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "update", ProvisionState: n.ProvisionState,
 		TargetProvisionState: n.TargetProvisionState, Reservation: n.Reservation, Version: n.Version})
 	return nil

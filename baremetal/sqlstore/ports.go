@@ -234,7 +234,8 @@ func (s *Store) ListPorts(ctx context.Context, nodeUUID string) ([]*baremetal.Po
 	if nodeUUID == "" {
 		err = s.r.SelectContext(ctx, &rows, s.d.q(portSelect+"ORDER BY p.id"))
 	} else {
-		err = s.r.SelectContext(ctx, &rows, s.d.q(portSelect+"WHERE n.uuid = ? ORDER BY p.id"), strings.ToLower(nodeUUID))
+		// Every task loads its node's ports: the statement is prepared.
+		err = s.st.portsOf.SelectContext(ctx, &rows, strings.ToLower(nodeUUID))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: listing ports: %w", err)

@@ -12,15 +12,18 @@ import (
 type statements struct {
 	all []*sqlx.Stmt
 
-	getByUUID  *sqlx.Stmt // reader
-	getByName  *sqlx.Stmt // reader
-	lockHolder *sqlx.Stmt // writer: reservation, version of a uuid
-	reserve    *sqlx.Stmt
-	release    *sqlx.Stmt
-	update     *sqlx.Stmt
-	updateHeld *sqlx.Stmt
-	touch      *sqlx.Stmt
-	insertFull *sqlx.Stmt // insertNodesSQL(insertBatch)
+	getByUUID    *sqlx.Stmt // reader
+	getByName    *sqlx.Stmt // reader
+	portsOf      *sqlx.Stmt // reader: ports of a node uuid
+	lockHolder   *sqlx.Stmt // writer: reservation, version of a uuid
+	reserve      *sqlx.Stmt
+	release      *sqlx.Stmt
+	update       *sqlx.Stmt
+	updateHeld   *sqlx.Stmt
+	touch        *sqlx.Stmt
+	insertFull   *sqlx.Stmt // insertNodesSQL(insertBatch)
+	addHistory   *sqlx.Stmt // history entry of a node given by uuid
+	addHistoryID *sqlx.Stmt // history entry of a node given by id
 }
 
 func (st *statements) close() {
@@ -67,6 +70,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.st.getByName, err = prep(s.r, sel+"WHERE name = ?"); err != nil {
 		return err
 	}
+	if s.st.portsOf, err = prep(s.r, portSelect+"WHERE n.uuid = ? ORDER BY p.id"); err != nil {
+		return err
+	}
 	if s.st.lockHolder, err = prep(s.w, "SELECT reservation, version FROM nodes WHERE uuid = ?"); err != nil {
 		return err
 	}
@@ -86,6 +92,13 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.st.insertFull, err = prep(s.w, insertNodesSQL(insertBatch)); err != nil {
+		return err
+	}
+	const histCols = "INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) "
+	if s.st.addHistory, err = prep(s.w, histCols+"SELECT ?, ?, ?, ?, ?, ?, ?, id FROM nodes WHERE uuid = ? RETURNING id"); err != nil {
+		return err
+	}
+	if s.st.addHistoryID, err = prep(s.w, histCols+"VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"); err != nil {
 		return err
 	}
 	return nil

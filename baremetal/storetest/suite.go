@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConductorLiveness", testConductorLiveness},
 		{"BreakDeadReservations", testBreakDead},
 		{"History", testHistory},
+		{"UpdateRecordsHistory", testUpdateRecording},
 		{"ChangeNotifier", testNotifier},
 		{"SecretsNeverInErrors", testSecretsInErrors},
 		{"ConcurrentReserveHasOneWinner", testConcurrentReserve},
