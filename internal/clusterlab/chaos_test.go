@@ -71,6 +71,51 @@ func buildConductor(t *testing.T) string {
 	return bin
 }
 
+// buildPlugin builds the fake driver plugin into a plugin directory of
+// its own and returns the directory.
+func buildPlugin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "anvil-driver-fake"), "../../plugins/fake")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the fake plugin: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// killPlugin SIGKILLs the fake plugin process of p and waits for the host
+// in p to have started a new one (on the next power call). It reports how
+// long the restart took.
+func killPlugin(ctx context.Context, p *clusterlab.Process) (old, restarted clusterlab.PluginStatus, took time.Duration, err error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if old, err = p.Plugin(ctx); err == nil && old.Running && old.PID > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return old, old, 0, fmt.Errorf("conductor %s: no running plugin to kill (%+v, %v)", p.Host, old, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	proc, err := os.FindProcess(old.PID)
+	if err != nil {
+		return old, old, 0, err
+	}
+	if err := proc.Kill(); err != nil {
+		return old, old, 0, fmt.Errorf("SIGKILL plugin %d of %s: %w", old.PID, p.Host, err)
+	}
+	killedAt := time.Now()
+	for time.Since(killedAt) < 20*time.Second {
+		st, err := p.Plugin(ctx)
+		if err == nil && st.Running && st.PID != old.PID && st.Restarts > old.Restarts {
+			return old, st, time.Since(killedAt), nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, _ := p.Plugin(ctx)
+	return old, st, 0, fmt.Errorf("conductor %s: plugin not restarted 20s after SIGKILL of pid %d: %+v", p.Host, old.PID, st)
+}
+
 func randN(n int) int {
 	v, _ := rand.Int(rand.Reader, big.NewInt(int64(n)))
 	return int(v.Int64())
@@ -94,7 +139,10 @@ type takeoverSample struct {
 
 // TestChaos runs three conductor processes on PostgreSQL over 300 nodes
 // with simulated agents going through provide, deploy and undeploy, while
-// a conductor is SIGKILLed and restarted three times. It asserts that every
+// a conductor is SIGKILLed and restarted three times and, once, the driver
+// plugin process serving a conductor's power (plugins/fake, through the
+// driver/plugin host) is SIGKILLed. It asserts that the host restarted the
+// plugin, and that every
 // node ends available or in a failure state with last_error, that none is
 // left reserved, that no accepted verb is lost (every wait after an
 // accepted verb ends), that no agent step ran twice in one boot or
@@ -114,6 +162,7 @@ func TestChaos(t *testing.T) {
 		fmt.Sscan(s, &nodes)
 	}
 	bin := buildConductor(t)
+	pluginDir := buildPlugin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 	defer cancel()
 	store, err := sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
@@ -144,7 +193,8 @@ func TestChaos(t *testing.T) {
 	defer logs.Close()
 	pcfg := clusterlab.ProcessConfig{Binary: bin, DSN: dsn, LabURL: lab.URL(), Stderr: logs, Args: []string{
 		"-heartbeat-timeout", heartbeatTimeout.String(), "-keepalive", keepalive.String(),
-		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-log-level", logLevel()}}
+		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-log-level", logLevel(),
+		"-plugin-dir", pluginDir}}
 	hosts := []string{"c1", "c2", "c3"}
 	procs := make([]*clusterlab.Process, len(hosts))
 	for i, h := range hosts {
@@ -180,10 +230,24 @@ func TestChaos(t *testing.T) {
 	stopChaos := make(chan struct{})
 	var samples []takeoverSample
 	var killed []string
+	var pluginKill string
 	start := time.Now()
 	go func() {
 		defer chaosDone.Done()
 		for round := 0; round < 3; round++ {
+			if round == 1 {
+				// Once, between two conductor kills: the plugin process of
+				// a live conductor dies; its host restarts it.
+				victim := procs[randN(len(procs))]
+				old, st, took, err := killPlugin(ctx, victim)
+				if err != nil {
+					t.Errorf("plugin kill: %v", err)
+				} else {
+					pluginKill = fmt.Sprintf("SIGKILLed the plugin (pid %d) of %s at %.1fs; the host restarted it as pid %d (restarts %d) in %.2fs",
+						old.PID, victim.Host, time.Since(start).Seconds()-took.Seconds(), st.PID, st.Restarts, took.Seconds())
+					t.Log(pluginKill)
+				}
+			}
 			select {
 			case <-time.After(time.Duration(3000+randN(3000)) * time.Millisecond):
 			case <-ctx.Done():
@@ -332,6 +396,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("takeover max %s exceeds heartbeat timeout + one check interval (+%s of scheduling slack) = %s", pmax, takeoverSlack, bound)
 	} else if pmax > heartbeatTimeout+orphanCheck {
 		t.Logf("note: takeover max %s is above heartbeat timeout + check interval, within the %s slack (machine load)", pmax, takeoverSlack)
+	}
+	if pluginKill == "" {
+		t.Errorf("the plugin process was not killed and restarted")
 	}
 	if len(killed) != 3 {
 		t.Errorf("%d conductors killed, want 3", len(killed))

@@ -16,8 +16,10 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/hashicorp/go-hclog"
 )
 
 // LabHardwareType is the hardware type of the lab's machines.
@@ -28,18 +30,28 @@ const LabPowerName = "lab"
 
 // Power is fake power wired to the lab's BMC endpoint: setting the power
 // boots the node's simulated ramdisk (when its boot is prepared for the
-// ramdisk) or halts it, in the lab's process.
+// ramdisk) or halts it, in the lab's process. The fake power state itself
+// is kept by an inner fake power interface: the in-process one, or the
+// fake plugin's served out of process (PluginDir).
 type Power struct {
-	*driver.FakePower
+	driver.PowerInterface
 	lab       string
 	conductor string
 	hc        *http.Client
 }
 
 // NewPower returns the lab power interface calling the lab at labURL on
-// behalf of conductor.
+// behalf of conductor, keeping the power state with the in-process fake
+// power.
 func NewPower(labURL, conductor string) *Power {
-	return &Power{FakePower: driver.NewFakePower(driver.FakeConfig{}), lab: labURL, conductor: conductor,
+	return NewPowerWith(driver.NewFakePower(driver.FakeConfig{}), labURL, conductor)
+}
+
+// NewPowerWith is NewPower keeping the power state with inner, a fake
+// power interface (such as the fake plugin's proxy): inner must record the
+// state under driver.FakePowerStateKey.
+func NewPowerWith(inner driver.PowerInterface, labURL, conductor string) *Power {
+	return &Power{PowerInterface: inner, lab: labURL, conductor: conductor,
 		hc: &http.Client{Timeout: 10 * time.Second}}
 }
 
@@ -68,7 +80,7 @@ func (p *Power) follow(ctx context.Context, t *driver.Task) error {
 
 // SetPowerState sets the power and boots or halts the ramdisk.
 func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
-	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
+	if err := p.PowerInterface.SetPowerState(ctx, t, target, timeout); err != nil {
 		return err
 	}
 	return p.follow(ctx, t)
@@ -76,7 +88,7 @@ func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver
 
 // Reboot power-cycles the node.
 func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
-	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
+	if err := p.PowerInterface.Reboot(ctx, t, timeout); err != nil {
 		return err
 	}
 	return p.follow(ctx, t)
@@ -112,6 +124,11 @@ type ConductorConfig struct {
 	// re-run after a takeover, beyond those their implementation declares
 	// (the direct deploy interface declares its own).
 	RerunSafeSteps []string
+	// PluginDir, when set, is a driver plugin directory holding the fake
+	// plugin (anvil-driver-fake, built from plugins/fake): the lab power
+	// keeps its state through the plugin's fake power, out of process,
+	// under the host's supervision (GET /lab/plugin reports its status).
+	PluginDir string
 	// Workers bounds the worker pool; 0 means the default.
 	Workers int
 	// Ready is called with the agent API URL once the conductor runs.
@@ -123,6 +140,12 @@ type ConductorConfig struct {
 // NewRegistry returns the lab's driver registry: fake-hardware with the
 // lab power and the direct (agent) deploy interfaces enabled first.
 func NewRegistry(labURL, conductor string, client *agentclient.Client) (*driver.Registry, error) {
+	return NewRegistryWithPower(labURL, conductor, client, nil)
+}
+
+// NewRegistryWithPower is NewRegistry with the lab power keeping its state
+// through inner (nil: the in-process fake power).
+func NewRegistryWithPower(labURL, conductor string, client *agentclient.Client, inner driver.PowerInterface) (*driver.Registry, error) {
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{driver.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
@@ -138,7 +161,11 @@ func NewRegistry(labURL, conductor string, client *agentclient.Client) (*driver.
 			return nil, err
 		}
 	}
-	if err := reg.RegisterInterface(driver.KindPower, LabPowerName, NewPower(labURL, conductor)); err != nil {
+	power := NewPower(labURL, conductor)
+	if inner != nil {
+		power = NewPowerWith(inner, labURL, conductor)
+	}
+	if err := reg.RegisterInterface(driver.KindPower, LabPowerName, power); err != nil {
 		return nil, err
 	}
 	return reg, nil
@@ -181,7 +208,18 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		return err
 	}
 	defer client.Close()
-	reg, err := NewRegistry(cfg.LabURL, cfg.Hostname, client)
+	var (
+		inner driver.PowerInterface
+		fake  *plugin.Plugin
+	)
+	if cfg.PluginDir != "" {
+		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{cfg.PluginDir}, Logger: plugin.NewSlogAdapter(log, hclog.Warn)})
+		defer host.Close()
+		if inner, fake, err = fakePluginPower(ctx, host); err != nil {
+			return err
+		}
+	}
+	reg, err := NewRegistryWithPower(cfg.LabURL, cfg.Hostname, client, inner)
 	if err != nil {
 		return err
 	}
@@ -223,6 +261,15 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 	mux.HandleFunc("POST /lab/verb/{node}/{verb}", func(w http.ResponseWriter, r *http.Request) {
 		serveVerb(w, r, c)
 	})
+	mux.HandleFunc("GET /lab/plugin", func(w http.ResponseWriter, _ *http.Request) {
+		if fake == nil {
+			http.Error(w, "no plugin loaded", http.StatusNotFound)
+			return
+		}
+		st := fake.Status()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(PluginStatus{PID: st.PID, Running: st.Running, Restarts: st.Restarts})
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -245,6 +292,42 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		return err
 	}
 	return nil
+}
+
+// PluginStatus is what GET /lab/plugin reports of a conductor's fake
+// plugin: its process id (0 when not running), whether a process runs, and
+// how many processes the host started after the first.
+type PluginStatus struct {
+	PID      int  `json:"pid"`
+	Running  bool `json:"running"`
+	Restarts int  `json:"restarts"`
+}
+
+// fakePluginPower discovers the plugins of host and returns the fake
+// plugin's fake power implementation and the plugin.
+func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterface, *plugin.Plugin, error) {
+	report, err := host.Discover(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("clusterlab: plugin discovery: %w", err)
+	}
+	if err := report.Err(); err != nil {
+		return nil, nil, fmt.Errorf("clusterlab: plugin discovery: %w", err)
+	}
+	for _, p := range report.Plugins {
+		b, err := p.Bundle()
+		if err != nil {
+			return nil, nil, fmt.Errorf("clusterlab: plugin %s: %w", p.Name(), err)
+		}
+		for _, impl := range b.Implementations {
+			if impl.Kind != driver.KindPower || impl.Name != driver.Fake {
+				continue
+			}
+			if pw, ok := impl.Impl.(driver.PowerInterface); ok {
+				return pw, p, nil
+			}
+		}
+	}
+	return nil, nil, fmt.Errorf("clusterlab: no plugin in the plugin directory serves the %s power interface", driver.Fake)
 }
 
 // serveVerb is the lab's control API: POST /lab/verb/<node>/<verb> calls

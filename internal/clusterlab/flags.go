@@ -35,6 +35,7 @@ func MainConductor(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SyncPower, "sync-power", 120*time.Second, "power sync interval")
 	fs.DurationVar(&cfg.CallbackTimeout, "callback-timeout", 1800*time.Second, "deploy/clean/rescue/service/inspect callback timeout")
 	fs.IntVar(&cfg.Workers, "workers", 0, "worker pool size (0: default)")
+	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "driver plugin directory holding anvil-driver-fake; the lab power then keeps its state through the plugin")
 	rerun := fs.String("rerun-safe", "", "comma-separated out-of-band steps (interface.step) safe to re-run after a takeover")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {

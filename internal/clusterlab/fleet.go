@@ -3,6 +3,7 @@ package clusterlab
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,6 +107,28 @@ func (p *Process) Alive() bool {
 	default:
 		return true
 	}
+}
+
+// Plugin asks the conductor for the status of its fake plugin (a
+// conductor started with -plugin-dir).
+func (p *Process) Plugin(ctx context.Context) (PluginStatus, error) {
+	var st PluginStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.AgentAPI+"/lab/plugin", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("clusterlab: plugin status of %s: %w", p.Host, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("clusterlab: plugin status of %s: %s", p.Host, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("clusterlab: plugin status of %s: %w", p.Host, err)
+	}
+	return st, nil
 }
 
 // EnrollFleet creates n lab nodes (lab power, direct deploy, an image) in

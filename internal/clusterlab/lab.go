@@ -6,7 +6,10 @@
 // (RunConductor, built as cmd/labconductor). The machines live in the lab's
 // process, not in the conductors', so killing a conductor does not kill
 // the ramdisks it booted: exactly the situation of a conductor host dying
-// in a real fleet.
+// in a real fleet. With a plugin directory (ConductorConfig.PluginDir,
+// -plugin-dir), a conductor keeps its machines' power state through the
+// fake driver plugin (plugins/fake) run out of process under its
+// driver/plugin host, so the chaos test can SIGKILL a plugin process too.
 //
 // The chaos test of this package and examples/multiconductor use it.
 package clusterlab
