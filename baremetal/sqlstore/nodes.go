@@ -444,6 +444,14 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 		err = s.write(ctx, func(w writeTx) error {
 			return w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated)
 		})
+	} else if s.st.recordUpdate != nil {
+		rec := s.st.recordUpdate
+		if holder != "" {
+			rec = s.st.recordUpdateHeld
+		}
+		// One statement: the history values follow the update's.
+		args = append(args, hist.args[:len(hist.args)-1]...)
+		err = rec.QueryRowxContext(ctx, args...).Scan(&version, &updated, &provUpdated, &histID)
 	} else {
 		err = s.writeAtomic(ctx, func(w writeTx) error {
 			if err := w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated); err != nil {

@@ -24,6 +24,10 @@ type statements struct {
 	insertFull   *sqlx.Stmt // insertNodesSQL(insertBatch)
 	addHistory   *sqlx.Stmt // history entry of a node given by uuid
 	addHistoryID *sqlx.Stmt // history entry of a node given by id
+	// recordUpdate and recordUpdateHeld (PostgreSQL only) are update and
+	// updateHeld with the history insert in the same statement.
+	recordUpdate     *sqlx.Stmt
+	recordUpdateHeld *sqlx.Stmt
 }
 
 func (st *statements) close() {
@@ -51,6 +55,19 @@ func (s *Store) updateSQL(held bool) string {
 	}
 	b.WriteString(" RETURNING version, updated_at, provision_updated_at")
 	return b.String()
+}
+
+// recordUpdateSQL builds, for PostgreSQL, the compare-and-swap update and
+// the insert of the history row recording it as one statement (a
+// data-modifying WITH): one round trip and one commit, and the row is
+// inserted only when the update matched. Its parameters are the update's,
+// then the history row's values without the node reference.
+func (s *Store) recordUpdateSQL(held bool) string {
+	upd := strings.TrimSuffix(s.updateSQL(held), " RETURNING version, updated_at, provision_updated_at")
+	return "WITH u AS (" + upd + " RETURNING id, version, updated_at, provision_updated_at), " +
+		"h AS (INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) " +
+		"SELECT ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT), u.id FROM u RETURNING id) " +
+		"SELECT u.version, u.updated_at, u.provision_updated_at, h.id FROM u, h"
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -100,6 +117,14 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	if s.st.addHistoryID, err = prep(s.w, histCols+"VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"); err != nil {
 		return err
+	}
+	if s.d.name == postgresDialect.name {
+		if s.st.recordUpdate, err = prep(s.w, s.recordUpdateSQL(false)); err != nil {
+			return err
+		}
+		if s.st.recordUpdateHeld, err = prep(s.w, s.recordUpdateSQL(true)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
