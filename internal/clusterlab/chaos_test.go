@@ -422,9 +422,17 @@ func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterl
 				return false
 			}
 		}
+		// A verb is lost when its node stops moving: the deadline starts
+		// again whenever the node's record changes, so a loaded machine
+		// that slows every node down is not taken for a lost verb.
 		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
+		var seen int64 = -1
+		for time.Now().Before(deadline) && ctx.Err() == nil {
 			n := snap.Get(id)
+			if n != nil && n.Version != seen {
+				seen = n.Version
+				deadline = time.Now().Add(60 * time.Second)
+			}
 			if n != nil && n.Reservation == "" {
 				switch {
 				case n.ProvisionState == want && n.TargetProvisionState == "":
@@ -437,7 +445,11 @@ func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterl
 			time.Sleep(100 * time.Millisecond)
 		}
 		n := snap.Get(id)
-		r.stuck = fmt.Sprintf("%s accepted, node still %s (target %s, reserved by %q) after 60s", verb, n.ProvisionState, n.TargetProvisionState, n.Reservation)
+		if ctx.Err() != nil {
+			r.stuck = fmt.Sprintf("%s accepted, node still %s (target %s) when the test's time ran out", verb, n.ProvisionState, n.TargetProvisionState)
+			return false
+		}
+		r.stuck = fmt.Sprintf("%s accepted, node still %s (target %s, reserved by %q) and unchanged for 60s", verb, n.ProvisionState, n.TargetProvisionState, n.Reservation)
 		return false
 	}
 	if !step("manage", "manageable") || !step("provide", "available") {
