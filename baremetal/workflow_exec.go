@@ -291,6 +291,7 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 	}
 	wait := false
 	if !disableRamdisk {
+		c.dropStaleAgent(ctx, t)
 		reboot := false
 		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
@@ -742,6 +743,7 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 			return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to build the config drive for node %s: %s", n.UUID, describeErr(err)), false)
 		}
 	}
+	c.dropStaleAgent(ctx, t)
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		dep := d.Deploy()
 		if dep == nil {
