@@ -328,6 +328,10 @@ func (c *Conductor) processNextStep(ctx context.Context, t *task, kind steps.Kin
 	if prog.Polling {
 		return nil
 	}
+	prog, ok, err := c.revalidateOrFail(ctx, t, prog)
+	if !ok {
+		return err
+	}
 	cl, err := c.agentClient()
 	if err != nil {
 		return err

@@ -362,7 +362,76 @@ func (c *Conductor) planAndRun(ctx context.Context, t *task, kind steps.Kind) er
 	}
 	prog := pl.Progress()
 	prog.Manual = kind == steps.Clean && n.TargetProvisionState == string(statemachine.Manageable)
+	if kind == steps.Deploy && c.agentBased(t) && len(src.Agent) == 0 {
+		// The agent has not reported its in-band steps yet: the plan is
+		// re-validated and recomputed on the first continuation after it
+		// has (Ironic's steps_validated).
+		prog.StepsValidated = false
+	}
 	return c.runActions(ctx, t, kind, c.planner().Start(prog))
+}
+
+// revalidateDeploySteps is Ironic's validation of the final deploy step
+// list: on the first continuation after the agent reported its in-band
+// deploy steps, the user and template steps are validated again without
+// skipping unknown steps, and the plan is recomputed with the agent's
+// steps so user in-band steps run at their priority. The current step
+// keeps its place in the new list. Progress comes back unchanged while
+// the steps are validated already or the agent's steps are not known.
+func (c *Conductor) revalidateDeploySteps(ctx context.Context, t *task, prog steps.Progress) (steps.Progress, error) {
+	if prog.Kind != steps.Deploy || prog.StepsValidated || !c.agentBased(t) {
+		return prog, nil
+	}
+	src, err := c.stepSource(ctx, t, steps.Deploy)
+	if err != nil {
+		return prog, err
+	}
+	if len(src.Agent) == 0 {
+		return prog, nil
+	}
+	n := t.node
+	pl, err := c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: prog.UserSteps,
+		Templates: c.templates(), InstanceTraits: instanceTraits(n)})
+	if err != nil {
+		return prog, err
+	}
+	out := prog
+	out.Steps = pl.Progress().Steps
+	out.StepsValidated = true
+	if prog.Current != nil {
+		i := stepIndex(out.Steps, *prog.Current)
+		if i < 0 {
+			return prog, fmt.Errorf("%w: node %s: current deploy step %s is not in the recomputed deploy steps",
+				steps.ErrInvalidProgress, n.UUID, prog.Current.Key())
+		}
+		out.Index = &i
+	}
+	return out, nil
+}
+
+// stepIndex finds a step by interface and name.
+func stepIndex(list []steps.Step, s steps.Step) int {
+	for i, x := range list {
+		if x.Interface == s.Interface && x.Name == s.Name {
+			return i
+		}
+	}
+	return -1
+}
+
+// revalidateOrFail runs revalidateDeploySteps and fails the deploy with
+// the validation error when the final step list is invalid.
+func (c *Conductor) revalidateOrFail(ctx context.Context, t *task, prog steps.Progress) (steps.Progress, bool, error) {
+	next, err := c.revalidateDeploySteps(ctx, t, prog)
+	if err != nil {
+		reason := describeErr(err)
+		if ve := (*steps.ValidationError)(nil); errors.As(err, &ve) {
+			reason = MaskText(ve.Message())
+		}
+		return prog, false, c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s",
+			t.node.UUID, reason), false)
+	}
+	return next, true, nil
 }
 
 func (c *Conductor) templates() []steps.Template {
@@ -393,6 +462,10 @@ func (c *Conductor) continueSteps(ctx context.Context, t *task, kind steps.Kind)
 	prog, err := readNodeProgress(t.node, kind)
 	if err != nil {
 		return c.stepsFailed(ctx, t, kind, describeErr(err), false)
+	}
+	prog, ok, err := c.revalidateOrFail(ctx, t, prog)
+	if !ok {
+		return err
 	}
 	return c.runActions(ctx, t, kind, c.planner().Continue(prog))
 }
