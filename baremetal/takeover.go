@@ -2,7 +2,9 @@ package baremetal
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -230,6 +232,17 @@ func (c *Conductor) countTakeover(cl *cluster, outcome string) {
 // false with the reason otherwise, having changed nothing.
 func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
 	n := t.node
+	if done, _ := n.DriverInternalInfo[stepsFinishedKey(kind)].(bool); done {
+		// Every step had finished; the conductor died tearing the run
+		// down (which is idempotent): finish it here.
+		c.history(ctx, n.UUID, "takeover", string(kind),
+			fmt.Sprintf("%s; every step had finished, finishing %s", why, kindVerb(kind)), HistoryWarning)
+		c.countTakeover(c.cluster, "resumed")
+		if err := c.finishSteps(ctx, t, kind); err != nil {
+			c.log.Warn("resumed teardown ended with an error", "node", n.UUID, "error", err)
+		}
+		return true, ""
+	}
 	prog, err := readNodeProgress(n, kind)
 	if err != nil {
 		return false, "its step progress cannot be read: " + describeErr(err)
@@ -318,7 +331,10 @@ const (
 //     if the agent's last execute command is this step, the agent has or
 //     is running it, so the node waits for the next heartbeat (the step is
 //     not re-run); if the agent never received it, it is run now. An agent
-//     that cannot be reached fails the node.
+//     that is gone (its URL answers 404, or the connection fails: the
+//     ramdisk is rebooting or powered off) makes the node wait for the
+//     next heartbeat of its agent, where the step is checked again, up to
+//     the callback timeout; any other agent error fails the node.
 //
 // Anything else fails the node as Ironic does.
 func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (resumeDecision, string) {
@@ -352,6 +368,14 @@ func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s s
 	}
 	cmds, err := cl.ListCommands(ctx, a)
 	if err != nil {
+		if agentGone(err) {
+			// The ramdisk is being rebooted or powered off (its URL
+			// answers 404 or nothing): as Ironic does for a node in a
+			// wait state, wait for the next heartbeat of the (new)
+			// agent, where the step is checked again, up to the
+			// callback timeout.
+			return resumeWait, "unknown: the agent is not reachable (" + describeErr(err) + ")"
+		}
 		return resumeNo, "the agent cannot be asked for its commands: " + describeErr(err)
 	}
 	execName := "execute_" + string(kind) + "_step"
@@ -429,4 +453,15 @@ func (c *Conductor) reprepare(ctx context.Context, t *task) {
 	c.countTakeover(c.cluster, "reprepared")
 	c.history(ctx, n.UUID, "takeover", "conductor",
 		fmt.Sprintf("conductor %s (id %d) re-prepared the active node, previously prepared by conductor id %d", c.host, c.record.ID, previous), HistoryInfo)
+}
+
+// agentGone reports whether err from an agent call means no agent answers
+// at the recorded URL (HTTP 404 or a failed connection), as opposed to an
+// agent that answered with an error.
+func agentGone(err error) bool {
+	if errors.Is(err, agentclient.ErrConnectionFailed) {
+		return true
+	}
+	var ae *agentclient.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }

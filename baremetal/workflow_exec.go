@@ -318,6 +318,10 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 
 func userStepsKey(kind steps.Kind) string { return "anvil_requested_" + string(kind) + "_steps" }
 
+// stepsFinishedKey marks, in driver_internal_info, a run whose steps all
+// finished while the conductor tears it down (see finishSteps).
+func stepsFinishedKey(kind steps.Kind) string { return "anvil_" + string(kind) + "_steps_finished" }
+
 func kindVerb(kind steps.Kind) string {
 	switch kind {
 	case steps.Clean:
@@ -713,6 +717,15 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	delete(n.DriverInternalInfo, userStepsKey(kind))
 	*currentStepColumn(n, kind) = map[string]any{}
+	// Record that every step is done before tearing the ramdisk down: a
+	// conductor dying during the teardown leaves a node whose agent is
+	// gone, and its new owner must finish the run, not re-check (or
+	// re-run) the last step.
+	n.DriverInternalInfo[stepsFinishedKey(kind)] = true
+	if err := t.save(ctx); err != nil {
+		return err
+	}
+	delete(n.DriverInternalInfo, stepsFinishedKey(kind))
 	if kind != steps.Deploy {
 		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
