@@ -18,7 +18,11 @@ func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 	// The conductor's clock starts at the wall clock (the agent API stamps
 	// heartbeats with it) and is moved by hand.
 	clock := &fakeClock{now: time.Now().UTC()}
-	h := newAgentHarnessWith(t, baremetal.Options{Clock: clock},
+	// Lock retries keep real time: the agent's heartbeats hold the node's
+	// lock for moments while the verbs below run, and a retry paced by a
+	// clock nobody advances would wait forever.
+	lockPolicy := baremetal.LockPolicy{Attempts: 50, Interval: 20 * time.Millisecond, Clock: baremetal.SystemClock()}
+	h := newAgentHarnessWith(t, baremetal.Options{Clock: clock, LockPolicy: &lockPolicy},
 		baremetal.AgentSettings{FastTrack: true, FastTrackTimeout: 60 * time.Second}, nil)
 	n := h.enrollAgentNode("agent-stale")
 	h.must(h.c.Manage(h.ctx, n.UUID))
