@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/anvilmetal/anvil/steps"
@@ -301,4 +302,27 @@ func kindMatches(kind Kind, impl Interface) bool {
 		_, ok = impl.(VendorInterface)
 	}
 	return ok
+}
+
+// InspectionData is what an in-band inspection ramdisk reported: the raw
+// hardware inventory (IPA's JSON document) and the plugin data (every
+// other top-level key the ramdisk posted, such as boot_interface,
+// root_disk or error).
+type InspectionData struct {
+	Inventory  json.RawMessage `json:"inventory"`
+	PluginData map[string]any  `json:"plugin_data,omitempty"`
+}
+
+// InbandInspector is an optional capability of an inspect interface whose
+// inspection runs in the ramdisk (Ironic's "agent" inspect interface).
+// InspectHardware returns StepResult{Wait: true, RebootRequested: true}
+// after setting what the boot interface needs; the conductor then
+// prepares the ramdisk boot, reboots the node and leaves it in "inspect
+// wait". When the ramdisk posts its data, the conductor calls
+// ContinueInspection under the node's exclusive lock; it records what it
+// found with t.SetProperty and t.AddPort/t.SetPorts. An error fails the
+// inspection ("inspect failed" with last_error).
+type InbandInspector interface {
+	InspectInterface
+	ContinueInspection(ctx context.Context, t *Task, data InspectionData) error
 }
