@@ -3,20 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
-	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/agentdeploy"
-	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
@@ -48,51 +41,14 @@ func TestConductorEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	bmc := ipmisim.Start(t, ipmisim.Options{PoweredOn: true})
 
-	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{ipmitool.HardwareType}})
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := agentclient.NewClient(agentclient.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { agent.Close() })
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(agent)); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindBoot, "pxe", stubPXE{}); err != nil {
 		t.Fatal(err)
 	}
-	host := plugin.NewHost(plugin.HostConfig{})
-	t.Cleanup(func() { host.Close() })
-	if _, err := host.Load(ctx, binary); err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Check(); err != nil {
-		t.Fatal(err)
-	}
-	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: agent}, baremetal.Options{
-		Hostname: "e2e-ipmi", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cond.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cond.Stop(sctx)
-	})
+	cond := plugintest.StartConductor(t, reg, binary, "e2e-ipmi")
 
 	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "ipmi-1", Driver: ipmitool.HardwareType, DriverInfo: map[string]any{
 		"ipmi_address": bmc.Addr, "ipmi_port": strconv.Itoa(bmc.Port), "ipmi_username": bmc.Username,
@@ -107,7 +63,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err := cond.Manage(ctx, n.UUID); err != nil {
 		t.Fatal(err)
 	}
-	m := waitState(t, store, n.UUID, statemachine.Manageable)
+	m := cond.WaitState(t, n.UUID, statemachine.Manageable)
 	if m.PowerState != string(driver.PowerOn) {
 		t.Fatalf("verification recorded power %q, the simulator is on", m.PowerState)
 	}
@@ -138,33 +94,11 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m = waitState(t, store, n.UUID, statemachine.Manageable)
+	m = cond.WaitState(t, n.UUID, statemachine.Manageable)
 	if m.LastError != "" {
 		t.Fatalf("clean left an error: %s", m.LastError)
 	}
 	if n := selEntries(); n != 0 {
 		t.Fatalf("SEL still holds %d entries after the clean", n)
-	}
-}
-
-func waitState(t *testing.T, s baremetal.Store, uuid string, want statemachine.State) *baremetal.Node {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		n, err := s.GetNode(context.Background(), uuid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.ProvisionState == string(want) && n.Reservation == "" {
-			return n
-		}
-		if n.Reservation == "" && (n.ProvisionState == "clean failed" || n.ProvisionState == "enroll" && n.LastError != "") {
-			t.Fatalf("node %s: %s: %s", uuid, n.ProvisionState, n.LastError)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s: state %q target %q reserved by %q last error %q; want %q",
-				uuid, n.ProvisionState, n.TargetProvisionState, n.Reservation, n.LastError, want)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,49 +16,16 @@ import (
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
 
 // binary is the plugin executable, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "anvil-ipmi-plugin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "anvil-driver-ipmi")
-	cmd := exec.Command("go", "build", "-o", binary, ".")
-	cmd.Stderr = os.Stderr
-	code := 1
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the plugin:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plugintest.Main(m, "anvil-driver-ipmi", &binary) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func load(t testing.TB, logs *syncBuffer) map[driver.Kind]driver.Interface {
+func load(t testing.TB, logs *plugintest.SyncBuffer) map[driver.Kind]driver.Interface {
 	t.Helper()
 	impls, _ := loadPlugin(t, logs)
 	return impls
@@ -69,22 +33,13 @@ func load(t testing.TB, logs *syncBuffer) map[driver.Kind]driver.Interface {
 
 // loadPlugin starts the plugin under a fresh host and returns its
 // implementations and the plugin handle.
-func loadPlugin(t testing.TB, logs *syncBuffer) (map[driver.Kind]driver.Interface, *plugin.Plugin) {
+func loadPlugin(t testing.TB, logs *plugintest.SyncBuffer) (map[driver.Kind]driver.Interface, *plugin.Plugin) {
 	t.Helper()
-	var logger hclog.Logger
+	var sink io.Writer
 	if logs != nil {
-		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+		sink = logs
 	}
-	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
-	t.Cleanup(func() { host.Close() })
-	p, err := host.Load(context.Background(), binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := p.Bundle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p, b := plugintest.Load(t, binary, sink)
 	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != ipmitool.HardwareType {
 		t.Fatalf("hardware types %+v", b.HardwareTypes)
 	}
@@ -112,7 +67,7 @@ func simTask(b *ipmisim.BMC, password string) *driver.Task {
 // be found: it still describes itself, and validation gives the reason.
 func TestUnavailableWithoutIpmitool(t *testing.T) {
 	t.Setenv("ANVIL_IPMITOOL_PATH", "/nonexistent/ipmitool")
-	logs := &syncBuffer{}
+	logs := &plugintest.SyncBuffer{}
 	impls := load(t, logs)
 	tk := &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}}
 	err := impls[driver.KindPower].Validate(context.Background(), tk)
@@ -159,7 +114,7 @@ func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
 	if err := os.Symlink(binary, filepath.Join(dir, "anvil-driver-ipmi")); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &plugintest.SyncBuffer{}
 	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
 	defer host.Close()
 	rep, err := host.Discover(context.Background())
@@ -219,7 +174,7 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 func TestConformanceThroughPlugin(t *testing.T) {
 	ipmisim.Require(t)
 	bmc := ipmisim.Start(t, ipmisim.Options{})
-	logs := &syncBuffer{}
+	logs := &plugintest.SyncBuffer{}
 	impls := load(t, logs)
 	for _, k := range []driver.Kind{driver.KindPower, driver.KindManagement, driver.KindVendor} {
 		t.Run(string(k), func(t *testing.T) {

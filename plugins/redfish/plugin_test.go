@@ -1,23 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 )
@@ -25,60 +21,16 @@ import (
 // binary is the plugin executable, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "anvil-redfish-plugin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "anvil-driver-redfish")
-	cmd := exec.Command("go", "build", "-o", binary, ".")
-	cmd.Stderr = os.Stderr
-	code := 1
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the plugin:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a log sink safe for the host's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { plugintest.Main(m, "anvil-driver-redfish", &binary) }
 
 // load starts the plugin through a host and returns its implementations.
-func load(t testing.TB, logs *syncBuffer) (*plugin.Host, map[driver.Kind]driver.Implementation) {
+func load(t testing.TB, logs *plugintest.SyncBuffer) (*plugin.Host, map[driver.Kind]driver.Implementation) {
 	t.Helper()
-	var logger hclog.Logger
+	var sink io.Writer
 	if logs != nil {
-		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+		sink = logs
 	}
-	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
-	t.Cleanup(func() { host.Close() })
-	p, err := host.Load(context.Background(), binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := p.Bundle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, _, b := plugintest.Load(t, binary, sink)
 	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != rfdriver.HardwareType {
 		t.Fatalf("hardware types %+v", b.HardwareTypes)
 	}
@@ -144,7 +96,7 @@ func TestConformanceThroughPlugin(t *testing.T) {
 // that a wrong password appears neither in errors nor in any log line.
 func TestSessionReuseLogoutAndSecrets(t *testing.T) {
 	s := newServer(t, redfishtest.Options{})
-	logs := &syncBuffer{}
+	logs := &plugintest.SyncBuffer{}
 	host, impls := load(t, logs)
 	ctx := context.Background()
 	p := impls[driver.KindPower].Impl.(driver.PowerInterface)
