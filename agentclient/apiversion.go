@@ -41,20 +41,31 @@ func ParseAPIVersion(s string) (APIVersion, error) {
 
 // SupportedAPIVersions returns the oldest and newest microversions the
 // handler serves. A request without a version header gets the oldest, as in
-// Ironic; the newest is the one that added agent_status to heartbeats.
+// Ironic; the newest is the one that added node_uuid and the lookup-style
+// answer to POST /v1/continue_inspection. IPA caps the version of its
+// lookup (1.62) and heartbeats (1.68) itself, so raising the maximum does
+// not change what a stock agent sends there.
 func SupportedAPIVersions() (minimum, maximum APIVersion) { return minAPIVersion, maxAPIVersion }
 
 // Microversions of the Ironic API that matter to the ramdisk endpoints.
 // They are never modified.
 var (
 	minAPIVersion = APIVersion{1, 1}
-	maxAPIVersion = APIVersion{1, 72}
+	maxAPIVersion = APIVersion{1, 84}
 
 	versionRamdiskEndpoints = APIVersion{1, 22}
 	versionAgentVersion     = APIVersion{1, 36}
 	versionAgentToken       = APIVersion{1, 62}
 	versionAgentVerifyCA    = APIVersion{1, 68}
 	versionAgentStatus      = APIVersion{1, 72}
+	// versionContinueInspection added POST /v1/continue_inspection, which
+	// is also served at 1.1 (no version header) for agents of the
+	// ironic-inspector era.
+	versionContinueInspection = APIVersion{1, 83}
+	// versionInspectionLookup added the node_uuid query parameter of
+	// continue_inspection and its lookup-style answer (node, config and
+	// agent token) instead of {"uuid": ...}.
+	versionInspectionLookup = APIVersion{1, 84}
 )
 
 // Header names of Ironic's microversion negotiation.

@@ -32,11 +32,14 @@
 // # Agent to conductor: Handler
 //
 // Handler is the http.Handler an embedder mounts where agents are told the
-// API lives (IPA's ipa-api-url). It serves version discovery, GET
-// /v1/lookup and POST /v1/heartbeat/{node_ident} with every check Ironic
-// makes, in Ironic's order, and talks to the rest of the system through the
-// small Backend interface (find a node, get or create its token, record a
-// heartbeat), which the conductor implements.
+// API lives (IPA's ipa-api-url). It serves version discovery (API
+// microversions 1.1 to 1.84), GET /v1/lookup, POST
+// /v1/heartbeat/{node_ident} and POST /v1/continue_inspection with every
+// check Ironic makes, in Ironic's order, and talks to the rest of the
+// system through the small Backend interface (find a node, get or create
+// its token, record a heartbeat), which the conductor implements, and the
+// optional InspectionBackend (find the node being inspected, hand its data
+// over).
 //
 // Lookup (GET /v1/lookup) checks, in order: ramdisk endpoints enabled
 // (else 403); the microversion header parses and is in range (else 406) and
@@ -63,6 +66,35 @@
 // the node is reserved (409). Then Backend.RecordHeartbeat and 202, without
 // waiting for the heartbeat's processing.
 //
+// Inspection data (POST /v1/continue_inspection, Ironic's built-in in-band
+// inspection) is served only when the Backend also implements
+// InspectionBackend; otherwise the path answers 404 like any unknown one.
+// IPA booted with ipa-inspection-callback-url posts its hardware inventory
+// there before its lookup. Checks, in order: ramdisk endpoints enabled
+// (403); microversion (406), at least 1.83 or exactly 1.1 (no header: the
+// ironic-inspector-compatible form), else 404; the node_uuid query
+// parameter only from 1.84 (else 404) and a UUID (400); the body at most
+// MaxInspectionBodyBytes, 4 MiB (413); the body a JSON object with an
+// inventory object whose interfaces are a non-empty array of objects each
+// with a string mac_address, and bmc_address and bmc_v6address strings
+// when present (400 naming the field, what was expected and what came;
+// other keys are allowed); something to look the node up by: a valid MAC
+// (invalid ones are dropped with a warning), a non-empty BMC address, or
+// node_uuid (400). InspectionBackend.LookupInspectedNode finds the node,
+// which must be in "inspect wait" (404 either way). From 1.84 the node's
+// agent token is then ensured exactly as lookup does (created and
+// disclosed once, else "******"; 409 when the node is locked), before the
+// data is handed over with InspectionBackend.ContinueInspection (409 when
+// locked, 404 when gone), without waiting for its processing. The 202
+// answer is, from 1.84, the lookup answer (node and config with the
+// token), so the ramdisk can heartbeat straight away (fast track); before,
+// {"uuid": "<node uuid>"}. The handed-over InspectionData carries the
+// parsed Inventory, the inventory as sent (RawInventory), every other
+// top-level key as PluginData, and the handler clock's time in UTC.
+// Inventory fields outside the validated ones that have an unexpected JSON
+// type are tolerated, as in Ironic: they keep their zero value in
+// Inventory, their value in RawInventory, and are logged.
+//
 // Agent tokens are 32 random bytes in URL-safe base64 without padding (43
 // characters). Lookup discloses a token once, when it is created; later
 // lookups see "******". Heartbeats must present it; it is compared in
@@ -78,6 +110,7 @@
 //	}
 //	mux.Handle("/v1/lookup", h)
 //	mux.Handle("/v1/heartbeat/", h)
+//	mux.Handle("/v1/continue_inspection", h) // when conductorBackend is an InspectionBackend
 //	mux.Handle("/", h) // version discovery, which IPA reads first
 //
 // Driving an agent from a heartbeat:

@@ -38,7 +38,8 @@ type HandlerConfig struct {
 	Rand io.Reader
 
 	// DisableRamdiskEndpoints is the inverse of Ironic's
-	// [api]enable_ramdisk_endpoints: when set both endpoints answer 403.
+	// [api]enable_ramdisk_endpoints: when set lookup, heartbeat and
+	// continue_inspection answer 403.
 	DisableRamdiskEndpoints bool
 	// UnrestrictedLookup is the inverse of [api]restrict_lookup: when set,
 	// lookup succeeds whatever the node's provision state.
@@ -62,15 +63,20 @@ type HandlerConfig struct {
 
 // Handler serves the agent-facing endpoints of the Ironic API: GET / and
 // GET /v1 (version discovery, which IPA reads before anything else),
-// GET /v1/lookup and POST /v1/heartbeat/{node_ident}. Mount it at the root
-// of the URL the agents are given as ipa-api-url.
+// GET /v1/lookup, POST /v1/heartbeat/{node_ident} and, when the Backend
+// implements InspectionBackend, POST /v1/continue_inspection. Mount it at
+// the root of the URL the agents are given as ipa-api-url.
 type Handler struct {
 	backend Backend
-	cfg     HandlerConfig
-	lookup  LookupConfig
-	log     *slog.Logger
-	clock   Clock
-	mux     *http.ServeMux
+	// inspection is backend as an InspectionBackend, or nil when it does
+	// not implement the capability (continue_inspection is then not
+	// routed and answers 404 like any unknown path).
+	inspection InspectionBackend
+	cfg        HandlerConfig
+	lookup     LookupConfig
+	log        *slog.Logger
+	clock      Clock
+	mux        *http.ServeMux
 }
 
 // NewHandler returns a handler that checks every request as Ironic does and
@@ -110,6 +116,11 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 	h.mux.HandleFunc("GET /v1/lookup/{$}", h.serveLookup)
 	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}", h.serveHeartbeat)
 	h.mux.HandleFunc("POST /v1/heartbeat/{node_ident}/{$}", h.serveHeartbeat)
+	if ib, ok := b.(InspectionBackend); ok {
+		h.inspection = ib
+		h.mux.HandleFunc("POST /v1/continue_inspection", h.serveContinueInspection)
+		h.mux.HandleFunc("POST /v1/continue_inspection/{$}", h.serveContinueInspection)
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
 	})
@@ -379,6 +390,13 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	writeJSON(w, http.StatusOK, h.lookupAnswer(r, node, candidate, created))
+}
+
+// lookupAnswer builds the answer lookup gives (and continue_inspection from
+// API 1.84): the node with secrets masked and the config section carrying
+// the token when it was just created, else "******".
+func (h *Handler) lookupAnswer(r *http.Request, node Node, candidate string, created bool) LookupResponse {
 	token := MaskedToken
 	if created {
 		token = candidate
@@ -393,7 +411,7 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 		dii["agent_secret_token"] = MaskedToken
 	}
 	base := h.baseURL(r)
-	writeJSON(w, http.StatusOK, LookupResponse{
+	return LookupResponse{
 		Node: LookupNode{
 			UUID:               node.UUID,
 			Properties:         nonNil(node.Properties),
@@ -405,7 +423,7 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 			},
 		},
 		Config: cfg,
-	})
+	}
 }
 
 func nonNil(m map[string]any) map[string]any {

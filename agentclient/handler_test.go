@@ -161,10 +161,10 @@ func TestLookupAPIVersion(t *testing.T) {
 		if st != tc.want {
 			t.Errorf("version %q: HTTP %d, want %d: %s", tc.version, st, tc.want, body)
 		}
-		if hdr.Get(agentclient.HeaderAPIMaxVersion) != "1.72" || hdr.Get(agentclient.HeaderAPIMinVersion) != "1.1" {
+		if hdr.Get(agentclient.HeaderAPIMaxVersion) != "1.84" || hdr.Get(agentclient.HeaderAPIMinVersion) != "1.1" {
 			t.Errorf("version %q: min/max headers %q/%q", tc.version, hdr.Get(agentclient.HeaderAPIMinVersion), hdr.Get(agentclient.HeaderAPIMaxVersion))
 		}
-		if st == http.StatusOK && tc.version == "latest" && hdr.Get(agentclient.HeaderAPIVersion) != "1.72" {
+		if st == http.StatusOK && tc.version == "latest" && hdr.Get(agentclient.HeaderAPIVersion) != "1.84" {
 			t.Errorf("latest negotiated %q", hdr.Get(agentclient.HeaderAPIVersion))
 		}
 	}
@@ -182,7 +182,7 @@ func TestVersionDiscovery(t *testing.T) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.DefaultVersion.Version != "1.72" {
+	if doc.DefaultVersion.Version != "1.84" {
 		t.Fatalf("default_version.version = %q: %s", doc.DefaultVersion.Version, body)
 	}
 	st, body, _ = e.do(http.MethodGet, "/v1/nodes", "1.62", "")

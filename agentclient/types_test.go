@@ -70,7 +70,7 @@ func TestParseAPIVersion(t *testing.T) {
 		}
 	}
 	lo, hi := agentclient.SupportedAPIVersions()
-	if lo.String() != "1.1" || hi.String() != "1.72" || !hi.AtLeast(lo) || hi.Less(lo) {
+	if lo.String() != "1.1" || hi.String() != "1.84" || !hi.AtLeast(lo) || hi.Less(lo) {
 		t.Fatal("supported versions")
 	}
 }

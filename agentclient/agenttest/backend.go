@@ -4,21 +4,27 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/anvilmetal/anvil/agentclient"
 )
 
-// Backend is an in-memory agentclient.Backend for tests, the quickstart and
-// benchmarks: nodes with MAC addresses, reservations and agent fields, and
-// a record of accepted heartbeats. OnHeartbeat, when set, runs after each
-// recorded heartbeat in a goroutine the Backend owns (the handler does not
-// wait for it); Close waits for those goroutines.
+// Backend is an in-memory agentclient.Backend and
+// agentclient.InspectionBackend for tests, the quickstart and benchmarks:
+// nodes with MAC addresses, BMC addresses, reservations and agent fields,
+// and a record of accepted heartbeats and inspection data. OnHeartbeat and
+// OnInspection, when set, run after each recorded heartbeat or inspection
+// in a goroutine the Backend owns (the handler does not wait for them);
+// Close waits for those goroutines.
 type Backend struct {
 	// OnHeartbeat is called with every recorded heartbeat. Set it before
 	// the handler serves requests.
 	OnHeartbeat func(agentclient.Heartbeat)
+	// OnInspection is called with every recorded inspection data. Set it
+	// before the handler serves requests.
+	OnInspection func(agentclient.InspectionData)
 
 	wg sync.WaitGroup
 
@@ -29,9 +35,11 @@ type Backend struct {
 }
 
 type backendNode struct {
-	node       agentclient.Node
-	heartbeats int
-	last       agentclient.Heartbeat
+	node        agentclient.Node
+	heartbeats  int
+	last        agentclient.Heartbeat
+	bmc         []string // driver_info BMC addresses
+	inspections []agentclient.InspectionData
 }
 
 // NewBackend returns an empty backend.
@@ -108,6 +116,67 @@ func (b *Backend) LastHeartbeat(uuid string) (agentclient.Heartbeat, bool) {
 		return agentclient.Heartbeat{}, false
 	}
 	return bn.last, true
+}
+
+// SetBMCAddresses sets the BMC addresses of a node (the driver_info
+// address fields, IPv4 or IPv6) that LookupInspectedNode matches an
+// inventory's bmc_address and bmc_v6address against. It reports false when
+// the node does not exist.
+func (b *Backend) SetBMCAddresses(uuid string, addrs ...string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok {
+		return false
+	}
+	bn.bmc = append([]string(nil), addrs...)
+	return true
+}
+
+// InspectionCount is how many times inspection data was recorded for a
+// node.
+func (b *Backend) InspectionCount(uuid string) int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if bn, ok := b.nodes[strings.ToLower(uuid)]; ok {
+		return len(bn.inspections)
+	}
+	return 0
+}
+
+// Inspections returns the inspection data recorded for a node, oldest
+// first. The maps and slices are copies.
+func (b *Backend) Inspections(uuid string) []agentclient.InspectionData {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok {
+		return nil
+	}
+	out := make([]agentclient.InspectionData, len(bn.inspections))
+	for i, d := range bn.inspections {
+		out[i] = copyInspection(d)
+	}
+	return out
+}
+
+// LastInspection is the last inspection data recorded for a node.
+func (b *Backend) LastInspection(uuid string) (agentclient.InspectionData, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	bn, ok := b.nodes[strings.ToLower(uuid)]
+	if !ok || len(bn.inspections) == 0 {
+		return agentclient.InspectionData{}, false
+	}
+	return copyInspection(bn.inspections[len(bn.inspections)-1]), true
+}
+
+func copyInspection(d agentclient.InspectionData) agentclient.InspectionData {
+	d.RawInventory = slices.Clone(d.RawInventory)
+	d.PluginData = maps.Clone(d.PluginData)
+	d.Inventory.Interfaces = slices.Clone(d.Inventory.Interfaces)
+	d.Inventory.Disks = slices.Clone(d.Inventory.Disks)
+	return d
 }
 
 func copyNode(n agentclient.Node) agentclient.Node {
@@ -201,7 +270,83 @@ func (b *Backend) RecordHeartbeat(_ context.Context, hb agentclient.Heartbeat) e
 	return nil
 }
 
-// Close waits for OnHeartbeat calls in flight.
+// inspectWait is the only provision state in which inspection data is
+// accepted.
+const inspectWait = "inspect wait"
+
+// LookupInspectedNode implements agentclient.InspectionBackend: by node
+// UUID when given, else by a port MAC, else by a BMC address set with
+// SetBMCAddresses. A node that is not in "inspect wait" is not found.
+func (b *Backend) LookupInspectedNode(_ context.Context, q agentclient.InspectionLookup) (agentclient.Node, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	bn := b.findInspected(q)
+	if bn == nil {
+		return agentclient.Node{}, fmt.Errorf("agenttest: no node matches node_uuid %q, %d MAC addresses or %d BMC addresses: %w",
+			q.NodeUUID, len(q.Addresses), len(q.BMCAddresses), agentclient.ErrNodeNotFound)
+	}
+	if bn.node.ProvisionState != inspectWait {
+		return agentclient.Node{}, fmt.Errorf("agenttest: node %s is in %q, not %q: %w", bn.node.UUID, bn.node.ProvisionState, inspectWait, agentclient.ErrNodeNotFound)
+	}
+	return copyNode(bn.node), nil
+}
+
+// findInspected resolves an inspection lookup; the caller holds b.mu.
+func (b *Backend) findInspected(q agentclient.InspectionLookup) *backendNode {
+	if q.NodeUUID != "" {
+		return b.nodes[strings.ToLower(q.NodeUUID)]
+	}
+	for _, mac := range q.Addresses {
+		if id, ok := b.byMAC[mac]; ok {
+			return b.nodes[id]
+		}
+	}
+	for _, addr := range q.BMCAddresses {
+		for _, bn := range b.nodes {
+			if slices.Contains(bn.bmc, addr) {
+				return bn
+			}
+		}
+	}
+	return nil
+}
+
+// ContinueInspection implements agentclient.InspectionBackend: it records
+// the data for a node in "inspect wait" (the node stays there; OnInspection
+// may move it on). A reserved node gives ErrNodeLocked, as the conductor
+// needs the node's lock to take the data.
+func (b *Backend) ContinueInspection(_ context.Context, data agentclient.InspectionData) error {
+	b.mu.Lock()
+	bn, ok := b.nodes[data.NodeUUID]
+	switch {
+	case !ok:
+		b.mu.Unlock()
+		return fmt.Errorf("agenttest: node %s: %w", data.NodeUUID, agentclient.ErrNodeNotFound)
+	case bn.node.ProvisionState != inspectWait:
+		b.mu.Unlock()
+		return fmt.Errorf("agenttest: node %s is in %q, not %q: %w", data.NodeUUID, bn.node.ProvisionState, inspectWait, agentclient.ErrNodeNotFound)
+	case bn.node.Reservation != "":
+		b.mu.Unlock()
+		return fmt.Errorf("agenttest: node %s reserved by %s: %w", data.NodeUUID, bn.node.Reservation, agentclient.ErrNodeLocked)
+	}
+	bn.inspections = append(bn.inspections, copyInspection(data))
+	hook := b.OnInspection
+	b.mu.Unlock()
+	if hook != nil {
+		data = copyInspection(data)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			hook(data)
+		}()
+	}
+	return nil
+}
+
+// Close waits for OnHeartbeat and OnInspection calls in flight.
 func (b *Backend) Close() { b.wg.Wait() }
 
-var _ agentclient.Backend = (*Backend)(nil)
+var (
+	_ agentclient.Backend           = (*Backend)(nil)
+	_ agentclient.InspectionBackend = (*Backend)(nil)
+)
