@@ -27,7 +27,18 @@
 // when a command finishes. It stops when the agent goes away (power_off,
 // run_image, finalize_rescue, lockdown).
 //
-// Backend is an in-memory agentclient.Backend for tests and demos.
+// With RamdiskConfig.Inspection set the ramdisk is an inspection ramdisk
+// (IPA booted with ipa-inspection-callback-url): before its lookup it posts
+// the inventory (DefaultInventory of its MACs unless given) and plugin data
+// to POST /v1/continue_inspection at the server's version capped at 1.84,
+// with node_uuid when it knows its node. It retries connection errors, 5xx
+// and 409 with the lookup back-off within the lookup timeout, and after any
+// other 4xx (Ironic's 404: not for us) or a timeout it logs and carries on
+// to the lookup. A token in the 1.84 answer is adopted, so the lookup's
+// masked token is accepted.
+//
+// Backend is an in-memory agentclient.Backend and InspectionBackend for
+// tests and demos.
 //
 // # Usage
 //

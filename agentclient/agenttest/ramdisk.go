@@ -85,6 +85,9 @@ type RamdiskConfig struct {
 	// Zero means 5 s.
 	MinForcedInterval time.Duration
 
+	// Inspection, when set, makes the ramdisk an inspection ramdisk (IPA booted with ipa-inspection-callback-url): before the lookup it posts the inventory to the callback URL, then goes on to lookup and heartbeat as usual.
+	Inspection *InspectionConfig
+
 	// Seed seeds the jitter. Zero means a random seed.
 	Seed uint64
 	// Clock paces every wait. Nil means the system clock.
@@ -100,6 +103,16 @@ type RamdiskStats struct {
 	HeartbeatsAccepted int
 	LastStatus         int // HTTP status of the last heartbeat
 	LastError          string
+
+	// InspectionsPosted counts inspection data posts (every attempt);
+	// InspectionsAccepted those answered with 2xx.
+	InspectionsPosted   int
+	InspectionsAccepted int
+	// LastInspectionStatus is the HTTP status of the last post, 0 when it
+	// got no answer; LastInspectionError its fault string or connection
+	// error, empty after a success.
+	LastInspectionStatus int
+	LastInspectionError  string
 }
 
 // Ramdisk plays what IPA does after boot: look the node up (with
@@ -127,6 +140,9 @@ type Ramdisk struct {
 	body      json.RawMessage // cached heartbeat body
 	bodyToken string
 	bodyVer   agentclient.APIVersion
+
+	inspectURL  string // continue_inspection URL, when inspecting
+	inspectBody []byte // encoded inspection data, when inspecting
 }
 
 // NewRamdisk prepares a simulated ramdisk: it registers the agent on the
@@ -143,6 +159,12 @@ func NewRamdisk(cfg RamdiskConfig) (*Ramdisk, error) {
 		return nil, fmt.Errorf("agenttest: NewRamdisk: MACs or NodeUUID is required for lookup")
 	}
 	r := &Ramdisk{cfg: cfg, agent: cfg.Agent, server: cfg.Server, hc: cfg.HTTPClient, clock: cfg.Clock, log: cfg.Logger}
+	if cfg.Inspection != nil {
+		var err error
+		if r.inspectURL, r.inspectBody, err = prepareInspection(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if r.clock == nil {
 		r.clock = agentclient.SystemClock{}
 	}
@@ -240,15 +262,25 @@ func (r *Ramdisk) request(ctx context.Context, method, path string, q url.Values
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
+	return r.requestURL(ctx, method, u, body, ver)
+}
+
+// requestURL sends one request to a full URL with IPA's headers and
+// returns the status and up to 4 MiB of the answer.
+func (r *Ramdisk) requestURL(ctx context.Context, method, u string, body any, ver agentclient.APIVersion) (int, []byte, error) {
 	var rd io.Reader
-	if raw, ok := body.(json.RawMessage); ok {
-		rd = bytes.NewReader(raw)
-	} else if body != nil {
-		b, err := json.Marshal(body)
+	switch b := body.(type) {
+	case json.RawMessage:
+		rd = bytes.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	case nil:
+	default:
+		enc, err := json.Marshal(body)
 		if err != nil {
 			return 0, nil, err
 		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(enc)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
@@ -271,30 +303,41 @@ func (r *Ramdisk) request(ctx context.Context, method, path string, q url.Values
 // discoverVersion reads the API's default version as IPA does, falling
 // back to 1.31 when discovery fails.
 func (r *Ramdisk) discoverVersion(ctx context.Context) agentclient.APIVersion {
+	if v, ok := r.discover(ctx); ok {
+		return v
+	}
+	return ipaFallbackAPIVersion
+}
+
+// discover returns the API's default version, asking GET / unless an
+// earlier discovery succeeded; ok is false when discovery failed.
+func (r *Ramdisk) discover(ctx context.Context) (agentclient.APIVersion, bool) {
 	r.mu.Lock()
 	v := r.apiVer
 	r.mu.Unlock()
 	if v != (agentclient.APIVersion{}) {
-		return v
+		return v, true
 	}
-	v = ipaFallbackAPIVersion
 	status, body, err := r.request(ctx, http.MethodGet, "/", nil, nil, agentclient.APIVersion{})
-	if err == nil && status == http.StatusOK {
-		var doc struct {
-			DefaultVersion struct {
-				Version string `json:"version"`
-			} `json:"default_version"`
-		}
-		if json.Unmarshal(body, &doc) == nil {
-			if pv, err := agentclient.ParseAPIVersion(doc.DefaultVersion.Version); err == nil {
-				v = pv
-				r.mu.Lock()
-				r.apiVer = v
-				r.mu.Unlock()
-			}
-		}
+	if err != nil || status != http.StatusOK {
+		return agentclient.APIVersion{}, false
 	}
-	return v
+	var doc struct {
+		DefaultVersion struct {
+			Version string `json:"version"`
+		} `json:"default_version"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return agentclient.APIVersion{}, false
+	}
+	v, err = agentclient.ParseAPIVersion(doc.DefaultVersion.Version)
+	if err != nil {
+		return agentclient.APIVersion{}, false
+	}
+	r.mu.Lock()
+	r.apiVer = v
+	r.mu.Unlock()
+	return v, true
 }
 
 func minVersion(a, b agentclient.APIVersion) agentclient.APIVersion {
@@ -308,36 +351,62 @@ func minVersion(a, b agentclient.APIVersion) agentclient.APIVersion {
 // lookup timeout passes, or ctx ends. On success the agent adopts the
 // token.
 func (r *Ramdisk) Lookup(ctx context.Context) error {
-	interval := orDefault(r.cfg.LookupInterval, DefaultLookupInterval)
-	maxInterval := orDefault(r.cfg.LookupMaxInterval, DefaultLookupMaxInterval)
-	timeout := orDefault(r.cfg.LookupTimeout, DefaultLookupTimeout)
-	conflict := r.cfg.LookupConflictBackoff
-	if conflict == nil {
-		conflict = []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second}
-	}
-	deadline := r.clock.Now().Add(timeout)
-	conflicts := 0
+	b := r.newBackoff()
 	for {
 		ok, status, err := r.lookupOnce(ctx)
 		if ok || err != nil && (errors.Is(err, ErrTokenLockout) || ctx.Err() != nil) {
 			return err
 		}
-		var wait time.Duration
-		if status == http.StatusConflict && len(conflict) > 0 {
-			wait = conflict[min(conflicts, len(conflict)-1)]
-			conflicts++
-		} else {
-			// Random exponential back-off, as oslo's BackOffLoopingCall.
-			wait = time.Duration(float64(interval) * (0.5 + r.rnd.Float64()*0.5))
-			interval = min(interval*2, maxInterval)
-		}
-		if r.clock.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w after %s (last status %d)", ErrLookupTimeout, timeout, status)
+		wait, more := b.next(status)
+		if !more {
+			return fmt.Errorf("%w after %s (last status %d)", ErrLookupTimeout, b.timeout, status)
 		}
 		if err := r.sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// backoff paces retries as IPA paces its lookup: random exponential
+// back-off from LookupInterval capped at LookupMaxInterval, the
+// LookupConflictBackoff pauses after each 409, all within LookupTimeout.
+type backoff struct {
+	r                              *Ramdisk
+	interval, maxInterval, timeout time.Duration
+	conflict                       []time.Duration
+	conflicts                      int
+	deadline                       time.Time
+}
+
+func (r *Ramdisk) newBackoff() *backoff {
+	b := &backoff{
+		r:           r,
+		interval:    orDefault(r.cfg.LookupInterval, DefaultLookupInterval),
+		maxInterval: orDefault(r.cfg.LookupMaxInterval, DefaultLookupMaxInterval),
+		timeout:     orDefault(r.cfg.LookupTimeout, DefaultLookupTimeout),
+		conflict:    r.cfg.LookupConflictBackoff,
+	}
+	if b.conflict == nil {
+		b.conflict = []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second}
+	}
+	b.deadline = r.clock.Now().Add(b.timeout)
+	return b
+}
+
+// next returns the wait before the attempt that follows one answered with
+// status (0: no answer), and false when that wait would end past the
+// deadline.
+func (b *backoff) next(status int) (time.Duration, bool) {
+	var wait time.Duration
+	if status == http.StatusConflict && len(b.conflict) > 0 {
+		wait = b.conflict[min(b.conflicts, len(b.conflict)-1)]
+		b.conflicts++
+	} else {
+		// Random exponential back-off, as oslo's BackOffLoopingCall.
+		wait = time.Duration(float64(b.interval) * (0.5 + b.r.rnd.Float64()*0.5))
+		b.interval = min(b.interval*2, b.maxInterval)
+	}
+	return wait, !b.r.clock.Now().Add(wait).After(b.deadline)
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -474,12 +543,22 @@ func (r *Ramdisk) retryInterval() time.Duration {
 	return lo + time.Duration(r.rnd.Float64()*float64(hi-lo))
 }
 
-// Run looks the node up, then heartbeats until ctx ends (nil) or the agent
-// goes away after power_off, run_image, finalize_rescue or lockdown (nil).
-// It returns ErrLookupTimeout or ErrTokenLockout when lookup fails for
-// good; after a token lockout the agent stops serving, as IPA does. The first heartbeat is immediate; a finished command forces one, at
-// most every MinForcedInterval.
+// Run posts the inventory when the ramdisk inspects (a failed post is
+// logged and Run carries on, as IPA does), looks the node up, then
+// heartbeats until ctx ends (nil) or the agent goes away after power_off,
+// run_image, finalize_rescue or lockdown (nil). It returns ErrLookupTimeout
+// or ErrTokenLockout when lookup fails for good; after a token lockout the
+// agent stops serving, as IPA does. The first heartbeat is immediate; a
+// finished command forces one, at most every MinForcedInterval.
 func (r *Ramdisk) Run(ctx context.Context) error {
+	if r.cfg.Inspection != nil {
+		if err := r.Inspect(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.log.Warn("agenttest: inspection data not accepted; carrying on to the lookup", "error", err)
+		}
+	}
 	if err := r.Lookup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
