@@ -13,9 +13,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// MaxInspectionBodyBytes bounds a continue_inspection body. An IPA
-// inventory with LLDP data for a few dozen NICs and a hundred disks is a
-// few hundred KiB; larger bodies get 413.
+// MaxInspectionBodyBytes is the default bound of a continue_inspection
+// body (HandlerConfig.MaxInspectionBodyBytes). An IPA inventory with LLDP
+// data for a few dozen NICs and a hundred disks is a few hundred KiB, and
+// IPA's compressed logs come on top; larger bodies get 413.
 const MaxInspectionBodyBytes = 4 << 20
 
 // InspectionRequest is a decoded POST /v1/continue_inspection body: the
@@ -230,17 +231,18 @@ func (h *Handler) serveContinueInspection(w http.ResponseWriter, r *http.Request
 		}
 		nodeUUID = id.String()
 	}
+	limit := h.cfg.MaxInspectionBodyBytes
 	var body []byte
 	var err error
-	if r.ContentLength > 0 && r.ContentLength <= MaxInspectionBodyBytes {
+	if r.ContentLength > 0 && r.ContentLength <= limit {
 		body = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(r.Body, body)
 	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxInspectionBodyBytes))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	}
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			h.refuse(w, r, http.StatusRequestEntityTooLarge, nodeUUID, fmt.Sprintf("The inspection data is larger than the %d MiB allowed.", MaxInspectionBodyBytes>>20))
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, nodeUUID, fmt.Sprintf("The inspection data is larger than the %d bytes allowed.", limit))
 			return
 		}
 		h.refuse(w, r, http.StatusBadRequest, nodeUUID, "The inspection data could not be read.")
@@ -283,6 +285,11 @@ func (h *Handler) serveContinueInspection(w http.ResponseWriter, r *http.Request
 	if ver.AtLeast(versionInspectionLookup) {
 		// As Ironic: the token is ensured before the data is handed on,
 		// so the ramdisk can go on to heartbeat (fast track) with it.
+		// Should the hand-over then fail, a token created here is never
+		// disclosed and the ramdisk's later lookup sees "******" (Ironic
+		// has the same window), so ContinueInspection implementations
+		// should wait for the node's lock, as Ironic's task manager
+		// retries, rather than fail fast with ErrNodeLocked.
 		candidate, err := NewToken(h.cfg.Rand)
 		if err != nil {
 			h.backendFailure(w, r, "continue_inspection", node.UUID, err)

@@ -74,7 +74,7 @@
 // (403); microversion (406), at least 1.83 or exactly 1.1 (no header: the
 // ironic-inspector-compatible form), else 404; the node_uuid query
 // parameter only from 1.84 (else 404) and a UUID (400); the body at most
-// MaxInspectionBodyBytes, 4 MiB (413); the body a JSON object with an
+// HandlerConfig.MaxInspectionBodyBytes, 4 MiB by default (413); the body a JSON object with an
 // inventory object whose interfaces are a non-empty array of objects each
 // with a string mac_address, and bmc_address and bmc_v6address strings
 // when present (400 naming the field, what was expected and what came;

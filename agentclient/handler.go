@@ -55,6 +55,10 @@ type HandlerConfig struct {
 	// node links of a lookup answer. Empty means the request's scheme and
 	// Host.
 	PublicURL string
+	// MaxInspectionBodyBytes bounds a continue_inspection body (the
+	// inventory plus plugin data, which includes IPA's compressed logs when
+	// its logs collector runs). Zero means MaxInspectionBodyBytes (4 MiB).
+	MaxInspectionBodyBytes int64
 	// Lookup holds the rest of the lookup answer's config section. Nil
 	// means DefaultLookupConfig(); agent_token, heartbeat_timeout and
 	// agent_skip_bmc_detect are always set per request.
@@ -92,6 +96,9 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 			return nil, fmt.Errorf("%w: agentclient: NewHandler: PublicURL %q is not an absolute http(s) URL", ErrInvalidArgument, cfg.PublicURL)
 		}
 		cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	}
+	if cfg.MaxInspectionBodyBytes <= 0 {
+		cfg.MaxInspectionBodyBytes = MaxInspectionBodyBytes
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
