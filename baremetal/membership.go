@@ -60,7 +60,10 @@ type ClusterOptions struct {
 	Notifier ClusterNotifier
 	// OrphanCheckInterval paces the release of dead conductors'
 	// reservations and the takeover of the nodes they left mid-operation;
-	// 0 means DefaultOrphanCheckInterval, negative disables it.
+	// 0 means DefaultOrphanCheckInterval, negative disables it. Besides
+	// this tick, the check runs as soon as a peer seen alive crosses the
+	// heartbeat timeout (see CheckOrphanNodes), so takeover does not wait
+	// for the tick.
 	OrphanCheckInterval time.Duration
 	// SyncLocalStateInterval paces the re-preparation of active nodes last
 	// prepared by another conductor; 0 means DefaultSyncLocalStateInterval,
@@ -118,7 +121,7 @@ func (c *Conductor) startCluster(ctx context.Context) error {
 	}
 	labels := prometheus.Labels{"conductor": c.host}
 	cl.takeovers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "anvil", Subsystem: "conductor", Name: "takeovers_total",
-		Help: "Nodes taken over from dead conductors, by outcome (released, resumed, failed, power_cleared, waiting, reprepared).", ConstLabels: labels},
+		Help: "Nodes taken over from dead conductors, by outcome (released, resumed, finished, restarted, waiting, failed, power_cleared, reprepared).", ConstLabels: labels},
 		[]string{"outcome"})
 	cl.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "anvil", Subsystem: "conductor", Name: "takeover_latency_seconds",
 		Help:        "Time from a dead conductor's last keepalive to the release of its reservations by this conductor.",
@@ -163,7 +166,7 @@ func (c *Conductor) startClusterLoops(ctx context.Context) {
 			}
 		}()
 	}
-	c.every(ctx, cl.opts.OrphanCheckInterval, func(ctx context.Context) { c.checkOrphansPeriodic(ctx) })
+	c.runOrphanChecks(ctx)
 	c.every(ctx, cl.opts.SyncLocalStateInterval, func(ctx context.Context) { c.SyncLocalState(ctx) })
 }
 

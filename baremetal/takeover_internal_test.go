@@ -81,3 +81,62 @@ func TestResumableAgentGoneWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerWatchSchedulesAtTheEarliestDeadline checks when the prompt
+// orphan check looks at the conductors table again: at the earliest live
+// peer's last keepalive + heartbeat timeout + epsilon (never later than
+// one timeout), at once (gone) when a peer seen before left the list, and
+// after a doubling pause when the store still lists alive a peer whose
+// deadline passed on the conductor's clock.
+func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
+	const timeout = 10 * time.Second
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	rec := func(host string, ago time.Duration) *ConductorRecord {
+		return &ConductorRecord{Hostname: host, Online: true, UpdatedAt: t0.Add(-ago)}
+	}
+	type look struct {
+		alive    []*ConductorRecord
+		wantWait time.Duration
+		wantGone bool
+	}
+	for _, tc := range []struct {
+		name  string
+		looks []look
+	}{
+		{"alone: look again within one timeout", []look{
+			{[]*ConductorRecord{rec("Self", 0)}, timeout, false},
+		}},
+		{"earliest of two peers, self ignored whatever its case", []look{
+			{[]*ConductorRecord{rec("self", 9*time.Second), rec("p1", 2*time.Second), rec("p2", 3*time.Second)},
+				timeout - 3*time.Second + orphanDeadlineEpsilon, false},
+		}},
+		{"peer kept alive: deadline moves on", []look{
+			{[]*ConductorRecord{rec("p1", 3*time.Second)}, 7*time.Second + orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p1", 1*time.Second)}, 9*time.Second + orphanDeadlineEpsilon, false},
+		}},
+		{"peer gone from the list: check now", []look{
+			{[]*ConductorRecord{rec("p1", 3*time.Second), rec("p2", 0)}, 7*time.Second + orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p2", 0)}, timeout, true},
+			{[]*ConductorRecord{rec("p2", 0)}, timeout, false},
+		}},
+		{"keepalive in the conductor's future: capped at one timeout", []look{
+			{[]*ConductorRecord{rec("p1", -5*time.Second)}, timeout, false},
+		}},
+		{"deadline passed but the store says alive: doubling pause, reset once on time", []look{
+			{[]*ConductorRecord{rec("p1", timeout+time.Second)}, orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p1", timeout+time.Second)}, 2 * orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p1", timeout+time.Second)}, 4 * orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p1", time.Second)}, 9*time.Second + orphanDeadlineEpsilon, false},
+			{[]*ConductorRecord{rec("p1", timeout+time.Second)}, orphanDeadlineEpsilon, false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &peerWatch{self: "SELF", timeout: timeout}
+			for i, l := range tc.looks {
+				if got := w.observe(t0, l.alive); got != l.wantWait || w.gone != l.wantGone {
+					t.Fatalf("look %d: wait %s gone %v; want %s gone %v", i, got, w.gone, l.wantWait, l.wantGone)
+				}
+			}
+		})
+	}
+}

@@ -36,23 +36,36 @@ func clusterNotifier(t *testing.T, dsn string) baremetal.ClusterNotifier {
 // a test calls them, so the store's clock alone decides who is alive.
 func startMember(t *testing.T, s baremetal.Store, host string, fake driver.FakeConfig, cl baremetal.ClusterOptions) *baremetal.Conductor {
 	t.Helper()
+	return startMemberWith(t, s, host, fake, cl, baremetal.Options{Clock: storetest.NewManualClock(clusterEpoch)})
+}
+
+// startMemberWith is startMember with the conductor's options (clock and
+// periodic intervals); hostname, lock policy, intent poll and cluster
+// options are set as startMember sets them.
+func startMemberWith(t *testing.T, s baremetal.Store, host string, fake driver.FakeConfig, cl baremetal.ClusterOptions, opts baremetal.Options) *baremetal.Conductor {
+	t.Helper()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
 	if err := reg.Register(driver.Builtins(fake)); err != nil {
 		t.Fatal(err)
 	}
+	return startMemberReg(t, s, host, reg, baremetal.AgentSettings{}, cl, opts)
+}
+
+// startMemberReg is startMemberWith with the conductor's driver registry
+// and agent settings.
+func startMemberReg(t *testing.T, s baremetal.Store, host string, reg *driver.Registry, agent baremetal.AgentSettings, cl baremetal.ClusterOptions, opts baremetal.Options) *baremetal.Conductor {
+	t.Helper()
 	if cl.Ring.HeartbeatTimeout == 0 {
 		cl.Ring.HeartbeatTimeout = time.Minute
 	}
 	if cl.Ring.ResetInterval == 0 {
 		cl.Ring.ResetInterval = -1
 	}
-	c, err := baremetal.New(s, reg, baremetal.AgentSettings{}, baremetal.Options{
-		Hostname:           host,
-		Clock:              storetest.NewManualClock(clusterEpoch),
-		LockPolicy:         &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: baremetal.SystemClock()},
-		IntentPollInterval: -1,
-		Cluster:            &cl,
-	})
+	opts.Hostname = host
+	opts.LockPolicy = &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: baremetal.SystemClock()}
+	opts.IntentPollInterval = -1
+	opts.Cluster = &cl
+	c, err := baremetal.New(s, reg, agent, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,4 +469,101 @@ func TestDeployRecordsAffinity(t *testing.T) {
 			t.Fatalf("sync local state re-prepared a node its owner deployed (affinity %d, want %d)", after.ConductorAffinity, rec.ID)
 		}
 	})
+}
+
+// TestPromptTakeoverAtHeartbeatTimeout: on one fake clock shared by the
+// store and the survivor, a peer keeps itself alive and then stops; its
+// reservation is released one heartbeat timeout after its last keepalive
+// (within the test's clock step), long before the next periodic orphan
+// check, and not a step earlier.
+func TestPromptTakeoverAtHeartbeatTimeout(t *testing.T) {
+	forBothStores(t, func(t *testing.T, pg bool) {
+		const (
+			timeout = 10 * time.Second
+			tick    = 30 * time.Second
+			step    = 250 * time.Millisecond
+		)
+		ctx := context.Background()
+		clock := storetest.NewManualClock(clusterEpoch)
+		s, _ := clusterStore(t, pg, clock)
+		register(t, s, "ghost", "", driver.FakeHardware)
+		c := startMemberWith(t, s, "survivor", driver.FakeConfig{},
+			baremetal.ClusterOptions{Ring: baremetal.RingOptions{HeartbeatTimeout: timeout}, OrphanCheckInterval: tick, SyncLocalStateInterval: -1},
+			baremetal.Options{Clock: clock, KeepaliveInterval: time.Second, SyncPowerStateInterval: -1,
+				PowerFailureRecoveryInterval: -1, CheckProvisionStateInterval: -1})
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReserveNode(ctx, n.UUID, "ghost"); err != nil {
+			t.Fatal(err)
+		}
+
+		// The conductor's loops are parked on the clock when the number
+		// of pending timers is back to what it is at rest.
+		rest := settledWaiters(t, clock)
+		advance := func() {
+			t.Helper()
+			clock.Advance(step)
+			deadline := time.Now().Add(10 * time.Second)
+			for clock.Waiters() != rest {
+				if time.Now().After(deadline) {
+					t.Fatalf("loops not parked on the clock after an advance: %d timers pending, want %d", clock.Waiters(), rest)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		// The ghost keeps itself alive for a while, then dies.
+		for clock.Now().Sub(clusterEpoch) < 4*time.Second {
+			advance()
+		}
+		if err := s.KeepaliveConductor(ctx, "ghost", true); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.GetConductor(ctx, "ghost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := rec.UpdatedAt
+		for {
+			advance()
+			since := clock.Now().Sub(last)
+			got, err := s.GetNode(ctx, n.UUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Reservation == "" {
+				if since < timeout || since > timeout+step {
+					t.Fatalf("reservation released %s after the last keepalive; want within (%s, %s]", since, timeout, timeout+step)
+				}
+				if !historyHas(t, s, n.UUID, "reservation of dead conductor ghost released by conductor survivor") {
+					t.Errorf("no history note of the release")
+				}
+				t.Logf("released %s after the last keepalive (heartbeat timeout %s, clock step %s, check interval %s)", since, timeout, step, tick)
+				return
+			}
+			if clock.Now().Sub(clusterEpoch) >= tick {
+				t.Fatalf("reservation still held by ghost at the periodic check (%s after its last keepalive)", since)
+			}
+		}
+	})
+}
+
+// settledWaiters returns the number of timers pending on clock once it
+// has stayed the same for 50 ms: every loop of a started conductor is
+// parked on the clock.
+func settledWaiters(t *testing.T, clock *storetest.ManualClock) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	n, since := clock.Waiters(), time.Now()
+	for time.Since(since) < 50*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("the conductor's timers never settled (%d pending)", n)
+		}
+		time.Sleep(time.Millisecond)
+		if w := clock.Waiters(); w != n {
+			n, since = w, time.Now()
+		}
+	}
+	return n
 }

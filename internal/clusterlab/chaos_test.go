@@ -28,7 +28,9 @@ const (
 	heartbeatTimeout = 3 * time.Second
 	orphanCheck      = time.Second
 	keepalive        = 500 * time.Millisecond
-	takeoverSlack    = 2 * time.Second
+	// takeoverPoll is the pause between two reads of a killed
+	// conductor's reservations.
+	takeoverPoll = 20 * time.Millisecond
 )
 
 func chaosDSN(t *testing.T) string {
@@ -131,10 +133,17 @@ type nodeRun struct {
 }
 
 // takeoverSample is how long one node stayed reserved by a killed
-// conductor.
+// conductor: latency is measured from the SIGKILL to the end of the first
+// read that found the node released, sinceKeepalive from the killed
+// conductor's last keepalive (its row's updated_at) to the same moment.
+// The release happened inside the read window: after the start of the
+// last read that still found the node reserved (latency - window), and
+// before latency.
 type takeoverSample struct {
-	node    string
-	latency time.Duration
+	node           string
+	latency        time.Duration
+	sinceKeepalive time.Duration
+	window         time.Duration
 }
 
 // TestChaos runs three conductor processes on PostgreSQL over 300 nodes
@@ -147,10 +156,11 @@ type takeoverSample struct {
 // left reserved, that no accepted verb is lost (every wait after an
 // accepted verb ends), that no agent step ran twice in one boot or
 // overlapped another step of the node, and that a killed conductor's
-// reservations move on within heartbeat timeout + one check interval (plus
-// scheduling slack). It logs the takeover times (p50, max) and how many
-// interrupted operations were resumed, restarted, left waiting for their
-// agent, or failed. Set ANVIL_CHAOS_NODES to change the fleet size and
+// reservations move on within heartbeat timeout + one check interval of
+// the SIGKILL (no scheduling slack). It logs the takeover times (p50, max,
+// from the SIGKILL and from the victim's last keepalive) and how many
+// interrupted operations were resumed, finished (every step had
+// finished), left waiting for their agent, restarted, or failed. Set ANVIL_CHAOS_NODES to change the fleet size and
 // ANVIL_CHAOS_LOG to keep the conductors' logs.
 func TestChaos(t *testing.T) {
 	dsn := chaosDSN(t)
@@ -258,33 +268,48 @@ func TestChaos(t *testing.T) {
 			victim.Kill()
 			killedAt := time.Now()
 			killed = append(killed, victim.Host)
+			// The victim's last keepalive: its row can no longer change.
+			// Its updated_at was stamped by the victim's clock, the same
+			// system clock as this process's.
+			var lastKeepalive time.Time
+			if rec, err := store.GetConductor(ctx, victim.Host); err != nil {
+				t.Errorf("reading the victim's conductor row: %v", err)
+			} else {
+				lastKeepalive = rec.UpdatedAt
+			}
+			readAt := time.Now()
 			held, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
 			if err != nil {
 				t.Errorf("listing the victim's nodes: %v", err)
 			}
-			t.Logf("round %d: SIGKILLed %s at %.1fs holding %d reservations", round, victim.Host, killedAt.Sub(start).Seconds(), len(held))
+			t.Logf("round %d: SIGKILLed %s at %.1fs, %.2fs after its last keepalive, holding %d reservations",
+				round, victim.Host, killedAt.Sub(start).Seconds(), killedAt.Sub(lastKeepalive).Seconds(), len(held))
 			// Watch the victim's reservations move on.
 			pending := map[string]bool{}
 			for _, n := range held {
 				pending[n.UUID] = true
 			}
 			for len(pending) > 0 && time.Since(killedAt) < 3*heartbeatTimeout {
+				time.Sleep(takeoverPoll)
+				prevRead := readAt
+				readAt = time.Now()
 				still, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
 				if err != nil {
+					readAt = prevRead
 					continue
 				}
-				now := time.Since(killedAt)
+				end := time.Now()
 				keep := map[string]bool{}
 				for _, n := range still {
 					keep[n.UUID] = true
 				}
 				for id := range pending {
 					if !keep[id] {
-						samples = append(samples, takeoverSample{node: id, latency: now})
+						samples = append(samples, takeoverSample{node: id, latency: end.Sub(killedAt),
+							sinceKeepalive: end.Sub(lastKeepalive), window: end.Sub(prevRead)})
 						delete(pending, id)
 					}
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 			for id := range pending {
 				t.Errorf("node %s still reserved by dead %s after %s", id, victim.Host, 3*heartbeatTimeout)
@@ -371,31 +396,45 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	stepRuns, overlaps, reruns := checkAgentSteps(t, lab, uuids)
-	resumed, failedTakeover, waited, restarted := countTakeovers(ctx, t, store, uuids)
+	tk := countTakeovers(ctx, t, store, uuids)
 
 	// Figures.
-	sort.Slice(samples, func(i, j int) bool { return samples[i].latency < samples[j].latency })
-	var p50, pmax time.Duration
-	if len(samples) > 0 {
-		p50, pmax = samples[len(samples)/2].latency, samples[len(samples)-1].latency
+	fromKill := make([]time.Duration, len(samples))
+	fromKeepalive := make([]time.Duration, len(samples))
+	var maxWindow time.Duration
+	for i, s := range samples {
+		fromKill[i], fromKeepalive[i] = s.latency, s.sinceKeepalive
+		maxWindow = max(maxWindow, s.window)
 	}
+	p50, pmax := percentiles(fromKill)
+	k50, kmax := percentiles(fromKeepalive)
 	t.Logf("chaos: %d nodes, %d deploy/undeploy cycles in %.1fs; killed %v; final states %v", len(uuids), cycles, elapsed.Seconds(), killed, byState)
-	t.Logf("takeover: %d reservations of killed conductors moved on, p50 %.2fs, max %.2fs (bound: heartbeat timeout %s + check interval %s)",
-		len(samples), p50.Seconds(), pmax.Seconds(), heartbeatTimeout, orphanCheck)
-	t.Logf("interrupted operations: %d resumed at their step, %d waited for their agent, %d restarted (no step had started), %d failed (documented state with last_error); %d nodes ended failed",
-		resumed, waited, restarted, failedTakeover, failedNodes)
+	t.Logf("takeover: %d reservations of killed conductors moved on; from the SIGKILL p50 %.2fs, max %.2fs; from the last keepalive p50 %.2fs, max %.2fs (bound: heartbeat timeout %s + check interval %s; read window up to %s)",
+		len(samples), p50.Seconds(), pmax.Seconds(), k50.Seconds(), kmax.Seconds(), heartbeatTimeout, orphanCheck, maxWindow.Round(time.Millisecond))
+	t.Logf("interrupted operations: %d taken over = %d resumed at their step + %d finished (every step had finished) + %d waited for their agent + %d restarted (no step had started) + %d failed (documented state with last_error); %d nodes ended failed",
+		tk.total(), tk.resumed, tk.finished, tk.waited, tk.restarted, tk.failed, failedNodes)
 	for r, k := range reasons {
 		t.Logf("failure reason (%d nodes): %s", k, r)
 	}
 	t.Logf("agents: %d in-band step executions checked, %d concurrent, %d repeated within a boot", stepRuns, overlaps, reruns)
-	// The bound is the design's (a survivor sees the victim dead one
-	// heartbeat timeout after its last keepalive and breaks its locks at
-	// its next check); the slack absorbs a starved CPU on a shared CI
-	// machine, where keepalives and checks themselves run late.
-	if bound := heartbeatTimeout + orphanCheck + takeoverSlack; pmax > bound {
-		t.Errorf("takeover max %s exceeds heartbeat timeout + one check interval (+%s of scheduling slack) = %s", pmax, takeoverSlack, bound)
-	} else if pmax > heartbeatTimeout+orphanCheck {
-		t.Logf("note: takeover max %s is above heartbeat timeout + check interval, within the %s slack (machine load)", pmax, takeoverSlack)
+	// The bound: a conductor's reservations move on within
+	// heartbeat timeout + one check interval of its death. (A survivor
+	// checks when the victim's last keepalive crosses the heartbeat
+	// timeout, and the keepalive precedes the death, so the design lands
+	// at about the timeout; the check interval is the periodic fallback.)
+	// No scheduling slack is allowed. The only tolerance is the test's
+	// own measurement granularity: a sample is taken at the end of the
+	// first read that no longer sees the reservation, while the release
+	// may have happened as early as the start of the previous read (one
+	// poll pause + one list query earlier, plus the read that saw it). So
+	// a sample proves the bound broken only when that earliest possible
+	// release, latency - window, is past it.
+	bound := heartbeatTimeout + orphanCheck
+	for _, s := range samples {
+		if s.latency-s.window > bound {
+			t.Errorf("node %s: reservation of the killed conductor released %s after the SIGKILL (read window %s): over heartbeat timeout + one check interval = %s",
+				s.node, s.latency, s.window, bound)
+		}
 	}
 	if pluginKill == "" {
 		t.Errorf("the plugin process was not killed and restarted")
@@ -510,9 +549,28 @@ func checkAgentSteps(t *testing.T, lab *clusterlab.Lab, uuids []string) (runs, o
 	return runs, overlaps, reruns
 }
 
+// percentiles returns the median and the maximum of ds (zero when
+// empty); it sorts ds.
+func percentiles(ds []time.Duration) (p50, pmax time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)-1]
+}
+
+// takeovers counts the outcomes of interrupted operations taken over, by
+// the history note each outcome writes (baremetal/takeover.go).
+type takeovers struct {
+	resumed, finished, waited, restarted, failed int
+}
+
+func (k takeovers) total() int { return k.resumed + k.finished + k.waited + k.restarted + k.failed }
+
 // countTakeovers reads the takeover notes of the nodes' history.
-func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uuids []string) (resumed, failed, waited, restarted int) {
+func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uuids []string) takeovers {
 	t.Helper()
+	var k takeovers
 	for _, id := range uuids {
 		hs, err := store.ListHistory(ctx, id, 0)
 		if err != nil {
@@ -521,17 +579,19 @@ func countTakeovers(ctx context.Context, t *testing.T, store baremetal.Store, uu
 		for _, h := range hs {
 			switch {
 			case strings.Contains(h.Message, "was interrupted and cannot be resumed"):
-				failed++
+				k.failed++
 			case h.Event == "takeover" && strings.Contains(h.Message, "resuming"):
-				resumed++
+				k.resumed++
+			case h.Event == "takeover" && strings.Contains(h.Message, "every step had finished"):
+				k.finished++
 			case h.Event == "takeover" && strings.Contains(h.Message, "waiting for the agent"):
-				waited++
+				k.waited++
 			case h.Event == "takeover" && strings.Contains(h.Message, "restarting"):
-				restarted++
+				k.restarted++
 			}
 		}
 	}
-	return resumed, failed, waited, restarted
+	return k
 }
 
 func logLevel() string {
