@@ -91,7 +91,10 @@ func TestAgentRequestErrors(t *testing.T) {
 }
 
 func TestAgentLifecycle(t *testing.T) {
-	a := agenttest.NewAgent(agenttest.AgentConfig{Token: tok, CommandDelay: 100 * time.Millisecond})
+	// The command runs long enough that the GET right after the POST sees
+	// it running even on a loaded CI machine.
+	const delay = time.Second
+	a := agenttest.NewAgent(agenttest.AgentConfig{Token: tok, CommandDelay: delay})
 	defer a.Close()
 	srv := httptest.NewServer(a)
 	defer srv.Close()
@@ -127,7 +130,7 @@ func TestAgentLifecycle(t *testing.T) {
 		t.Fatalf("status: %v", status)
 	}
 	ex := a.Executed()
-	if len(ex) != 2 || ex[0].FinishedAt.Sub(ex[0].StartedAt) < 100*time.Millisecond || ex[0].Step == nil {
+	if len(ex) != 2 || ex[0].FinishedAt.Sub(ex[0].StartedAt) < delay || ex[0].Step == nil {
 		t.Fatalf("executions: %+v", ex)
 	}
 }
