@@ -334,18 +334,28 @@ func (f *FakeManagement) Sensors(ctx context.Context, t *Task) ([]SensorReading,
 	}, nil
 }
 
+// FakeBootRamdiskParamsKey is the driver_internal_info key holding the
+// ramdisk parameters of the last FakeBoot.PrepareRamdisk (absent when it
+// got none), as a real boot interface puts them on the kernel command line.
+const FakeBootRamdiskParamsKey = "fake_boot_ramdisk_params"
+
 // FakeBoot is the "fake" boot implementation; it records what it prepared.
 type FakeBoot struct{ fakeBase }
 
 // NewFakeBoot returns the "fake" boot implementation.
 func NewFakeBoot(cfg FakeConfig) *FakeBoot { return &FakeBoot{fakeBase{KindBoot, cfg}} }
 
-// PrepareRamdisk records "ramdisk".
-func (f *FakeBoot) PrepareRamdisk(ctx context.Context, t *Task, _ map[string]any) error {
+// PrepareRamdisk records "ramdisk" and the ramdisk parameters.
+func (f *FakeBoot) PrepareRamdisk(ctx context.Context, t *Task, params map[string]any) error {
 	if err := f.begin(ctx, t, "prepare_ramdisk"); err != nil {
 		return err
 	}
 	t.SetDriverInternalInfo(FakeBootPreparedKey, "ramdisk")
+	if len(params) > 0 {
+		t.SetDriverInternalInfo(FakeBootRamdiskParamsKey, cloneMap(params))
+	} else {
+		t.DeleteDriverInternalInfo(FakeBootRamdiskParamsKey)
+	}
 	return nil
 }
 
@@ -357,6 +367,7 @@ func (f *FakeBoot) CleanUpRamdisk(ctx context.Context, t *Task) error {
 	if v, _ := t.InternalString(FakeBootPreparedKey); v == "ramdisk" {
 		t.DeleteDriverInternalInfo(FakeBootPreparedKey)
 	}
+	t.DeleteDriverInternalInfo(FakeBootRamdiskParamsKey)
 	return nil
 }
 

@@ -3,9 +3,11 @@
 // on (or rebooted) with its boot interface prepared for the ramdisk, boots
 // a simulated Ironic Python Agent for it (agentclient/agenttest) that looks
 // the node up and heartbeats over real HTTP; powering the node off, or
-// booting it into anything else, stops that agent. It is what the
-// quickstart, the fleet benchmark's agent mode and the conductor's agent
-// tests run on.
+// booting it into anything else, stops that agent. When the ramdisk boot
+// was prepared for in-band inspection (the fake boot interface recorded an
+// ipa-inspection-callback-url ramdisk parameter), the agent first posts
+// its hardware inventory there. It is what the quickstart, the fleet
+// benchmark's agent mode and the conductor's agent tests run on.
 //
 // # Usage
 //
@@ -50,7 +52,16 @@ type Config struct {
 	Agent func(nodeUUID string) *agenttest.Agent
 	// Logger receives the ramdisks' progress; nil discards.
 	Logger *slog.Logger
+	// Inspection, when set, adjusts what a node's ramdisk booted for
+	// inspection posts: it receives the default (agenttest.DefaultInventory
+	// of the node's MACs, posted to the callback URL the boot was prepared
+	// with) and returns what to post (tests inject errors here).
+	Inspection func(nodeUUID string, def agenttest.InspectionConfig) agenttest.InspectionConfig
 }
+
+// InspectionCallbackParam is the ramdisk parameter that makes a booted
+// ramdisk post its inventory (Ironic's ipa-inspection-callback-url).
+const InspectionCallbackParam = "ipa-inspection-callback-url"
 
 // Fleet is a set of simulated machines' ramdisks. It is safe for
 // concurrent use; Close stops every running ramdisk.
@@ -60,11 +71,12 @@ type Fleet struct {
 	own    bool
 	hc     *http.Client
 
-	mu      sync.Mutex
-	running map[string]*boot
-	boots   map[string]int
-	closed  bool
-	wg      sync.WaitGroup
+	mu          sync.Mutex
+	running     map[string]*boot
+	boots       map[string]int
+	inspections map[string]int
+	closed      bool
+	wg          sync.WaitGroup
 }
 
 type boot struct {
@@ -87,7 +99,7 @@ func New(cfg Config) (*Fleet, error) {
 	def(&cfg.LookupInterval, 20*time.Millisecond)
 	def(&cfg.RetryInterval, 50*time.Millisecond)
 	def(&cfg.CommandDelay, 5*time.Millisecond)
-	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{},
+	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{}, inspections: map[string]int{},
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
@@ -106,6 +118,27 @@ func (f *Fleet) Server() *agenttest.Server { return f.server }
 // Boot starts a simulated ramdisk for the node (replacing a running one),
 // as powering it on into the ramdisk does.
 func (f *Fleet) Boot(nodeUUID string, macs []string) error {
+	return f.boot(nodeUUID, macs, nil)
+}
+
+// BootInspection starts a simulated ramdisk in inspection mode: it posts
+// the inventory of macs (driver.FakeMAC of the node when there are none)
+// to callbackURL (empty: the API's /v1/continue_inspection) before its
+// lookup, then looks up and heartbeats as usual.
+func (f *Fleet) BootInspection(nodeUUID string, macs []string, callbackURL string) error {
+	invMACs := macs
+	if len(invMACs) == 0 {
+		invMACs = []string{driver.FakeMAC(nodeUUID)}
+	}
+	inv := agenttest.DefaultInventory(invMACs)
+	ic := agenttest.InspectionConfig{CallbackURL: callbackURL, Inventory: &inv}
+	if f.cfg.Inspection != nil {
+		ic = f.cfg.Inspection(nodeUUID, ic)
+	}
+	return f.boot(nodeUUID, macs, &ic)
+}
+
+func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.InspectionConfig) error {
 	f.Halt(nodeUUID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,7 +157,7 @@ func (f *Fleet) Boot(nodeUUID string, macs []string) error {
 		LookupInterval: f.cfg.LookupInterval, LookupMaxInterval: 4 * f.cfg.LookupInterval, LookupTimeout: 10 * time.Minute,
 		LookupConflictBackoff: bo, HeartbeatInterval: f.cfg.HeartbeatInterval,
 		HeartbeatRetryMin: f.cfg.RetryInterval, HeartbeatRetryMax: 2 * f.cfg.RetryInterval,
-		MinForcedInterval: f.cfg.LookupInterval, Logger: f.cfg.Logger,
+		MinForcedInterval: f.cfg.LookupInterval, Logger: f.cfg.Logger, Inspection: inspection,
 	})
 	if err != nil {
 		return fmt.Errorf("simfleet: boot %s: %w", nodeUUID, err)
@@ -133,6 +166,9 @@ func (f *Fleet) Boot(nodeUUID string, macs []string) error {
 	b := &boot{rd: rd, cancel: cancel, done: make(chan struct{})}
 	f.running[nodeUUID] = b
 	f.boots[nodeUUID]++
+	if inspection != nil {
+		f.inspections[nodeUUID]++
+	}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -175,6 +211,14 @@ func (f *Fleet) Boots(nodeUUID string) int {
 	return f.boots[nodeUUID]
 }
 
+// Inspections returns how many of the node's ramdisk boots were in
+// inspection mode.
+func (f *Fleet) Inspections(nodeUUID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inspections[nodeUUID]
+}
+
 // Close stops every ramdisk and the fleet's own server.
 func (f *Fleet) Close() error {
 	f.mu.Lock()
@@ -213,6 +257,11 @@ func (p *Power) follow(t *driver.Task) error {
 		var macs []string
 		for _, port := range t.Ports {
 			macs = append(macs, port.Address)
+		}
+		if params, ok := t.DriverInternalInfo[driver.FakeBootRamdiskParamsKey].(map[string]any); ok {
+			if cb, _ := params[InspectionCallbackParam].(string); cb != "" {
+				return p.fleet.BootInspection(t.NodeUUID, macs, cb)
+			}
 		}
 		return p.fleet.Boot(t.NodeUUID, macs)
 	}
