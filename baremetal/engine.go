@@ -141,6 +141,12 @@ type AgentSettings struct {
 	// FastTrackTimeout is how recent the agent's last heartbeat must be
 	// for fast track; default 300 s.
 	FastTrackTimeout time.Duration
+	// APIURL is the base URL where agents reach the handler of
+	// AgentBackend (IPA's ipa-api-url). In-band inspection (an inspect
+	// interface that is a driver.InbandInspector) needs it: the ramdisk
+	// is booted with ipa-inspection-callback-url set to
+	// APIURL/v1/continue_inspection.
+	APIURL string
 }
 
 func (o *Options) withDefaults() (Options, error) {

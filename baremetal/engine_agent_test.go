@@ -21,6 +21,8 @@ import (
 type agentHarness struct {
 	*harness
 	fleet *simfleet.Fleet
+	// apiURL is where the agent API handler is served.
+	apiURL string
 }
 
 // newAgentHarness runs a conductor whose nodes deploy with the direct
@@ -32,6 +34,15 @@ func newAgentHarness(t *testing.T, opts baremetal.Options, agent func(string) *a
 
 func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremetal.AgentSettings, agent func(string) *agenttest.Agent) *agentHarness {
 	t.Helper()
+	return newAgentHarnessFleet(t, opts, settings, simfleet.Config{Agent: agent})
+}
+
+// newAgentHarnessFleet is newAgentHarnessWith with the simulated fleet
+// configured by fc (its APIURL is filled in). The agent (in-band) inspect
+// interface is registered too, and settings.APIURL defaults to the agent
+// API's URL.
+func newAgentHarnessFleet(t *testing.T, opts baremetal.Options, settings baremetal.AgentSettings, fc simfleet.Config) *agentHarness {
+	t.Helper()
 	store := openStore(t, false)
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
 	if err != nil {
@@ -41,8 +52,9 @@ func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremeta
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{driver.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindPower:  {simfleet.PowerName, driver.Fake},
+			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
+			driver.KindPower:   {simfleet.PowerName, driver.Fake},
+			driver.KindInspect: {driver.Fake, agentdeploy.InspectName},
 		},
 	})
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
@@ -51,13 +63,24 @@ func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremeta
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 		t.Fatal(err)
 	}
+	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
+		t.Fatal(err)
+	}
 	// The handler is mounted before the conductor exists: the fleet needs
 	// its URL, the conductor needs the fleet's power interface.
 	var backend agentclient.Backend
 	mux := &lateHandler{}
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
-	fleet, err := simfleet.New(simfleet.Config{APIURL: api.URL, Agent: agent, Logger: testLogger(t)})
+	fc.APIURL = api.URL
+	if fc.Logger == nil {
+		fc.Logger = testLogger(t)
+	}
+	fleet, err := simfleet.New(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +95,9 @@ func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremeta
 		opts.Logger = testLogger(t)
 	}
 	settings.Client = client
+	if settings.APIURL == "" {
+		settings.APIURL = api.URL
+	}
 	c, err := baremetal.New(store, reg, settings, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +117,7 @@ func newAgentHarnessWith(t *testing.T, opts baremetal.Options, settings baremeta
 		defer cancel()
 		c.Stop(sctx)
 	})
-	return &agentHarness{harness: &harness{t: t, store: store, c: c, ctx: ctx}, fleet: fleet}
+	return &agentHarness{harness: &harness{t: t, store: store, c: c, ctx: ctx}, fleet: fleet, apiURL: api.URL}
 }
 
 func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {

@@ -176,6 +176,10 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 	if n.ProvisionState != string(state) || n.Maintenance {
 		return
 	}
+	if in, ok := readIntent(n); ok && in.Op == opContinueInspection {
+		// The ramdisk's data arrived in time; its processing is queued.
+		return
+	}
 	kind, hasSteps := stepKindOf(state)
 	if hasSteps {
 		if prog, err := readNodeProgress(n, kind); err == nil && prog.Current != nil {

@@ -44,7 +44,17 @@ func (b agentBackend) GetNode(ctx context.Context, ident string) (agentclient.No
 
 func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate string) (bool, error) {
 	c := b.c
-	n, err := c.store.ReserveNode(ctx, nodeUUID, c.host)
+	// Ironic's lookup takes the lock without retry (a locked node answers
+	// 409 and the agent backs off). A node in inspect wait is locked only
+	// for a moment by its own boot into the ramdisk, and the ramdisk
+	// asking for its token is about to post its inspection data, which
+	// Ironic's continue_inspection handles under a lock taken with the
+	// usual retries: wait for it the same way.
+	policy := NoRetry()
+	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == string(statemachine.InspectWait) {
+		policy = inspectionLockPolicy()
+	}
+	n, err := AcquireNode(ctx, c.store, nodeUUID, c.host, policy)
 	if err != nil {
 		if errors.Is(err, ErrNodeLocked) {
 			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeLocked, err)
@@ -192,7 +202,12 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	case statemachine.DeployWait:
 		if cache, _ := steps.ReadAgentCache(steps.Deploy, n.DriverInternalInfo); len(cache) == 0 {
 			if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {
-				c.log.Warn("cannot fetch in-band deploy steps", "node", uuid, "error", err)
+				if deployStepsFetchRetryable(err) {
+					c.log.Info("in-band deploy steps not fetched; retrying at the next heartbeat", "node", uuid, "error", err)
+					break
+				}
+				perr = c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to get deploy steps from the agent of node %s: %s", uuid, describeErr(err)), false)
+				break
 			}
 		}
 		perr = c.processNextStep(ctx, t, steps.Deploy)
@@ -202,6 +217,23 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if perr != nil {
 		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
 	}
+}
+
+// deployStepsFetchRetryable says whether a failure to fetch the agent's
+// in-band deploy steps at a heartbeat in wait call-back leaves the node
+// waiting for the next heartbeat (true) or fails the deploy (false, as
+// Ironic does, reference §7.2 step 6). An agent that answers busy (409,
+// Ironic's AgentInProgress) is retried, as every agent command in a wait
+// state is (classify: AgentBusy). An agent that cannot be connected to
+// right after its heartbeat is treated as transient too: this is the
+// ramdisk's first heartbeat after the boot the deploy step asked for, and
+// the conductor already waits for the next heartbeat when an agent is
+// unreachable with a reboot pending (the planner's AgentConnectionLost
+// rule); the deploy callback timeout bounds the wait. Any other error
+// (the command failed, the agent API refused it, a response that does not
+// parse, no agent client) fails the deploy.
+func deployStepsFetchRetryable(err error) bool {
+	return errors.Is(err, agentclient.ErrAgentBusy) || errors.Is(err, agentclient.ErrConnectionFailed)
 }
 
 // agentOf addresses the node's agent.

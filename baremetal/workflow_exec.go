@@ -28,6 +28,9 @@ const (
 	opAbort           = "abort"
 	opContinueService = "continue_service"
 	opPower           = "power"
+	// opContinueInspection processes the inspection data a ramdisk
+	// posted (see ContinueInspection).
+	opContinueInspection = "continue_inspection"
 )
 
 // AgentBased is an optional capability of a deploy interface whose clean,
@@ -178,6 +181,8 @@ func (c *Conductor) execute(ctx context.Context, t *task, in intent) {
 		err = c.doAbort(ctx, t, in)
 	case opPower:
 		err = c.doPower(ctx, t, in)
+	case opContinueInspection:
+		err = c.doContinueInspection(ctx, t, in)
 	default:
 		t.consumeIntent()
 		err = fmt.Errorf("baremetal: node %s: unknown intent %q", t.uuid(), in.Op)
@@ -215,11 +220,13 @@ func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	var res driver.StepResult
+	inband := false
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		in := d.Inspect()
 		if in == nil {
 			return fmt.Errorf("no inspect interface")
 		}
+		_, inband = in.(driver.InbandInspector)
 		if err := in.Validate(ctx, v); err != nil {
 			return err
 		}
@@ -227,6 +234,11 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 		res, err = in.InspectHardware(ctx, v)
 		return err
 	})
+	if err == nil && res.Wait && res.RebootRequested {
+		// In-band inspection: boot the ramdisk with the inspection
+		// callback and wait for its data (ContinueInspection).
+		return c.startInbandInspection(ctx, t, inband)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Failed to inspect hardware. Reason: %s", describeErr(err))
 		t.fail(ctx, msg, false)
@@ -1007,6 +1019,10 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 			}
 			return nil
 		})
+	case statemachine.InspectWait:
+		// The ramdisk booted for in-band inspection is shut down (Ironic
+		// always powers the node off on an inspection abort).
+		err = c.endInspectionBoot(ctx, t, true)
 	}
 	wipeAgent(n)
 	if err != nil {
@@ -1090,14 +1106,26 @@ func networkPurpose(kind steps.Kind) driver.NetworkPurpose {
 // bootRamdisk boots the node into the agent ramdisk for an agent-based
 // run: network, ramdisk boot, token wiped, reboot (or power on).
 func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) error {
+	if err := c.prepareRamdiskBoot(ctx, t, networkPurpose(kind), nil); err != nil {
+		return err
+	}
+	return c.powerIntoRamdisk(ctx, t)
+}
+
+// prepareRamdiskBoot readies the node to boot the agent ramdisk for
+// purpose: its network, the boot interface's ramdisk (with params, the
+// ramdisk's kernel parameters), a one-time PXE boot, and the previous
+// agent's token and URL forgotten (unless the token is pre-generated), so
+// the booting agent finds no stale token.
+func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose driver.NetworkPurpose, params map[string]any) error {
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		if nw := d.Network(); nw != nil {
-			if err := nw.AddNetwork(ctx, v, networkPurpose(kind)); err != nil {
+			if err := nw.AddNetwork(ctx, v, purpose); err != nil {
 				return err
 			}
 		}
 		if b := d.Boot(); b != nil {
-			if err := b.PrepareRamdisk(ctx, v, nil); err != nil {
+			if err := b.PrepareRamdisk(ctx, v, params); err != nil {
 				return err
 			}
 		}
@@ -1116,9 +1144,13 @@ func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) e
 		delete(n.DriverInternalInfo, "agent_secret_token")
 	}
 	delete(n.DriverInternalInfo, "agent_url")
-	// Save before the power action: the agent may call back as soon as the
-	// node boots, and it must find the node waiting with no stale token.
-	if n.PowerState == string(driver.PowerOn) {
+	return nil
+}
+
+// powerIntoRamdisk reboots the node (or powers it on) once its ramdisk
+// boot is prepared.
+func (c *Conductor) powerIntoRamdisk(ctx context.Context, t *task) error {
+	if t.node.PowerState == string(driver.PowerOn) {
 		return c.powerAction(ctx, t, driver.Reboot, 0)
 	}
 	return c.powerAction(ctx, t, driver.PowerOn, 0)

@@ -479,6 +479,10 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 	case statemachine.RescueWait:
 		delete(n.InstanceInfo, "rescue_password")
 	}
+	if prev, ok := readIntent(n); ok && prev.Op == opContinueInspection {
+		c.history(ctx, n.UUID, "inspection data dropped", "inspection",
+			fmt.Sprintf("inspection data received at %v dropped: inspection aborted before it was processed", prev.Args["received_at"]), HistoryWarning)
+	}
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[intentKey] = intent{Op: opAbort, RequestedAt: c.clock.Now(), Args: map[string]any{"from": string(state)}}.encode()
 	msg := abortMessage(state, n)
