@@ -2,10 +2,11 @@
 // embedded SQLite database in a temporary directory, one conductor, the
 // agent API on a loopback port, and fake-hardware nodes whose ramdisk is a
 // simulated Ironic Python Agent talking real HTTP. It enrolls the fleet and
-// takes it through manage, inspect, provide (automated cleaning with the
-// agent's steps), deploy (the direct deploy interface, with a config
-// drive) and undeploy, showing progress, and ends with a summary table. It
-// exits with status 1 if any node fails.
+// takes it through manage, inspect (in-band, with the agent inspect
+// interface: the ramdisk posts its hardware inventory to the agent API),
+// provide (automated cleaning with the agent's steps), deploy (the direct
+// deploy interface, with a config drive) and undeploy, showing progress,
+// and ends with a summary table. It exits with status 1 if any node fails.
 //
 // Usage:
 //
@@ -120,8 +121,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{driver.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindPower:  {simfleet.PowerName, driver.Fake},
+			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
+			driver.KindPower:   {simfleet.PowerName, driver.Fake},
+			driver.KindInspect: {agentdeploy.InspectName, driver.Fake},
 		},
 	})
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
@@ -133,8 +135,18 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
 		return 1, err
 	}
+	// In-band inspection with the default hooks: the ramdisk's inventory
+	// fills cpus, memory_mb, local_gb and cpu_arch and creates the PXE
+	// port.
+	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: logger})
+	if err != nil {
+		return 1, err
+	}
+	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
+		return 1, err
+	}
 
-	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client}, baremetal.Options{
+	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client, APIURL: apiURL}, baremetal.Options{
 		Hostname: "quickstart-conductor",
 		Workers:  64,
 		Logger:   logger,
@@ -168,11 +180,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 	enrollFailures := 0
 	for i := 0; i < cfg.nodes; i++ {
 		n, err := cond.Enroll(ctx, &baremetal.Node{
-			Name:            fmt.Sprintf("qs-%s-%03d", suffix, i),
-			Driver:          driver.FakeHardware,
-			PowerInterface:  simfleet.PowerName,
-			DeployInterface: agentdeploy.Name,
-			InstanceInfo:    map[string]any{"image_source": "http://images.example.com/ubuntu-24.04.qcow2", "image_checksum": "sha256:0"},
+			Name:             fmt.Sprintf("qs-%s-%03d", suffix, i),
+			Driver:           driver.FakeHardware,
+			PowerInterface:   simfleet.PowerName,
+			DeployInterface:  agentdeploy.Name,
+			InspectInterface: agentdeploy.InspectName,
+			InstanceInfo:     map[string]any{"image_source": "http://images.example.com/ubuntu-24.04.qcow2", "image_checksum": "sha256:0"},
 		})
 		if err != nil {
 			fmt.Fprintf(cfg.out, "enroll node %d: %v\n", i, err)
