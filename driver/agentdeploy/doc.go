@@ -1,6 +1,9 @@
 // Package agentdeploy provides the "direct" deploy interface: deployment
 // through the Ironic Python Agent running in a ramdisk on the node, which
-// writes the image (and the config drive) itself.
+// writes the image (and the config drive) itself; and the "agent" inspect
+// interface: in-band inspection, where the ramdisk posts its hardware
+// inventory to the agent API and the interface's hooks (Ironic's names,
+// see NewInspect) turn it into node properties and ports.
 //
 // The interface declares Ironic's direct deploy steps: deploy.deploy (100,
 // boots the ramdisk), deploy.write_image (80, proxied to the agent's
@@ -15,11 +18,18 @@
 //	client, _ := agentclient.NewClient(agentclient.ClientConfig{})
 //	reg := driver.NewRegistry(driver.Config{
 //		EnabledHardwareTypes: []string{driver.FakeHardware},
-//		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+//		EnabledInterfaces: map[driver.Kind][]string{
+//			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
+//			driver.KindInspect: {agentdeploy.InspectName, driver.Fake},
+//		},
 //	})
 //	reg.Register(driver.Builtins(driver.FakeConfig{}))
 //	reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client))
+//	inspect, _ := agentdeploy.NewInspect(agentdeploy.InspectOptions{}) // default hooks
+//	reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect)
 //
-// The conductor (package baremetal) recognises the interface through its
-// AgentBased method.
+// The conductor (package baremetal) recognises the deploy interface
+// through its AgentBased method, and the inspect interface as a
+// driver.InbandInspector; in-band inspection needs the conductor's
+// AgentSettings.APIURL (the ramdisk's callback is derived from it).
 package agentdeploy
