@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -246,16 +247,24 @@ func (c *Conductor) breakOrphans(ctx context.Context) bool {
 			lastSeen[b.Holder] = rec.UpdatedAt
 		}
 	}
+	var slowest time.Duration
 	for _, b := range broken {
 		cl.takeovers.WithLabelValues("released").Inc()
 		if seen := lastSeen[b.Holder]; !seen.IsZero() {
 			cl.latency.Observe(now.Sub(seen).Seconds())
+			slowest = max(slowest, now.Sub(seen))
 		}
 		c.history(ctx, b.NodeUUID, "reservation released", "conductor",
 			fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host), HistoryWarning)
 	}
 	if len(broken) > 0 {
-		c.log.Info("released reservations of dead conductors", "nodes", len(broken))
+		holders := make([]string, 0, len(lastSeen))
+		for h := range lastSeen {
+			holders = append(holders, h)
+		}
+		sort.Strings(holders)
+		c.log.Info("released reservations of dead conductors", "nodes", len(broken), "holders", holders,
+			"since_last_keepalive", slowest.Round(time.Millisecond).String())
 		// A dead conductor leaves the rings as soon as we see it dead.
 		if _, err := cl.own.Refresh(ctx); err != nil {
 			c.log.Warn("ring rebuild failed", "error", err)
@@ -468,6 +477,13 @@ const (
 //  2. An out-of-band step (declared by the node's implementation of the
 //     step's interface) is re-run only if the implementation says it is
 //     safe (RerunSafeStepper) or ClusterOptions.RerunSafeSteps lists it.
+//     Otherwise, on an agent-based node, a declared step that hands its
+//     work to the agent's step of the same name (the direct interface's
+//     write_image) waits for the next heartbeat when the agent's last
+//     execute command is that very step: the agent has or is running it,
+//     and its report ends the step as it would have without the takeover.
+//     An agent that cannot say so (gone, or its last step is another)
+//     leaves the step failed: the conductor's own part may have run.
 //  3. An in-band step is checked against the agent's command list first:
 //     if the agent's last execute command is this step, the agent has or
 //     is running it, so the node waits for the next heartbeat (the step is
@@ -493,6 +509,11 @@ func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s s
 		}
 		if c.cluster != nil && c.cluster.rerun[s.Key()] {
 			return resumeRerun, "the conductor's options declare safe to re-run"
+		}
+		if c.agentBased(t) {
+			if status, ok := c.agentRunsStep(ctx, t, kind, s); ok {
+				return resumeWait, "handed to the agent, which knows it (" + string(status) + ")"
+			}
 		}
 		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", s.Key())
 	}
@@ -531,6 +552,45 @@ func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s s
 		return resumeWait, "known to the agent (" + string(cmds[i].Status) + ")"
 	}
 	return resumeRerun, "the agent never received"
+}
+
+// agentRunsStep reports whether the last execute_<kind>_step command the
+// node's agent received is step s, with that command's status: its result
+// names s, or it still runs without a result (IPA names the step only in
+// the result, and a run moves past an in-band step only once the agent
+// reported it finished, so a step still running is the current one). An
+// agent that cannot be asked, whose last step is another, or whose
+// finished last step is not named, gives false.
+func (c *Conductor) agentRunsStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (agentclient.CommandStatus, bool) {
+	cl, err := c.agentClient()
+	if err != nil {
+		return "", false
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return "", false
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		return "", false
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := len(cmds) - 1; i >= 0; i-- {
+		if cmds[i].Name != execName {
+			continue
+		}
+		sr, err := agentclient.DecodeStepResult(kind, &cmds[i])
+		switch {
+		case err != nil:
+			return "", false
+		case sr.Step.Interface == "" && sr.Step.Name == "":
+			return cmds[i].Status, cmds[i].Status == agentclient.StatusRunning
+		case sr.Step.Interface != s.Interface || sr.Step.Name != s.Name:
+			return "", false
+		}
+		return cmds[i].Status, true
+	}
+	return "", false
 }
 
 // SyncLocalState is Ironic's _sync_local_state, run once (reference

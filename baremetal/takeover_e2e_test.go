@@ -27,19 +27,41 @@ import (
 	"github.com/anvilmetal/anvil/steps"
 )
 
-// TestTakeoverWaitsForGoneAgent is the end-to-end proof of the takeover
-// rule for an in-band step whose agent is gone (takeover.go, resumable
-// rule 3): two conductors share a SQLite store and a fleet of simulated
+// TestTakeoverWaitsForAgent is the end-to-end proof of the takeover rules
+// that leave a node waiting for its agent (takeover.go, resumable rules 2
+// and 3): two conductors share a SQLite store and a fleet of simulated
 // ramdisks reached through an agent API router that sends every agent to
 // its node's owner. Conductor a dies (freezes, holding the reservation)
-// while it starts the first in-band step of an automated clean on the
-// agent of its node; at takeover the agent's URL answers 404 (the ramdisk
-// is unreachable), so the new owner b leaves the node waiting for the
-// agent's next heartbeat instead of failing it. The agent then comes back
-// and heartbeats to b, which sees the step finished and completes the
-// clean (the node ends available) without running the step again. The
-// dead conductor's late write is fenced off.
-func TestTakeoverWaitsForGoneAgent(t *testing.T) {
+// while it hands a step to the agent of its node, which receives it and
+// runs it; b takes the node over:
+//
+//   - an in-band clean step (the agent's own), with the agent unreachable
+//     at takeover (its URL answers 404 and its heartbeats reach nobody):
+//     b leaves the node in clean wait instead of failing it; the agent
+//     comes back and heartbeats to b, and the clean completes (available);
+//   - the direct interface's write_image (declared by the interface, not
+//     safe to re-run, handed to the agent), the agent alive at takeover:
+//     it knows the step, so b leaves the node in deploy wait; the agent's
+//     next heartbeat reaches b and the deploy completes (active).
+//
+// Neither step runs twice on the agent, and the dead conductor's late
+// write is fenced off.
+func TestTakeoverWaitsForAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kind    steps.Kind
+		command string // the agent command a dies sending
+		step    string // its step; "" for the first one sent
+		gone    bool   // the agent is unreachable at takeover
+	}{
+		{"in-band clean step, agent unreachable at takeover", steps.Clean, "execute_clean_step", "", true},
+		{"write_image handed to the agent, agent alive at takeover", steps.Deploy, "execute_deploy_step", agentdeploy.StepWriteImage, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { takeoverWaitsForAgent(t, tc.kind, tc.command, tc.step, tc.gone) })
+	}
+}
+
+func takeoverWaitsForAgent(t *testing.T, kind steps.Kind, command, stepName string, gone bool) {
 	ctx := context.Background()
 	// Only the store's clock moves: it alone decides who is alive. The
 	// conductors' clocks never move, so their periodic tasks and
@@ -76,11 +98,23 @@ func TestTakeoverWaitsForGoneAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, n.UUID, statemachine.Manageable)
+	running, waiting, final := statemachine.Cleaning, statemachine.CleanWait, statemachine.Available
+	verb := func() error { return b.Provide(ctx, n.UUID) }
+	current := func(n *baremetal.Node) map[string]any { return n.CleanStep }
+	if kind == steps.Deploy {
+		if err := b.Provide(ctx, n.UUID); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, n.UUID, statemachine.Available)
+		running, waiting, final = statemachine.Deploying, statemachine.DeployWait, statemachine.Active
+		verb = func() error { return b.Deploy(ctx, n.UUID, baremetal.DeployOptions{}) }
+		current = func(n *baremetal.Node) map[string]any { return n.DeployStep }
+	}
 
-	// a dies while it sends the first in-band clean step: the agent
-	// receives the command and runs the step, a never hears back.
-	link.arm()
-	if err := b.Provide(ctx, n.UUID); err != nil {
+	// a dies while it sends the step: the agent receives the command and
+	// runs the step, a never hears back.
+	link.arm(command, stepName)
+	if err := verb(); err != nil {
 		t.Fatal(err)
 	}
 	var step steps.Step
@@ -88,28 +122,30 @@ func TestTakeoverWaitsForGoneAgent(t *testing.T) {
 	case step = <-link.frozen:
 	case <-time.After(20 * time.Second):
 		got, _ := s.GetNode(ctx, n.UUID)
-		t.Fatalf("conductor a never sent an in-band clean step (node %s, reserved by %q, step %v, last error %q)",
-			got.ProvisionState, got.Reservation, got.CleanStep, got.LastError)
+		t.Fatalf("conductor a never sent %s %s (node %s, reserved by %q, step %v, last error %q)",
+			command, stepName, got.ProvisionState, got.Reservation, current(got), got.LastError)
 	}
 	mid, err := s.GetNode(ctx, n.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mid.ProvisionState != string(statemachine.Cleaning) || mid.Reservation != "a" ||
-		mid.CleanStep["interface"] != step.Interface || mid.CleanStep["step"] != step.Name {
-		t.Fatalf("mid-step node: %s reserved by %q step %v; want cleaning, reserved by a, at %s",
-			mid.ProvisionState, mid.Reservation, mid.CleanStep, step.Key())
+	if mid.ProvisionState != string(running) || mid.Reservation != "a" ||
+		current(mid)["interface"] != step.Interface || current(mid)["step"] != step.Name {
+		t.Fatalf("mid-step node: %s reserved by %q step %v; want %s, reserved by a, at %s",
+			mid.ProvisionState, mid.Reservation, current(mid), running, step.Key())
 	}
 	agent := fleet.Agent(n.UUID)
 	if agent == nil {
-		t.Fatal("no agent runs on the node mid-deploy")
+		t.Fatal("no agent runs on the node mid-step")
 	}
 	router.kill("a")
-	// The agent goes away with it: its URL answers 404 and its
-	// heartbeats reach no conductor.
 	agentID := strings.ToLower(n.UUID)
-	agents.Unregister(agentID)
-	router.mute(n.UUID, true)
+	if gone {
+		// The agent goes away with a: its URL answers 404 and its
+		// heartbeats reach no conductor.
+		agents.Unregister(agentID)
+		router.mute(n.UUID, true)
+	}
 
 	// a's keepalive ages past the heartbeat timeout; b takes over.
 	clock.Advance(61 * time.Second)
@@ -117,10 +153,21 @@ func TestTakeoverWaitsForGoneAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.CheckOrphanNodes(ctx)
-	waiting := waitState(t, s, n.UUID, statemachine.CleanWait)
-	if waiting.LastError != "" || waiting.Maintenance || waiting.CleanStep["step"] != step.Name {
-		t.Fatalf("node taken over with the agent gone: last_error %q, maintenance %v, step %v; want no error, still at %s",
-			waiting.LastError, waiting.Maintenance, waiting.CleanStep, step.Key())
+	if gone {
+		held := waitState(t, s, n.UUID, waiting)
+		if held.LastError != "" || held.Maintenance || current(held)["step"] != step.Name {
+			t.Fatalf("node taken over with the agent gone: last_error %q, maintenance %v, step %v; want no error, still at %s",
+				held.LastError, held.Maintenance, current(held), step.Key())
+		}
+		// The agent comes back and heartbeats to its node's new owner.
+		if _, err := agents.Register(agentID, agent); err != nil {
+			t.Fatal(err)
+		}
+		router.mute(n.UUID, false)
+	}
+	done := waitState(t, s, n.UUID, final)
+	if done.LastError != "" || done.Maintenance {
+		t.Errorf("node %s has last_error %q, maintenance %v", final, done.LastError, done.Maintenance)
 	}
 	if !historyHas(t, s, n.UUID, "reservation of dead conductor a released by conductor b") {
 		t.Errorf("no history note of the released reservation")
@@ -128,17 +175,7 @@ func TestTakeoverWaitsForGoneAgent(t *testing.T) {
 	if !historyHas(t, s, n.UUID, "waiting for the agent") {
 		t.Errorf("no history note of the takeover waiting for the agent")
 	}
-
-	// The agent comes back and heartbeats to its node's new owner.
-	if _, err := agents.Register(agentID, agent); err != nil {
-		t.Fatal(err)
-	}
-	router.mute(n.UUID, false)
-	done := waitState(t, s, n.UUID, statemachine.Available)
-	if done.LastError != "" || done.Maintenance {
-		t.Errorf("cleaned node has last_error %q, maintenance %v", done.LastError, done.Maintenance)
-	}
-	if runs := agent.StepRuns(steps.Clean, step.Interface, step.Name); runs != 1 {
+	if runs := agent.StepRuns(kind, step.Interface, step.Name); runs != 1 {
 		t.Errorf("%s ran %d times on the agent, want once", step.Key(), runs)
 	}
 	hs, err := s.ListHistory(ctx, n.UUID, 0)
@@ -155,7 +192,7 @@ func TestTakeoverWaitsForGoneAgent(t *testing.T) {
 		t.Errorf("the end of %s was recorded by %q, want the new owner b", step.Key(), endedBy)
 	}
 	if got := router.served("b", n.UUID); got == 0 {
-		t.Errorf("no heartbeat of the node reached b")
+		t.Errorf("no request of the node's agent reached b")
 	}
 
 	// The frozen conductor wakes up: its late writes are fenced off.
@@ -321,15 +358,17 @@ func (r *agentRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // freezeLink carries one conductor's agent connections (through its
 // client's DialContext) to the agents' server. Once armed, it forwards the
-// next execute_clean_step command to the agent and then never answers it:
-// the conductor is frozen mid-call, holding the node, as a conductor that
-// died there; the step is sent on frozen. thaw (also run at cleanup)
-// drops the held call.
+// next matching step command to the agent and then never answers it: the
+// conductor is frozen mid-call, holding the node, as a conductor that died
+// there; the step is sent on frozen. thaw (also run at cleanup) drops the
+// held call.
 type freezeLink struct {
 	proxy    *httputil.ReverseProxy
 	addr     string
 	mu       sync.Mutex
 	armed    bool
+	command  string // command name, e.g. execute_clean_step
+	step     string // step name; "" for any
 	frozen   chan steps.Step
 	thawCh   chan struct{}
 	thawOnce sync.Once
@@ -354,9 +393,11 @@ func (f *freezeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", f.addr)
 }
 
-func (f *freezeLink) arm() {
+// arm holds the next command named command (without its extension) for
+// step (any step when "").
+func (f *freezeLink) arm(command, step string) {
 	f.mu.Lock()
-	f.armed = true
+	f.armed, f.command, f.step = true, command, step
 	f.mu.Unlock()
 }
 
@@ -384,7 +425,8 @@ func (f *freezeLink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &cmd)
 	f.mu.Lock()
-	hold := f.armed && strings.HasSuffix(cmd.Name, "execute_clean_step") && cmd.Params.Step.Step != ""
+	_, name, _ := strings.Cut(cmd.Name, ".")
+	hold := f.armed && name == f.command && cmd.Params.Step.Step != "" && (f.step == "" || cmd.Params.Step.Step == f.step)
 	if hold {
 		f.armed = false
 	}

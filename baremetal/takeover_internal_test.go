@@ -140,3 +140,94 @@ func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestResumableDeclaredAgentStep checks the takeover rule for a step the
+// node's deploy interface declares but hands to the agent (the direct
+// interface's write_image, not safe to re-run): the node waits for the
+// next heartbeat only when the agent's last execute command is that very
+// step (finished or still running); an agent whose last step is another,
+// that received no step, or that is gone leaves it failed; a declared
+// step safe to re-run is re-run without asking the agent.
+func TestResumableDeclaredAgentStep(t *testing.T) {
+	ctx := context.Background()
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 2 * time.Second, MaxCommandAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	reg := driver.NewRegistry(driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+	})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+		t.Fatal(err)
+	}
+	c := &Conductor{drivers: reg, agent: AgentSettings{Client: client}}
+	srv, err := agenttest.NewServer(agenttest.ServerConfig{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	const token = "right-token"
+	writeImage := steps.Step{Interface: "deploy", Name: agentdeploy.StepWriteImage, Priority: 80,
+		Args: map[string]any{"image_info": map[string]any{"id": "image"}}}
+	applyRAID := steps.Step{Interface: "raid", Name: "apply_configuration", Priority: 90,
+		Args: map[string]any{"raid_config": map[string]any{"logical_disks": []any{}}}}
+	// agentWith registers an agent that received sent (in order) and
+	// returns its URL.
+	agentWith := func(t *testing.T, name string, delay time.Duration, sent ...steps.Step) string {
+		t.Helper()
+		a := agenttest.NewAgent(agenttest.AgentConfig{Token: token, CommandDelay: delay})
+		t.Cleanup(a.Close)
+		u, err := srv.Register(name, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sent {
+			if _, err := client.ExecuteDeployStep(ctx, agentclient.Agent{URL: u, Token: token}, s, map[string]any{}, nil, a.HardwareManagerVersion()); err != nil {
+				t.Fatalf("sending %s: %v", s.Key(), err)
+			}
+			if delay == 0 {
+				<-a.CommandFinished()
+			}
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		name string
+		url  func(t *testing.T) string
+		step steps.Step
+		want resumeDecision
+	}{
+		{"agent finished the step", func(t *testing.T) string {
+			return agentWith(t, "finished", 0, applyRAID, writeImage)
+		}, writeImage, resumeWait},
+		{"agent still runs the step", func(t *testing.T) string {
+			return agentWith(t, "running", time.Hour, writeImage)
+		}, writeImage, resumeWait},
+		{"agent's last step is another", func(t *testing.T) string {
+			return agentWith(t, "other", 0, writeImage, applyRAID)
+		}, writeImage, resumeNo},
+		{"agent received no step", func(t *testing.T) string {
+			return agentWith(t, "none", 0)
+		}, writeImage, resumeNo},
+		{"agent URL answers 404", func(*testing.T) string { return srv.AgentURL("rebooted") }, writeImage, resumeNo},
+		{"declared safe to re-run", func(*testing.T) string { return srv.AgentURL("rebooted") },
+			steps.Step{Interface: "deploy", Name: agentdeploy.StepBootInstance, Priority: 20}, resumeRerun},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{UUID: "0c6f3a52-7d1e-4b8a-9f0e-2a4b6c8d0e1f", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
+				DriverInternalInfo: map[string]any{"agent_url": tc.url(t), "agent_secret_token": token}}
+			got, why := c.resumable(ctx, c.newTask(n), steps.Deploy, tc.step)
+			if got != tc.want {
+				t.Fatalf("decision %v (%s), want %v", got, why, tc.want)
+			}
+			if why == "" {
+				t.Errorf("decision %v without a reason", got)
+			}
+		})
+	}
+}
