@@ -149,6 +149,13 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 	if !strings.Contains(f.LastError, "Timeout reached while inspecting") {
 		t.Fatalf("last error %q", f.LastError)
 	}
+	// The inspection boot is torn down and the node powered off.
+	if f.PowerState != string(driver.PowerOff) {
+		t.Errorf("power after the timeout: %q, want power off", f.PowerState)
+	}
+	if _, ok := f.DriverInternalInfo[driver.FakeBootRamdiskParamsKey]; ok {
+		t.Errorf("ramdisk boot parameters left after the timeout: %v", f.DriverInternalInfo[driver.FakeBootRamdiskParamsKey])
+	}
 	if code := h.postInspection(n.UUID, testInventory([]string{driver.FakeMAC(n.UUID)}), nil); code != http.StatusNotFound {
 		t.Fatalf("post after the timeout: HTTP %d, want 404", code)
 	}

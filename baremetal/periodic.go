@@ -192,6 +192,15 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 		_ = c.powerAction(ctx, t, driver.PowerOff, 0)
 		delete(n.InstanceInfo, "rescue_password")
 	}
+	if state == statemachine.InspectWait {
+		// As on an abort: the inspection ramdisk's boot is torn down and
+		// the node powered off, so a late ramdisk neither keeps running
+		// nor finds its boot configuration again.
+		if err := c.endInspectionBoot(ctx, t, true); err != nil {
+			msg += fmt.Sprintf("; tearing down the inspection boot failed: %s", describeErr(err))
+		}
+		wipeAgent(n)
+	}
 	t.fail(ctx, msg, true)
 }
 
