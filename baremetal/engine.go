@@ -30,6 +30,8 @@ const (
 	DefaultKeepaliveInterval       = 10 * time.Second
 	DefaultPeriodicMaxWorkers      = 8
 	DefaultMaxConductorWaitStep    = 30 * time.Second
+	DefaultMaxConcurrentDeploy     = 250
+	DefaultMaxConcurrentClean      = 50
 )
 
 // Options configure a Conductor. The zero value of every field means the
@@ -93,6 +95,23 @@ type Options struct {
 	// MaxConductorWaitStep caps the seconds argument of a "wait" step;
 	// default 30 s.
 	MaxConductorWaitStep time.Duration
+	// MaxConcurrentDeploy refuses deploy and rebuild with a
+	// *ConcurrentActionLimitError while this many nodes are in deploying
+	// or wait call-back (Ironic's [conductor]max_concurrent_deploy);
+	// default 250; negative means no limit. The nodes are counted in the
+	// database, so the limit holds across every conductor sharing it.
+	MaxConcurrentDeploy int
+	// MaxConcurrentClean refuses undeploy, provide and manual clean with
+	// a *ConcurrentActionLimitError while this many nodes are in
+	// deleting, cleaning or clean wait (Ironic's
+	// [conductor]max_concurrent_clean); default 50; negative means no
+	// limit.
+	MaxConcurrentClean int
+	// MaxConcurrentPerConductorGroup applies MaxConcurrentDeploy and
+	// MaxConcurrentClean to each conductor group separately: only the
+	// nodes of the verb's node's group are counted (Ironic's
+	// [conductor]max_concurrent_per_conductor_group).
+	MaxConcurrentPerConductorGroup bool
 
 	// DisableAutomatedClean skips automated cleaning for nodes whose
 	// automated_clean field is unset (Ironic's [conductor]automated_clean
@@ -201,6 +220,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.PeriodicMaxWorkers <= 0 {
 		out.PeriodicMaxWorkers = DefaultPeriodicMaxWorkers
+	}
+	if out.MaxConcurrentDeploy == 0 {
+		out.MaxConcurrentDeploy = DefaultMaxConcurrentDeploy
+	}
+	if out.MaxConcurrentClean == 0 {
+		out.MaxConcurrentClean = DefaultMaxConcurrentClean
 	}
 	return out, nil
 }

@@ -70,13 +70,14 @@ func newAgentHarnessFleet(t *testing.T, opts baremetal.Options, settings baremet
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
 		t.Fatal(err)
 	}
-	// The handler is mounted before the conductor exists: the fleet needs
-	// its URL, the conductor needs the fleet's power interface.
-	var backend agentclient.Backend
-	mux := &lateHandler{}
-	api := httptest.NewServer(mux)
+	// The listener is bound before the conductor exists (the fleet needs
+	// its URL, the conductor needs the fleet's power interface); it is
+	// served once the conductor's handler exists, and connections made
+	// before then wait in the backlog.
+	api := httptest.NewUnstartedServer(nil)
 	t.Cleanup(api.Close)
-	fc.APIURL = api.URL
+	apiURL := "http://" + api.Listener.Addr().String()
+	fc.APIURL = apiURL
 	if fc.Logger == nil {
 		fc.Logger = testLogger(t)
 	}
@@ -96,18 +97,18 @@ func newAgentHarnessFleet(t *testing.T, opts baremetal.Options, settings baremet
 	}
 	settings.Client = client
 	if settings.APIURL == "" {
-		settings.APIURL = api.URL
+		settings.APIURL = apiURL
 	}
 	c, err := baremetal.New(store, reg, settings, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend = c.AgentBackend()
-	h, err := agentclient.NewHandler(backend, agentclient.HandlerConfig{})
+	h, err := agentclient.NewHandler(c.AgentBackend(), agentclient.HandlerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux.set(h)
+	api.Config.Handler = h
+	api.Start()
 	ctx := context.Background()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func newAgentHarnessFleet(t *testing.T, opts baremetal.Options, settings baremet
 		defer cancel()
 		c.Stop(sctx)
 	})
-	return &agentHarness{harness: &harness{t: t, store: store, c: c, ctx: ctx}, fleet: fleet, apiURL: api.URL}
+	return &agentHarness{harness: &harness{t: t, store: store, c: c, ctx: ctx}, fleet: fleet, apiURL: apiURL}
 }
 
 func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {

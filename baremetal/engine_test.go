@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,29 +189,6 @@ func TestVerifyFailureReturnsToEnroll(t *testing.T) {
 	if got.LastError == "" || got.TargetProvisionState != "" {
 		t.Fatalf("after failed verification: last error %q, target %q", got.LastError, got.TargetProvisionState)
 	}
-}
-
-// lateHandler serves an http.Handler set after the server started.
-type lateHandler struct {
-	mu sync.RWMutex
-	h  http.Handler
-}
-
-func (l *lateHandler) set(h http.Handler) {
-	l.mu.Lock()
-	l.h = h
-	l.mu.Unlock()
-}
-
-func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.RLock()
-	h := l.h
-	l.mu.RUnlock()
-	if h == nil {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	h.ServeHTTP(w, r)
 }
 
 // uniqueName makes node names unique per run, so that tests can share a

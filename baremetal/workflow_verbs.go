@@ -174,6 +174,9 @@ type verb struct {
 	check func(t *task) error
 	// noWork says no worker follows (unhold into a wait state).
 	noWork bool
+	// limit is the concurrency limit the verb is subject to, checked
+	// before the reservation is taken (zero for most verbs: none).
+	limit actionLimit
 }
 
 func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error) {
@@ -183,7 +186,7 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		case err == nil:
 		case errors.Is(err, ErrNodeLocked):
 			outcome = "locked"
-		case errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, ErrVerbRefused):
+		case errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, ErrVerbRefused), errors.Is(err, ErrConcurrentActionLimit):
 			outcome = "refused"
 		default:
 			outcome = "error"
@@ -206,6 +209,12 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		}
 		_, _, err := c.fsm.Process(statemachine.State(n.ProvisionState), v.event)
 		return fmt.Errorf("baremetal: %s of node %s: %w", v.name, n.UUID, err)
+	}
+	// As Ironic's conductor does, the concurrency limit is checked once
+	// the transition is known to be valid and before the node is locked,
+	// so a refusal leaves the node untouched.
+	if err := c.checkActionLimit(ctx, n, v.name, v.limit); err != nil {
+		return err
 	}
 	locked, err := AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
@@ -267,8 +276,10 @@ func (c *Conductor) Inspect(ctx context.Context, ident string) error {
 }
 
 // Provide makes a manageable node available through automated cleaning.
+// It is refused with a *ConcurrentActionLimitError (ErrConcurrentActionLimit)
+// while Options.MaxConcurrentClean nodes are deleting or cleaning.
 func (c *Conductor) Provide(ctx context.Context, ident string) error {
-	return c.accept(ctx, ident, verb{name: "provide", event: statemachine.EventProvide, op: opClean,
+	return c.accept(ctx, ident, verb{name: "provide", event: statemachine.EventProvide, op: opClean, limit: limitClean,
 		check: func(t *task) error {
 			if t.node.Retired {
 				return &VerbError{Verb: "provide", Node: t.node.UUID, State: t.node.ProvisionState, Reason: "the node is retired"}
@@ -285,7 +296,9 @@ type CleanOptions struct {
 }
 
 // Clean runs a manual clean of the given steps (in their order) on a
-// manageable node, which returns to manageable.
+// manageable node, which returns to manageable. It is refused with a
+// *ConcurrentActionLimitError (ErrConcurrentActionLimit) while
+// Options.MaxConcurrentClean nodes are deleting or cleaning.
 func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.Step, o CleanOptions) error {
 	if err := statemachine.VerbClean.Validate(statemachine.VerbInput{Steps: len(cleanSteps)}); err != nil {
 		return fmt.Errorf("baremetal: clean of node %s: %w", ident, err)
@@ -294,7 +307,7 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 	if err != nil {
 		return err
 	}
-	return c.accept(ctx, ident, verb{name: "clean", event: statemachine.EventClean, op: opClean,
+	return c.accept(ctx, ident, verb{name: "clean", event: statemachine.EventClean, op: opClean, limit: limitClean,
 		args: map[string]any{"clean_steps": raw, "disable_ramdisk": o.DisableRamdisk},
 		move: moveOpts{target: statemachine.Manageable},
 		check: func(t *task) error {
@@ -312,12 +325,16 @@ type DeployOptions struct {
 	DeploySteps []steps.Step
 }
 
-// Deploy deploys an available node (or retries a failed deploy).
+// Deploy deploys an available node (or retries a failed deploy). It is
+// refused with a *ConcurrentActionLimitError (ErrConcurrentActionLimit)
+// while Options.MaxConcurrentDeploy nodes are deploying: back off and
+// retry.
 func (c *Conductor) Deploy(ctx context.Context, ident string, o DeployOptions) error {
 	return c.deployVerb(ctx, ident, "deploy", statemachine.EventDeploy, o)
 }
 
-// Rebuild redeploys an active node (or one in deploy failed or error).
+// Rebuild redeploys an active node (or one in deploy failed or error),
+// under the same concurrency limit as Deploy.
 func (c *Conductor) Rebuild(ctx context.Context, ident string, o DeployOptions) error {
 	return c.deployVerb(ctx, ident, "rebuild", statemachine.EventRebuild, o)
 }
@@ -331,7 +348,7 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 	if err != nil {
 		return err
 	}
-	return c.accept(ctx, ident, verb{name: name, event: ev, op: opDeploy,
+	return c.accept(ctx, ident, verb{name: name, event: ev, op: opDeploy, limit: limitDeploy,
 		args: map[string]any{"deploy_steps": raw, "rebuild": ev == statemachine.EventRebuild},
 		check: func(t *task) error {
 			n := t.node
@@ -363,9 +380,11 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 }
 
 // Undeploy tears an active (or failed, or rescued) node down; it then goes
-// through automated cleaning back to available.
+// through automated cleaning back to available. It is refused with a
+// *ConcurrentActionLimitError (ErrConcurrentActionLimit) while
+// Options.MaxConcurrentClean nodes are deleting or cleaning.
 func (c *Conductor) Undeploy(ctx context.Context, ident string) error {
-	return c.accept(ctx, ident, verb{name: "undeploy", event: statemachine.EventDelete, op: opTearDown,
+	return c.accept(ctx, ident, verb{name: "undeploy", event: statemachine.EventDelete, op: opTearDown, limit: limitClean,
 		check: func(t *task) error {
 			if t.node.Protected {
 				return &VerbError{Verb: "undeploy", Node: t.node.UUID, State: t.node.ProvisionState, Reason: "the node is protected"}

@@ -16,6 +16,14 @@
 // reservation, every state change (intermediate ones included) is its own
 // transaction, and nothing is batched across nodes.
 //
+// The conductor keeps Ironic's concurrency limits (250 nodes deploying, 50
+// cleaning; -max-concurrent-deploy and -max-concurrent-clean change them).
+// Each client waits for its node before taking the next, so at most
+// -clients nodes are in flight and the default 16 clients never reach
+// them; a verb the limits refuse anyway (more clients than the limit) is
+// retried after a short back-off, inside the phase's wall time, and the
+// phase reports how many retries there were (limit_retries).
+//
 // Usage:
 //
 //	go run ./examples/fleetbench -nodes 1000 [-clients 16] [-sync-full] [-db DSN] [-agent]
@@ -24,6 +32,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -54,6 +63,10 @@ type config struct {
 	db       string
 	syncFull bool
 	agent    bool
+	// maxConcurrentDeploy and maxConcurrentClean are the conductor's
+	// concurrency limits (0: Ironic's defaults, negative: none).
+	maxConcurrentDeploy int
+	maxConcurrentClean  int
 }
 
 // Phase is one phase's figures.
@@ -66,6 +79,9 @@ type Phase struct {
 	Failures   int     `json:"failures"`
 	IronicWall float64 `json:"ironic_wall_s,omitempty"`
 	Speedup    float64 `json:"speedup_vs_ironic,omitempty"`
+	// LimitRetries counts verbs refused by a concurrency limit and
+	// retried (their back-off is part of the wall time).
+	LimitRetries int `json:"limit_retries,omitempty"`
 }
 
 // Report is the JSON fleetbench prints.
@@ -97,6 +113,8 @@ func main() {
 	flag.StringVar(&cfg.db, "db", "", "SQLite file path or PostgreSQL DSN; default: a SQLite file in a temporary directory")
 	flag.BoolVar(&cfg.syncFull, "sync-full", false, "SQLite synchronous=FULL (fsync every commit) instead of NORMAL")
 	flag.BoolVar(&cfg.agent, "agent", false, "deploy with the direct interface and simulated agents over HTTP")
+	flag.IntVar(&cfg.maxConcurrentDeploy, "max-concurrent-deploy", 0, "nodes deploying at once before deploys are refused and retried (0: Ironic's 250; negative: no limit)")
+	flag.IntVar(&cfg.maxConcurrentClean, "max-concurrent-clean", 0, "nodes cleaning at once before provide and undeploy are refused and retried (0: Ironic's 50; negative: no limit)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -182,7 +200,14 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	}
 	agentSettings := baremetal.AgentSettings{}
 	var fleet *simfleet.Fleet
-	var handler lateHandler
+	// In agent mode the agent API's listener is bound before the
+	// conductor exists (the simulated fleet needs its URL) and served
+	// once the conductor's handler exists; connections wait in the
+	// backlog until then.
+	var (
+		ln  net.Listener
+		srv *http.Server
+	)
 	if cfg.agent {
 		rep.Mode = "agent"
 		client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 60 * time.Second})
@@ -191,12 +216,12 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		}
 		defer client.Close()
 		agentSettings.Client = client
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
+		defer ln.Close()
+		srv = &http.Server{ReadHeaderTimeout: 10 * time.Second}
 		defer srv.Close()
 		fleet, err = simfleet.New(simfleet.Config{APIURL: "http://" + ln.Addr().String(), HeartbeatInterval: 500 * time.Millisecond})
 		if err != nil {
@@ -220,6 +245,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	}
 	cond, err := baremetal.New(store, reg, agentSettings, baremetal.Options{
 		Hostname: "fleetbench", Workers: cfg.workers, Logger: slog.New(slog.DiscardHandler),
+		MaxConcurrentDeploy: cfg.maxConcurrentDeploy, MaxConcurrentClean: cfg.maxConcurrentClean,
 	})
 	if err != nil {
 		return nil, err
@@ -229,7 +255,8 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		handler.set(h)
+		srv.Handler = h
+		go srv.Serve(ln) // ends when srv.Close runs
 	}
 	if err := cond.Start(ctx); err != nil {
 		return nil, err
@@ -294,14 +321,19 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 
 	for _, ph := range phases {
 		start, cpu := time.Now(), cpuSeconds()
-		failures := 0
+		failures, retries := 0, 0
 		parallel(cfg.nodes, cfg.clients, func(i int) {
 			u := uuids[i]
 			if u == "" {
 				return
 			}
 			ch := w.expect(u)
-			err := ph.verb(ctx, u)
+			n, err := retryOnLimit(ctx, func() error { return ph.verb(ctx, u) })
+			if n > 0 {
+				mu.Lock()
+				retries += n
+				mu.Unlock()
+			}
 			got := ""
 			if err == nil {
 				got = <-ch
@@ -318,7 +350,9 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 				mu.Unlock()
 			}
 		})
-		rep.Phases = append(rep.Phases, phaseFigures(ph.name, cfg.nodes, time.Since(start), cpuSeconds()-cpu, failures))
+		p := phaseFigures(ph.name, cfg.nodes, time.Since(start), cpuSeconds()-cpu, failures)
+		p.LimitRetries = retries
+		rep.Phases = append(rep.Phases, p)
 	}
 	rep.TotalWallSec = time.Since(totalStart).Seconds()
 	rep.TotalCPUSec = cpuSeconds() - totalCPU
@@ -341,6 +375,27 @@ func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 func phaseFigures(name string, nodes int, wall time.Duration, cpu float64, failures int) Phase {
 	return Phase{Name: name, Nodes: nodes, WallSec: round(wall.Seconds()), CPUSec: round(cpu), Failures: failures,
 		NodesPerS: round(float64(nodes-failures) / wall.Seconds())}
+}
+
+// retryOnLimit calls verb until it is not refused by a concurrency limit
+// (baremetal.ErrConcurrentActionLimit: the refusal changed nothing), with
+// a back-off doubling from 20 ms to 500 ms, and returns how many refusals
+// it retried and its last error. It stops retrying when ctx ends.
+func retryOnLimit(ctx context.Context, verb func() error) (int, error) {
+	backoff, retries := 20*time.Millisecond, 0
+	for {
+		err := verb()
+		if !errors.Is(err, baremetal.ErrConcurrentActionLimit) {
+			return retries, err
+		}
+		retries++
+		select {
+		case <-ctx.Done():
+			return retries, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }
 
 // parallel runs fn(0..n-1) on k goroutines, each taking the next index.
@@ -406,26 +461,3 @@ func (w *waiter) forget(uuid string) {
 }
 
 func (w *waiter) close() { w.cancel() }
-
-// lateHandler serves the agent API once the conductor exists.
-type lateHandler struct {
-	mu sync.RWMutex
-	h  http.Handler
-}
-
-func (l *lateHandler) set(h http.Handler) {
-	l.mu.Lock()
-	l.h = h
-	l.mu.Unlock()
-}
-
-func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.RLock()
-	h := l.h
-	l.mu.RUnlock()
-	if h == nil {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-		return
-	}
-	h.ServeHTTP(w, r)
-}

@@ -26,3 +26,30 @@ func TestFleetbenchSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetbenchRetriesConcurrencyLimits runs more clients than the
+// concurrency limits allow: the refused verbs are retried, counted, and no
+// node fails.
+func TestFleetbenchRetriesConcurrencyLimits(t *testing.T) {
+	rep, err := run(context.Background(), config{nodes: 8, clients: 8, workers: 8, maxConcurrentDeploy: 1, maxConcurrentClean: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failures != 0 {
+		t.Fatalf("%d failures: %+v", rep.Failures, rep.Phases)
+	}
+	retries := 0
+	for _, p := range rep.Phases {
+		switch p.Name {
+		case "enroll", "manage":
+			if p.LimitRetries != 0 {
+				t.Errorf("phase %s retried %d verbs, but it has no limit", p.Name, p.LimitRetries)
+			}
+		default:
+			retries += p.LimitRetries
+		}
+	}
+	if retries == 0 {
+		t.Errorf("8 clients with limits of 1 never met a limit: %+v", rep.Phases)
+	}
+}

@@ -167,8 +167,9 @@ func showOwners(lab *clusterlab.Lab, uuids []string, title string) {
 // drive takes every node through the verbs, each waiting for its state.
 func drive(ctx context.Context, verbs *clusterlab.VerbClient, store baremetal.Store, uuids []string, seq [][2]string) error {
 	for _, step := range seq {
+		issueBy := time.Now().Add(3 * time.Minute)
 		for _, id := range uuids {
-			if _, err := verbs.Call(ctx, id, step[0], 30*time.Second); err != nil {
+			if err := callVerb(ctx, verbs, id, step[0], issueBy); err != nil {
 				return err
 			}
 		}
@@ -194,6 +195,35 @@ func drive(ctx context.Context, verbs *clusterlab.VerbClient, store baremetal.St
 		}
 	}
 	return nil
+}
+
+// limitRefusal is the part of a conductor's refusal text that says the
+// verb met a concurrency limit (baremetal.ConcurrentActionLimitError, the
+// conductors' max_concurrent_deploy / max_concurrent_clean: Ironic's 250
+// nodes deploying, 50 cleaning). The control API answers with the error's
+// text, so the typed error does not cross it.
+const limitRefusal = "due to concurrent action limit"
+
+// callVerb calls verb on node through the control API until a conductor
+// accepts it. The client already retries refusals for 30 s; a verb still
+// refused by a concurrency limit after that is called again (the refusal
+// changed nothing, and the limit frees up as the fleet's deploys and
+// cleans finish) until issueBy. Any other refusal is returned.
+func callVerb(ctx context.Context, verbs *clusterlab.VerbClient, node, verb string, issueBy time.Time) error {
+	for {
+		_, err := verbs.Call(ctx, node, verb, 30*time.Second)
+		if err == nil || !strings.Contains(err.Error(), limitRefusal) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(issueBy) {
+			return fmt.Errorf("%s of %s still waiting for the concurrency limit: %w", verb, node, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func summary(ctx context.Context, store baremetal.Store, lab *clusterlab.Lab, uuids []string, took time.Duration) error {

@@ -8,6 +8,12 @@
 // deploy interface, with a config drive) and undeploy, showing progress,
 // and ends with a summary table. It exits with status 1 if any node fails.
 //
+// The conductor keeps Ironic's concurrency limits (at most 250 nodes
+// deploying and 50 cleaning at once, -max-concurrent-deploy and
+// -max-concurrent-clean to change them): a verb refused by a limit is
+// retried after a short back-off, and the progress line shows the nodes
+// waiting for it.
+//
 // Usage:
 //
 //	go run ./examples/quickstart [-nodes 20] [-db path-or-postgres-dsn] [-keep]
@@ -15,6 +21,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,10 +50,13 @@ func main() {
 	db := flag.String("db", "", "SQLite file path or PostgreSQL DSN (postgres://...); default: a SQLite file in a temporary directory")
 	keep := flag.Bool("keep", false, "keep the database (and its temporary directory) for inspection")
 	verbose := flag.Bool("v", false, "log the conductor's and the agents' debug output to stderr")
+	maxDeploy := flag.Int("max-concurrent-deploy", 0, "nodes deploying at once before deploys wait (0: Ironic's default 250; negative: no limit)")
+	maxClean := flag.Int("max-concurrent-clean", 0, "nodes cleaning at once before provide and undeploy wait (0: Ironic's default 50; negative: no limit)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	code, err := run(ctx, config{nodes: *nodes, db: *db, keep: *keep, verbose: *verbose, out: os.Stdout, tty: isTerminal(os.Stdout)})
+	code, err := run(ctx, config{nodes: *nodes, db: *db, keep: *keep, verbose: *verbose, out: os.Stdout, tty: isTerminal(os.Stdout),
+		maxConcurrentDeploy: *maxDeploy, maxConcurrentClean: *maxClean})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		if code == 0 {
@@ -63,6 +73,10 @@ type config struct {
 	verbose bool
 	out     io.Writer
 	tty     bool
+	// maxConcurrentDeploy and maxConcurrentClean are the conductor's
+	// concurrency limits (0: Ironic's defaults).
+	maxConcurrentDeploy int
+	maxConcurrentClean  int
 }
 
 func isTerminal(f *os.File) bool {
@@ -76,6 +90,8 @@ type phaseResult struct {
 	nodes    int
 	elapsed  time.Duration
 	failures int
+	// waits counts the verbs refused by a concurrency limit and retried.
+	waits int
 }
 
 func run(ctx context.Context, cfg config) (int, error) {
@@ -101,15 +117,17 @@ func run(ctx context.Context, cfg config) (int, error) {
 	defer client.Close()
 
 	// The agent API listens on a loopback port; agents look up and
-	// heartbeat there.
+	// heartbeat there. The listener is bound now because the simulated
+	// fleet needs its URL before the conductor exists; it is served once
+	// the conductor's handler exists (connections wait in the backlog
+	// until then).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 1, fmt.Errorf("agent API listener: %w", err)
 	}
+	defer ln.Close()
 	apiURL := "http://" + ln.Addr().String()
-	var handler lateHandler
-	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	defer srv.Close()
 
 	fleet, err := simfleet.New(simfleet.Config{APIURL: apiURL, Logger: logger})
@@ -147,9 +165,11 @@ func run(ctx context.Context, cfg config) (int, error) {
 	}
 
 	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client, APIURL: apiURL}, baremetal.Options{
-		Hostname: "quickstart-conductor",
-		Workers:  64,
-		Logger:   logger,
+		Hostname:            "quickstart-conductor",
+		Workers:             64,
+		Logger:              logger,
+		MaxConcurrentDeploy: cfg.maxConcurrentDeploy,
+		MaxConcurrentClean:  cfg.maxConcurrentClean,
 	})
 	if err != nil {
 		return 1, err
@@ -158,7 +178,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	handler.set(h)
+	srv.Handler = h
+	go srv.Serve(ln) // ends when srv.Close runs
 	if err := cond.Start(ctx); err != nil {
 		return 1, err
 	}
@@ -220,15 +241,20 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		start := time.Now()
 		tr.begin(live)
-		var failed []string
-		for _, u := range live {
-			if err := ph.verb(ctx, u); err != nil {
-				fmt.Fprintf(cfg.out, "%s %s: %v\n", ph.name, u, err)
-				tr.abandon(u)
-				failed = append(failed, u)
-			}
-		}
+		// The verbs are issued while the progress is shown, since some
+		// may wait for a concurrency limit.
+		issued := make(chan issueResult, 1)
+		go func() { issued <- issue(ctx, live, ph.verb, tr) }()
 		final := tr.wait(ctx, ph.name, cfg.out, cfg.tty)
+		res := <-issued
+		if ctx.Err() != nil {
+			return 1, ctx.Err()
+		}
+		var failed []string
+		for _, f := range res.refused {
+			fmt.Fprintf(cfg.out, "%s %s: %v\n", ph.name, f.uuid, f.err)
+			failed = append(failed, f.uuid)
+		}
 		var ok []string
 		for _, u := range live {
 			if final[u] == string(ph.target) {
@@ -243,7 +269,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 				fmt.Fprintf(cfg.out, "%s %s ended in %q: %s\n", ph.name, u, final[u], reason)
 			}
 		}
-		r := phaseResult{name: ph.name, nodes: len(live), elapsed: time.Since(start), failures: len(failed)}
+		r := phaseResult{name: ph.name, nodes: len(live), elapsed: time.Since(start), failures: len(failed), waits: res.waits}
 		results = append(results, r)
 		printPhase(cfg.out, r)
 		live = ok
@@ -261,6 +287,64 @@ func run(ctx context.Context, cfg config) (int, error) {
 		fmt.Fprintf(cfg.out, "Database kept at %s\n", where)
 	}
 	return 0, nil
+}
+
+// Back-off bounds of a verb refused by a concurrency limit.
+const (
+	limitBackoffMin = 100 * time.Millisecond
+	limitBackoffMax = time.Second
+)
+
+// verbFailure is a verb refused for good.
+type verbFailure struct {
+	uuid string
+	err  error
+}
+
+// issueResult is what issue reports: the verbs refused for good, and how
+// many times a concurrency limit made a verb wait.
+type issueResult struct {
+	refused []verbFailure
+	waits   int
+}
+
+// issue calls verb on every node in order. A verb refused by a
+// concurrency limit (baremetal.ErrConcurrentActionLimit: too many nodes
+// deploying or cleaning) changed nothing; it is retried after a back-off
+// (doubling from limitBackoffMin to limitBackoffMax), and until it is
+// accepted the tracker shows it and the nodes after it as waiting. A verb
+// refused for another reason is abandoned. It returns early when ctx
+// ends.
+func issue(ctx context.Context, uuids []string, verb func(context.Context, string) error, tr *tracker) issueResult {
+	var res issueResult
+	backoff := limitBackoffMin
+	for i := 0; i < len(uuids); {
+		u := uuids[i]
+		err := verb(ctx, u)
+		switch {
+		case err == nil:
+			tr.setWaiting(false, u)
+			backoff = limitBackoffMin
+			i++
+		case errors.Is(err, baremetal.ErrConcurrentActionLimit):
+			res.waits++
+			// The limit counts every node, so the nodes after this one
+			// would be refused too: they wait behind it.
+			tr.setWaiting(true, uuids[i:]...)
+			select {
+			case <-ctx.Done():
+				return res
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, limitBackoffMax)
+		default:
+			tr.setWaiting(false, u)
+			tr.abandon(u)
+			res.refused = append(res.refused, verbFailure{uuid: u, err: err})
+			i++
+		}
+	}
+	return res
 }
 
 func contains(list []string, s string) bool {
@@ -306,8 +390,12 @@ func openStore(ctx context.Context, cfg config) (baremetal.Store, string, func()
 }
 
 func printPhase(w io.Writer, r phaseResult) {
-	fmt.Fprintf(w, "%-9s %4d nodes in %8s  (%7.1f nodes/s)  failures: %d\n", r.name, r.nodes,
-		r.elapsed.Round(time.Millisecond), rate(r), r.failures)
+	waits := ""
+	if r.waits > 0 {
+		waits = fmt.Sprintf("  (verbs retried %d times after a concurrency limit refusal)", r.waits)
+	}
+	fmt.Fprintf(w, "%-9s %4d nodes in %8s  (%7.1f nodes/s)  failures: %d%s\n", r.name, r.nodes,
+		r.elapsed.Round(time.Millisecond), rate(r), r.failures, waits)
 }
 
 func rate(r phaseResult) float64 {
@@ -335,12 +423,18 @@ type tracker struct {
 	mu      sync.Mutex
 	state   map[string]string
 	pending map[string]bool
+	// waiting marks nodes whose verb waits for a concurrency limit.
+	waiting map[string]bool
 	changed chan struct{}
 	cancel  func()
 }
 
+// waitingLabel is how the progress line counts the nodes whose verb
+// waits for a concurrency limit.
+const waitingLabel = "waiting (concurrency limit)"
+
 func newTracker(c *baremetal.Conductor) *tracker {
-	tr := &tracker{state: map[string]string{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+	tr := &tracker{state: map[string]string{}, pending: map[string]bool{}, waiting: map[string]bool{}, changed: make(chan struct{}, 1)}
 	tr.cancel = c.Subscribe(baremetal.WatchFilter{Types: []baremetal.EventType{baremetal.EventTransition}}, func(e baremetal.Event) {
 		tr.mu.Lock()
 		tr.state[e.NodeUUID] = e.To
@@ -373,6 +467,24 @@ func (tr *tracker) begin(uuids []string) {
 	tr.mu.Unlock()
 }
 
+// setWaiting marks (on) or unmarks the nodes as waiting for a
+// concurrency limit.
+func (tr *tracker) setWaiting(on bool, uuids ...string) {
+	tr.mu.Lock()
+	for _, u := range uuids {
+		if on {
+			tr.waiting[u] = true
+		} else {
+			delete(tr.waiting, u)
+		}
+	}
+	tr.mu.Unlock()
+	select {
+	case tr.changed <- struct{}{}:
+	default:
+	}
+}
+
 func (tr *tracker) abandon(uuid string) {
 	tr.mu.Lock()
 	delete(tr.pending, uuid)
@@ -399,7 +511,11 @@ func (tr *tracker) wait(ctx context.Context, phase string, w io.Writer, tty bool
 		total := len(tr.state)
 		counts := map[string]int{}
 		for u := range tr.pending {
-			counts[tr.state[u]]++
+			if tr.waiting[u] {
+				counts[waitingLabel]++
+			} else {
+				counts[tr.state[u]]++
+			}
 		}
 		tr.mu.Unlock()
 		done := total - left
@@ -446,28 +562,4 @@ func progressLine(phase string, done, total int, counts map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
 	}
 	return fmt.Sprintf("%-9s [%s%s] %d/%d  %s", phase, strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, strings.Join(parts, " · "))
-}
-
-// lateHandler serves the agent API handler once the conductor exists (the
-// simulated fleet needs the API's URL before the conductor is built).
-type lateHandler struct {
-	mu sync.RWMutex
-	h  http.Handler
-}
-
-func (l *lateHandler) set(h http.Handler) {
-	l.mu.Lock()
-	l.h = h
-	l.mu.Unlock()
-}
-
-func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.RLock()
-	h := l.h
-	l.mu.RUnlock()
-	if h == nil {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-		return
-	}
-	h.ServeHTTP(w, r)
 }
