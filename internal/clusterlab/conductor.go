@@ -235,6 +235,11 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		RescueCallbackTimeout:  cfg.CallbackTimeout,
 		ServiceCallbackTimeout: cfg.CallbackTimeout,
 		InspectWaitTimeout:     cfg.CallbackTimeout,
+		// The lab drives its whole fleet at once (300 nodes in the chaos
+		// test): Ironic's max_concurrent_clean of 50 would refuse most
+		// of each wave, which is not what the lab measures.
+		MaxConcurrentDeploy: -1,
+		MaxConcurrentClean:  -1,
 		// The timeout checks run at the orphan check's pace.
 		CheckProvisionStateInterval: cfg.OrphanCheckInterval,
 		LockPolicy:                  &baremetal.LockPolicy{Attempts: 20, Interval: 50 * time.Millisecond},
@@ -333,7 +338,9 @@ func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterf
 // serveVerb is the lab's control API: POST /lab/verb/<node>/<verb> calls
 // the verb on this conductor, which accepts it whoever owns the node.
 // Answers: 202 accepted, 409 locked or refused by the state machine, 503
-// not served, 500 otherwise; the body is the error text.
+// not served or over a concurrent action limit (with Retry-After, as
+// Ironic's ConcurrentActionLimit), 500 otherwise; the body is the error
+// text.
 func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
 	node, verb := r.PathValue("node"), r.PathValue("verb")
 	var err error
@@ -366,6 +373,9 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
 		w.WriteHeader(http.StatusAccepted)
 	case errors.Is(err, baremetal.ErrNodeLocked), errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, baremetal.ErrVerbRefused), errors.Is(err, baremetal.ErrUpdateInProgress):
 		http.Error(w, err.Error(), http.StatusConflict)
+	case errors.Is(err, baremetal.ErrConcurrentActionLimit):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, baremetal.ErrNoConductor), errors.Is(err, baremetal.ErrConductorNotRunning):
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	default:
