@@ -1,8 +1,13 @@
 package baremetal_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +99,19 @@ func TestInbandInspection(t *testing.T) {
 	if got := h.fleet.Inspections(n.UUID); got != 1 {
 		t.Errorf("inspection boots = %d, want 1", got)
 	}
+	// The inventory and plugin data the ramdisk posted are stored, read
+	// back by name as by UUID.
+	for _, ident := range []string{n.Name, n.UUID} {
+		stored, err := h.c.NodeInventory(h.ctx, ident)
+		if err != nil {
+			t.Fatalf("NodeInventory(%s): %v", ident, err)
+		}
+		wantJSON(t, "stored inventory", stored.Inventory, inv)
+		wantJSON(t, "stored plugin data", stored.PluginData, map[string]any{"boot_interface": driver.FakeMAC(n.UUID)})
+		if stored.UpdatedAt.IsZero() || stored.CreatedAt.IsZero() {
+			t.Errorf("stored inventory not stamped: created %v updated %v", stored.CreatedAt, stored.UpdatedAt)
+		}
+	}
 	wantSeq := "manageable>inspecting inspecting>inspect wait inspect wait>inspecting inspecting>manageable"
 	for deadline := time.Now().Add(5 * time.Second); tr.String() != wantSeq && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
@@ -110,6 +128,96 @@ func TestInbandInspection(t *testing.T) {
 	// The port inspection created is what cleaning's ramdisk is found by.
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Available)
+}
+
+// wantJSON checks that the JSON document got equals want once both are
+// decoded (want is encoded first).
+func wantJSON(t *testing.T, what string, got json.RawMessage, want any) {
+	t.Helper()
+	wb, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s is not JSON: %v", what, err)
+	}
+	if err := json.Unmarshal(wb, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s = %s, want %s", what, got, wb)
+	}
+}
+
+// TestInbandInspectionFailureKeepsInventory inspects a node three
+// times: the first inspection stores its inventory, the second (the
+// ramdisk reports a different machine and an error) fails and leaves the
+// first inventory in place, the third succeeds and replaces it.
+func TestInbandInspectionFailureKeepsInventory(t *testing.T) {
+	var boots atomic.Int32
+	h := newAgentHarnessFleet(t, baremetal.Options{}, baremetal.AgentSettings{}, simfleet.Config{
+		Inspection: func(_ string, def agenttest.InspectionConfig) agenttest.InspectionConfig {
+			inv := *def.Inventory
+			switch boots.Add(1) {
+			case 2:
+				inv.CPU.Count = 2
+				def.PluginData = map[string]any{"error": "lldp collection failed"}
+			case 3:
+				inv.CPU.Count = 3
+			}
+			def.Inventory = &inv
+			return def
+		}})
+	n := h.enrollInspectNode("inband-keep", simfleet.PowerName, nil)
+	var nr *baremetal.InventoryNotRecordedError
+	if _, err := h.c.NodeInventory(h.ctx, n.UUID); !errors.As(err, &nr) || nr.Node != n.UUID || !errors.Is(err, baremetal.ErrNotFound) {
+		t.Fatalf("inventory before any inspection = %v, want InventoryNotRecordedError naming %s", err, n.UUID)
+	}
+	def := agenttest.DefaultInventory([]string{driver.FakeMAC(n.UUID)})
+
+	h.must(h.c.Inspect(h.ctx, n.UUID))
+	h.waitForFinished(n.UUID, statemachine.Manageable)
+	first, err := h.c.NodeInventory(h.ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, "first inventory", first.Inventory, def)
+
+	h.must(h.c.Inspect(h.ctx, n.UUID))
+	f := h.waitFor(n.UUID, statemachine.InspectFailed)
+	if !strings.Contains(f.LastError, "lldp collection failed") {
+		t.Fatalf("second inspection failed with %q, want the ramdisk's error", f.LastError)
+	}
+	kept, err := h.c.NodeInventory(h.ctx, n.UUID)
+	if err != nil {
+		t.Fatalf("inventory after a failed inspection: %v", err)
+	}
+	if !bytes.Equal(kept.Inventory, first.Inventory) || !bytes.Equal(kept.PluginData, first.PluginData) || !kept.UpdatedAt.Equal(first.UpdatedAt) {
+		t.Fatalf("a failed inspection changed the inventory: %s / %s (updated %v), want %s / %s (updated %v)",
+			kept.Inventory, kept.PluginData, kept.UpdatedAt, first.Inventory, first.PluginData, first.UpdatedAt)
+	}
+
+	h.must(h.c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	h.must(h.c.Inspect(h.ctx, n.UUID))
+	m := h.waitForFinished(n.UUID, statemachine.Manageable)
+	if m.Properties["cpus"] != float64(3) {
+		t.Fatalf("third inspection: cpus %v, want 3", m.Properties["cpus"])
+	}
+	third, err := h.c.NodeInventory(h.ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def.CPU.Count = 3
+	wantJSON(t, "replaced inventory", third.Inventory, def)
+	if !third.CreatedAt.Equal(first.CreatedAt) || third.UpdatedAt.Before(first.UpdatedAt) {
+		t.Errorf("replaced inventory stamped created %v updated %v; first was created %v updated %v",
+			third.CreatedAt, third.UpdatedAt, first.CreatedAt, first.UpdatedAt)
+	}
+	if got := boots.Load(); got != 3 {
+		t.Errorf("inspection boots = %d, want 3", got)
+	}
 }
 
 // waitForFinished waits for state, failing at once when the node lands

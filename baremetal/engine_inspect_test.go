@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -451,5 +452,151 @@ func TestInspectWaitTimeoutSparesAcceptedData(t *testing.T) {
 	m := h.waitFor(n.UUID, statemachine.Manageable)
 	if m.Properties["cpus"] == nil {
 		t.Fatalf("accepted data not applied: properties %v", m.Properties)
+	}
+}
+
+// inventoryFaultStore is a store whose SaveNodeInventory fails while
+// failSaves is set. It forwards the optional capabilities the conductor
+// uses, so only the inventory save differs.
+type inventoryFaultStore struct {
+	baremetal.Store
+	failSaves atomic.Bool
+	saves     atomic.Int32
+}
+
+func (s *inventoryFaultStore) SaveNodeInventory(ctx context.Context, nodeUUID string, inv *baremetal.NodeInventory) error {
+	s.saves.Add(1)
+	if s.failSaves.Load() {
+		return fmt.Errorf("disk quota exceeded on the inventory table")
+	}
+	return s.Store.SaveNodeInventory(ctx, nodeUUID, inv)
+}
+
+func (s *inventoryFaultStore) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+	return s.Store.(baremetal.RecordingNodeStore).UpdateNodeRecording(ctx, n, holder, e)
+}
+
+func (s *inventoryFaultStore) SubscribeNodeChanges(fn func(baremetal.NodeChange)) (cancel func()) {
+	return s.Store.(baremetal.NodeChangeNotifier).SubscribeNodeChanges(fn)
+}
+
+// TestInventorySaveFailureFailsInspection: when the inventory cannot be
+// stored the inspection fails with a last_error naming it, the node
+// powered off, and the previous inventory stays; once the store works
+// again the next inspection stores its inventory, which then goes with
+// the node.
+func TestInventorySaveFailureFailsInspection(t *testing.T) {
+	store := &inventoryFaultStore{Store: openStore(t, false)}
+	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-inventory-%d", time.Now().UnixNano()), 2)
+	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
+	ib := c.AgentBackend().(agentclient.InspectionBackend)
+
+	n := inspectWaitNode(t, h, "inventory-fail")
+	store.failSaves.Store(true)
+	if err := ib.ContinueInspection(h.ctx, inspectionData(n.UUID)); err != nil {
+		t.Fatal(err)
+	}
+	f := h.waitFor(n.UUID, statemachine.InspectFailed)
+	if !strings.Contains(f.LastError, "Failed to store the inspection inventory of node "+n.UUID) || !strings.Contains(f.LastError, "disk quota exceeded") {
+		t.Fatalf("last error %q does not name the failed inventory save", f.LastError)
+	}
+	if f.PowerState != string(driver.PowerOff) || f.Reservation != "" || !f.InspectionFinishedAt.IsZero() {
+		t.Fatalf("after the failed save: power %q, reservation %q, inspection_finished_at %v", f.PowerState, f.Reservation, f.InspectionFinishedAt)
+	}
+	if store.saves.Load() != 1 {
+		t.Fatalf("inventory saves attempted = %d, want 1", store.saves.Load())
+	}
+	var nr *baremetal.InventoryNotRecordedError
+	if _, err := c.NodeInventory(h.ctx, n.UUID); !errors.As(err, &nr) {
+		t.Fatalf("inventory after the failed save = %v, want InventoryNotRecordedError", err)
+	}
+
+	store.failSaves.Store(false)
+	h.must(c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	h.must(c.Inspect(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.InspectWait)
+	data := inspectionData(n.UUID)
+	data.PluginData = map[string]any{"root_disk": map[string]any{"name": "/dev/vda"}}
+	if err := ib.ContinueInspection(h.ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	m := h.waitFor(n.UUID, statemachine.Manageable)
+	if m.LastError != "" {
+		t.Fatalf("last error %q after a successful inspection", m.LastError)
+	}
+	stored, err := c.NodeInventory(h.ctx, m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(stored.Inventory, data.RawInventory) {
+		t.Fatalf("stored inventory = %s, want the raw posted %s", stored.Inventory, data.RawInventory)
+	}
+	wantJSON(t, "stored plugin data", stored.PluginData, data.PluginData)
+
+	h.must(c.Delete(h.ctx, n.UUID))
+	var nf *baremetal.NotFoundError
+	if _, err := c.NodeInventory(h.ctx, n.UUID); !errors.As(err, &nf) || nf.Kind != "node" {
+		t.Fatalf("inventory of a deleted node = %v, want a node NotFoundError", err)
+	}
+	if _, err := store.GetNodeInventory(h.ctx, n.UUID); !errors.Is(err, baremetal.ErrNotFound) {
+		t.Fatalf("store still has the deleted node's inventory: %v", err)
+	}
+}
+
+// TestInspectionRefusesNonObjectInventory fails an inspection whose
+// inventory is not a JSON object before anything is written.
+func TestInspectionRefusesNonObjectInventory(t *testing.T) {
+	store := &inventoryFaultStore{Store: openStore(t, false)}
+	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-badinv-%d", time.Now().UnixNano()), 2)
+	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
+	n := inspectWaitNode(t, h, "inventory-null")
+	data := inspectionData(n.UUID)
+	data.RawInventory = json.RawMessage(`null`)
+	if err := c.AgentBackend().(agentclient.InspectionBackend).ContinueInspection(h.ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	f := h.waitFor(n.UUID, statemachine.InspectFailed)
+	if !strings.Contains(f.LastError, "invalid inventory") || !strings.Contains(f.LastError, n.UUID) {
+		t.Fatalf("last error %q does not say the inventory is invalid", f.LastError)
+	}
+	if ports, _ := store.ListPorts(h.ctx, n.UUID); len(ports) != 0 || f.Properties["cpus"] != nil || store.saves.Load() != 0 {
+		t.Fatalf("a refused inventory wrote ports %+v, properties %v or %d inventories", ports, f.Properties, store.saves.Load())
+	}
+	if _, err := c.NodeInventory(h.ctx, "no-such-node"); !errors.Is(err, baremetal.ErrNotFound) {
+		t.Fatalf("inventory of an unknown node = %v", err)
+	}
+}
+
+// TestInventorySaveFailureFastTrackPowersOff: with fast track the
+// teardown leaves the ramdisk running; a failed inventory save then
+// powers the node off, as any failed inspection does.
+func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
+	store := &inventoryFaultStore{Store: openStore(t, false)}
+	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-inventory-ft-%d", time.Now().UnixNano()), 2)
+	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
+	n, err := c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("inventory-ft"), Driver: driver.FakeHardware,
+		InspectInterface: agentdeploy.InspectName, DriverInfo: map[string]any{"fast_track": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.must(c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	h.must(c.Inspect(h.ctx, n.UUID))
+	if w := h.waitFor(n.UUID, statemachine.InspectWait); w.PowerState != string(driver.PowerOn) {
+		t.Fatalf("node waiting for inspection is %q, want power on", w.PowerState)
+	}
+	store.failSaves.Store(true)
+	if err := c.AgentBackend().(agentclient.InspectionBackend).ContinueInspection(h.ctx, inspectionData(n.UUID)); err != nil {
+		t.Fatal(err)
+	}
+	f := h.waitFor(n.UUID, statemachine.InspectFailed)
+	if !strings.Contains(f.LastError, "inspection inventory") || f.PowerState != string(driver.PowerOff) {
+		t.Fatalf("fast-track node after a failed inventory save: last error %q, power %q; want the save named and power off", f.LastError, f.PowerState)
+	}
+	for _, k := range []string{"anvil_inspection_managed_boot", "agent_url", "agent_secret_token"} {
+		if _, ok := f.DriverInternalInfo[k]; ok {
+			t.Errorf("driver_internal_info keeps %s after the failed inspection", k)
+		}
 	}
 }

@@ -306,8 +306,22 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 // doContinueInspection processes posted inspection data on the node's
 // owner, under its lock (Ironic's continue_inspection): resume, hooks,
 // properties and ports saved, inspection boot torn down (powered off
-// unless fast track applies), done. Data for a node no longer in inspect
-// wait (aborted, timed out) is dropped with a history note.
+// unless fast track applies), inventory stored, done. Data for a node no
+// longer in inspect wait (aborted, timed out) is dropped with a history
+// note.
+//
+// The inventory and plugin data are stored once everything that can fail
+// the inspection has succeeded, just before the final state write: a
+// failed inspection never replaces the node's previous inventory, and a
+// failed save fails the inspection (last_error names it). The store has
+// no transaction spanning the inventory and the node, so the save is one
+// atomic upsert of its own, keyed by the node, made under the node's
+// lock: running it again stores the same documents again, so a retry is
+// harmless. Only a crash between the save and the state write can leave
+// the new inventory with a node that never reaches manageable (start-up
+// recovery then fails the inspection); that inventory is what the
+// ramdisk reported and every hook accepted, and the next successful
+// inspection replaces it.
 func (c *Conductor) doContinueInspection(ctx context.Context, t *task, in intent) error {
 	t.consumeIntent()
 	n := t.node
@@ -321,17 +335,64 @@ func (c *Conductor) doContinueInspection(ctx context.Context, t *task, in intent
 	if err := t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); err != nil {
 		return err
 	}
+	// An inventory the store would refuse fails the inspection before
+	// the hooks write anything.
+	if err := CheckInventory(n.UUID, &NodeInventory{Inventory: json.RawMessage(raw)}); err != nil {
+		return c.inspectionFailed(ctx, t, fmt.Sprintf("Failed to process inspection data for node %s: %s", n.UUID, describeErr(err)), err)
+	}
 	if err := c.applyInspectionData(ctx, t, driver.InspectionData{Inventory: json.RawMessage(raw), PluginData: pd}); err != nil {
 		return c.inspectionFailed(ctx, t, fmt.Sprintf("Failed to process inspection data for node %s: %s", n.UUID, describeErr(err)), err)
 	}
-	if err := c.endInspectionBoot(ctx, t, !c.fastTrackable(t)); err != nil {
+	// The plugin data as the hooks left it, as Ironic stores it.
+	inv, err := inspectionInventory(raw, pd)
+	if err != nil {
+		return c.inspectionFailed(ctx, t, fmt.Sprintf("Failed to store the inspection inventory of node %s: %s", n.UUID, describeErr(err)), err)
+	}
+	powerOff := !c.fastTrackable(t)
+	if err := c.endInspectionBoot(ctx, t, powerOff); err != nil {
 		return c.inspectionFailed(ctx, t, fmt.Sprintf("Failed to tear down the inspection ramdisk of node %s: %s", n.UUID, describeErr(err)), err)
 	}
-	if !c.fastTrackable(t) {
+	if err := c.store.SaveNodeInventory(ctx, n.UUID, inv); err != nil {
+		return c.inventoryNotSaved(ctx, t, powerOff, err)
+	}
+	// Sizes only: the documents can be large and plugin data may carry
+	// the ramdisk's logs.
+	c.log.Info("inspection inventory stored", "node", n.UUID, "inventory_bytes", len(inv.Inventory), "plugin_data_bytes", len(inv.PluginData))
+	if powerOff {
 		wipeAgent(n)
 	}
 	n.InspectionFinishedAt = c.clock.Now().UTC()
 	return t.process(ctx, statemachine.EventDone, moveOpts{})
+}
+
+// inspectionInventory is the NodeInventory of a successful inspection:
+// the raw inventory the ramdisk posted and the plugin data.
+func inspectionInventory(raw string, pd map[string]any) (*NodeInventory, error) {
+	plugin := []byte("{}")
+	if len(pd) > 0 {
+		b, err := json.Marshal(pd)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the plugin data: %w", err)
+		}
+		plugin = b
+	}
+	return &NodeInventory{Inventory: json.RawMessage(raw), PluginData: plugin}, nil
+}
+
+// inventoryNotSaved fails an inspection whose inventory could not be
+// stored. The inspection boot is already torn down; a ramdisk fast track
+// kept running (poweredOff false) is powered off, as after any failed
+// inspection.
+func (c *Conductor) inventoryNotSaved(ctx context.Context, t *task, poweredOff bool, cause error) error {
+	n := t.node
+	if !poweredOff && !n.DisablePowerOff {
+		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+			c.log.Warn("inspection ramdisk not powered off after failure", "node", n.UUID, "error", err)
+		}
+	}
+	wipeAgent(n)
+	t.fail(ctx, fmt.Sprintf("Failed to store the inspection inventory of node %s: %s", n.UUID, describeErr(cause)), false)
+	return fmt.Errorf("baremetal: node %s: inspection failed: storing the inventory: %w", n.UUID, cause)
 }
 
 // inspectionFailed tears the inspection boot down (powering the node

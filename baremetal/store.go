@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// Store keeps nodes, ports, conductors and node history. Implementations
-// live in sub-packages (baremetal/sqlstore for SQLite and PostgreSQL) and
-// are checked by the conformance suite in baremetal/storetest.
+// Store keeps nodes, ports, conductors, node history and inspection
+// inventories. Implementations live in sub-packages (baremetal/sqlstore
+// for SQLite and PostgreSQL) and are checked by the conformance suite in
+// baremetal/storetest.
 //
 // Every method is safe for concurrent use by many goroutines and, for a
 // shared database, many processes. Objects passed in are not retained;
@@ -19,6 +20,7 @@ type Store interface {
 	ReservationStore
 	ConductorStore
 	HistoryStore
+	InventoryStore
 	// Close releases the store's connections. The store must not be used
 	// afterwards.
 	Close() error
@@ -57,8 +59,8 @@ type NodeStore interface {
 	// without changing the version, as an agent heartbeat in a wait state
 	// does. Errors: *NotFoundError.
 	TouchProvisioning(ctx context.Context, uuid string) error
-	// DeleteNode deletes the node with its ports and history. A reserved
-	// node is refused with a *NodeInUseError.
+	// DeleteNode deletes the node with its ports, history and inventory.
+	// A reserved node is refused with a *NodeInUseError.
 	DeleteNode(ctx context.Context, uuid string) error
 	// LookupNode finds the node for the agent lookup: by UUID when uuid is
 	// not empty, else by the MAC addresses of its ports (malformed MACs

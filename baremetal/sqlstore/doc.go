@@ -1,8 +1,9 @@
-// Package sqlstore keeps Anvil's nodes, ports, conductors and node history
-// in SQL through sqlx: SQLite (the embedded default, pure Go through
-// modernc.org/sqlite, no cgo) or PostgreSQL (through pgx's database/sql
-// driver) for several conductors on several hosts. It implements
-// baremetal.Store and the optional baremetal.NodeChangeNotifier.
+// Package sqlstore keeps Anvil's nodes, ports, conductors, node history
+// and inspection inventories in SQL through sqlx: SQLite (the embedded
+// default, pure Go through modernc.org/sqlite, no cgo) or PostgreSQL
+// (through pgx's database/sql driver) for several conductors on several
+// hosts. It implements baremetal.Store and the optional
+// baremetal.NodeChangeNotifier.
 //
 // Opening a store applies the embedded, versioned migrations (pressly/goose,
 // one directory per dialect) so a fresh database is ready at once and an

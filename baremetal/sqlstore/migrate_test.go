@@ -2,12 +2,14 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/pressly/goose/v3"
 )
 
 // checkMigrations runs the embedded migrations on a fresh database (done
@@ -16,8 +18,8 @@ import (
 func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	ctx := context.Background()
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 2 {
-		t.Fatalf("fresh database at schema version %d, %v; want 2", v, err)
+	if err != nil || v != 3 {
+		t.Fatalf("fresh database at schema version %d, %v; want 3", v, err)
 	}
 	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
 		t.Fatalf("schema unusable after up: %v", err)
@@ -26,6 +28,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkInventoryMigration(t, s, p)
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("migrating down: %v", err)
 	}
@@ -36,7 +39,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatal("nodes table still there after migrating down")
 	}
 	results, err := p.Up(ctx)
-	if err != nil || len(results) != 2 {
+	if err != nil || len(results) != 3 {
 		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
 	}
 	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {
@@ -44,6 +47,40 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	}
 	if pending, err := p.HasPending(ctx); err != nil || pending {
 		t.Fatalf("pending migrations after up: %v, %v", pending, err)
+	}
+}
+
+// checkInventoryMigration steps migration 3 (node_inventory) down and up
+// on a database holding a node with an inventory: down drops the table
+// and keeps the node, up brings back an empty, working table.
+func checkInventoryMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	n := &baremetal.Node{Name: "inventoried"}
+	if err := s.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveNodeInventory(ctx, n.UUID, &baremetal.NodeInventory{Inventory: []byte(`{"cpu":{"count":2}}`)}); err != nil {
+		t.Fatalf("schema 3 cannot store an inventory: %v", err)
+	}
+	if _, err := p.DownTo(ctx, 2); err != nil {
+		t.Fatalf("migrating down to 2: %v", err)
+	}
+	if _, err := s.GetNodeInventory(ctx, n.UUID); err == nil || errors.Is(err, baremetal.ErrNotFound) {
+		t.Fatalf("inventory read after dropping its table = %v, want a database error", err)
+	}
+	if _, err := s.GetNode(ctx, n.UUID); err != nil {
+		t.Fatalf("node lost migrating down to 2: %v", err)
+	}
+	if _, err := p.UpTo(ctx, 3); err != nil {
+		t.Fatalf("migrating up to 3: %v", err)
+	}
+	var nr *baremetal.InventoryNotRecordedError
+	if _, err := s.GetNodeInventory(ctx, n.UUID); !errors.As(err, &nr) {
+		t.Fatalf("inventory after down and up = %v, want InventoryNotRecordedError", err)
+	}
+	if err := s.SaveNodeInventory(ctx, n.UUID, &baremetal.NodeInventory{Inventory: []byte(`{"cpu":{"count":4}}`)}); err != nil {
+		t.Fatalf("table unusable after up: %v", err)
 	}
 }
 
