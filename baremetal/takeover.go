@@ -263,8 +263,11 @@ func (c *Conductor) breakOrphans(ctx context.Context) bool {
 			holders = append(holders, h)
 		}
 		sort.Strings(holders)
-		c.log.Info("released reservations of dead conductors", "nodes", len(broken), "holders", holders,
-			"since_last_keepalive", slowest.Round(time.Millisecond).String())
+		args := []any{"nodes", len(broken), "holders", holders}
+		if slowest > 0 {
+			args = append(args, "since_last_keepalive", slowest.Round(time.Millisecond).String())
+		}
+		c.log.Info("released reservations of dead conductors", args...)
 		// A dead conductor leaves the rings as soon as we see it dead.
 		if _, err := cl.own.Refresh(ctx); err != nil {
 			c.log.Warn("ring rebuild failed", "error", err)
@@ -318,8 +321,11 @@ func interrupted(n *Node) bool {
 	return statemachine.IsStuckTreatedAsFail(statemachine.State(n.ProvisionState)) || n.TargetPowerState != ""
 }
 
+// takeOverNode takes over one interrupted node. The lock is retried as
+// the conductor's lock policy says: a heartbeat or a verb holding the node
+// for a moment must not make the takeover skip it until the next check.
 func (c *Conductor) takeOverNode(ctx context.Context, uuid string) {
-	locked, err := c.store.ReserveNode(ctx, uuid, c.host)
+	locked, err := AcquireNode(ctx, c.store, uuid, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return
 	}

@@ -500,8 +500,11 @@ func TestPromptTakeoverAtHeartbeatTimeout(t *testing.T) {
 		}
 
 		// The conductor's loops are parked on the clock when the number
-		// of pending timers is back to what it is at rest.
-		rest := settledWaiters(t, clock)
+		// of pending timers is back to what it is at rest: at least the
+		// keepalive's and the orphan check loop's tick and deadline (the
+		// loop arms its deadline only after its first look at the
+		// conductors table, a query).
+		rest := settledWaiters(t, clock, 3)
 		advance := func() {
 			t.Helper()
 			clock.Advance(step)
@@ -550,15 +553,15 @@ func TestPromptTakeoverAtHeartbeatTimeout(t *testing.T) {
 }
 
 // settledWaiters returns the number of timers pending on clock once it
-// has stayed the same for 50 ms: every loop of a started conductor is
-// parked on the clock.
-func settledWaiters(t *testing.T, clock *storetest.ManualClock) int {
+// is at least atLeast and has stayed the same for 50 ms: every loop of a
+// started conductor is parked on the clock.
+func settledWaiters(t *testing.T, clock *storetest.ManualClock, atLeast int) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	n, since := clock.Waiters(), time.Now()
-	for time.Since(since) < 50*time.Millisecond {
+	for n < atLeast || time.Since(since) < 50*time.Millisecond {
 		if time.Now().After(deadline) {
-			t.Fatalf("the conductor's timers never settled (%d pending)", n)
+			t.Fatalf("the conductor's timers never settled (%d pending, want at least %d)", n, atLeast)
 		}
 		time.Sleep(time.Millisecond)
 		if w := clock.Waiters(); w != n {
@@ -566,4 +569,96 @@ func settledWaiters(t *testing.T, clock *storetest.ManualClock) int {
 		}
 	}
 	return n
+}
+
+// TestTakeoverRetriesABusyNode: a node released from a dead conductor may
+// be locked for a moment by something else (an agent heartbeat) between
+// the takeover's listing and its reservation; the takeover retries as the
+// lock policy says instead of leaving the node interrupted until the next
+// orphan check.
+func TestTakeoverRetriesABusyNode(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewManualClock(clusterEpoch)
+	s, _ := clusterStore(t, false, clock)
+	register(t, s, "ghost", "", driver.FakeHardware)
+	busy := &busyAfterListing{Store: s, holdFor: 50 * time.Millisecond}
+	c := startMember(t, busy, "survivor", driver.FakeConfig{}, baremetal.ClusterOptions{})
+	n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ProvisionState, n.TargetProvisionState = "deploying", "active"
+	if err := s.UpdateNode(ctx, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReserveNode(ctx, n.UUID, "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	busy.arm(n.UUID)
+	clock.Advance(61 * time.Second)
+	if err := s.KeepaliveConductor(ctx, "survivor", true); err != nil {
+		t.Fatal(err)
+	}
+	c.CheckOrphanNodes(ctx)
+	if !busy.held() {
+		t.Fatal("the node was not locked between the takeover's listing and its reservation")
+	}
+	waitState(t, s, n.UUID, statemachine.Active)
+	if !historyHas(t, s, n.UUID, "restarting") {
+		t.Errorf("no history note of the takeover")
+	}
+}
+
+// busyAfterListing is a store that, once armed with a node, locks that
+// node for holdFor under another holder right after the first listing of
+// unreserved nodes that returns it, as a heartbeat processed at that
+// moment does.
+type busyAfterListing struct {
+	baremetal.Store
+	holdFor time.Duration
+	mu      sync.Mutex
+	node    string
+	done    bool
+	wg      sync.WaitGroup
+}
+
+func (b *busyAfterListing) arm(uuid string) {
+	b.mu.Lock()
+	b.node = uuid
+	b.mu.Unlock()
+}
+
+func (b *busyAfterListing) held() bool {
+	b.wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done
+}
+
+func (b *busyAfterListing) ListNodes(ctx context.Context, f baremetal.NodeFilter, p baremetal.Page) ([]*baremetal.Node, error) {
+	nodes, err := b.Store.ListNodes(ctx, f, p)
+	if err != nil || f.Reserved == nil || *f.Reserved {
+		return nodes, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.node == "" || b.done {
+		return nodes, err
+	}
+	for _, n := range nodes {
+		if n.UUID != b.node {
+			continue
+		}
+		if _, rerr := b.Store.ReserveNode(ctx, n.UUID, "heartbeat"); rerr != nil {
+			return nil, rerr
+		}
+		b.done = true
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			time.Sleep(b.holdFor)
+			_ = b.Store.ReleaseNode(context.Background(), n.UUID, "heartbeat")
+		}()
+	}
+	return nodes, err
 }
