@@ -152,7 +152,20 @@ func takeoverWaitsForAgent(t *testing.T, kind steps.Kind, command, stepName stri
 	if err := s.KeepaliveConductor(ctx, "b", true); err != nil {
 		t.Fatal(err)
 	}
-	b.CheckOrphanNodes(ctx)
+	// The orphan check runs as its periodic task would: a pass that lists
+	// the nodes while one of the agent's heartbeats holds this node for a
+	// moment does not see it as interrupted, and the next pass takes it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b.CheckOrphanNodes(ctx)
+		cur, err := s.GetNode(ctx, n.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.ProvisionState != string(running) || cur.Reservation != "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if gone {
 		held := waitState(t, s, n.UUID, waiting)
 		if held.LastError != "" || held.Maintenance || current(held)["step"] != step.Name {
