@@ -61,7 +61,10 @@ func run(dsn string, count int, ring string, hbTimeout time.Duration, logPath st
 	}
 	defer notifier.Close()
 	ringOpts := baremetal.RingOptions{Ring: ringCfg, HeartbeatTimeout: hbTimeout, ResetInterval: time.Second}
-	lab, err := clusterlab.NewLab(clusterlab.LabConfig{Store: store, Ring: ringOpts, Notifier: notifier, HeartbeatInterval: time.Second})
+	// Agent commands take 250 ms, like a short real step, so the kill below
+	// finds deploys in flight.
+	lab, err := clusterlab.NewLab(clusterlab.LabConfig{Store: store, Ring: ringOpts, Notifier: notifier, HeartbeatInterval: time.Second,
+		CommandDelay: 250 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -114,31 +117,56 @@ func run(dsn string, count int, ring string, hbTimeout time.Duration, logPath st
 	fmt.Println("deploy; one conductor is SIGKILLed while the deploys run...")
 	deployed := make(chan error, 1)
 	go func() { deployed <- drive(ctx, verbs, store, uuids, [][2]string{{"deploy", "active"}}) }()
-	time.Sleep(1500 * time.Millisecond)
+	// Kill the victim while it is at work: as soon as it holds a
+	// reservation (a step running), or after 5 s in any case.
 	victim := procs[1]
-	held, _ := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
-	owned := 0
+	var held []*baremetal.Node
+	for waitUntil := time.Now().Add(5 * time.Second); time.Now().Before(waitUntil); time.Sleep(5 * time.Millisecond) {
+		if held, _ = store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{}); len(held) > 0 {
+			break
+		}
+	}
+	owned, midDeploy := 0, 0
 	for _, id := range uuids {
-		if lab.Owner(id) == victim.Host {
-			owned++
+		if lab.Owner(id) != victim.Host {
+			continue
+		}
+		owned++
+		if n, err := store.GetNode(ctx, id); err == nil && n.ProvisionState != "active" {
+			midDeploy++
 		}
 	}
 	victim.Kill()
 	killedAt := time.Now()
-	fmt.Printf("SIGKILLed %s: it owned %d machines and held %d reservations\n", victim.Host, owned, len(held))
-	for {
-		still, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{})
-		if err == nil && len(still) == 0 {
-			break
+	fmt.Printf("SIGKILLed %s: it owned %d machines (%d not yet active) and held %d reservations\n", victim.Host, owned, midDeploy, len(held))
+	released, moved := time.Duration(-1), time.Duration(-1)
+	for released < 0 || moved < 0 {
+		if released < 0 {
+			if still, err := store.ListNodes(ctx, baremetal.NodeFilter{ReservedBy: victim.Host}, baremetal.Page{}); err == nil && len(still) == 0 {
+				released = time.Since(killedAt)
+			}
+		}
+		if moved < 0 {
+			left := 0
+			for _, id := range uuids {
+				if lab.Owner(id) == victim.Host {
+					left++
+				}
+			}
+			if left == 0 {
+				moved = time.Since(killedAt)
+			}
 		}
 		if time.Since(killedAt) > 4*hbTimeout {
-			return fmt.Errorf("%s's reservations not released after %s", victim.Host, 4*hbTimeout)
+			return fmt.Errorf("%s's machines not taken over after %s", victim.Host, 4*hbTimeout)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	fmt.Printf("  its reservations were released by a survivor %.1fs after the kill (heartbeat timeout %s + check interval %s)\n",
-		time.Since(killedAt).Seconds(), hbTimeout, check)
-	time.Sleep(1500 * time.Millisecond)
+	if len(held) > 0 {
+		fmt.Printf("  its reservations were released by a survivor %.1fs after the kill\n", released.Seconds())
+	}
+	fmt.Printf("  the survivors' rings dropped it %.1fs after the kill (heartbeat timeout %s, measured from its last keepalive)\n",
+		moved.Seconds(), hbTimeout)
 	showOwners(lab, uuids, "ownership after the takeover")
 	if err := <-deployed; err != nil {
 		fmt.Println("  deploy:", err)
@@ -228,7 +256,7 @@ func callVerb(ctx context.Context, verbs *clusterlab.VerbClient, node, verb stri
 
 func summary(ctx context.Context, store baremetal.Store, lab *clusterlab.Lab, uuids []string, took time.Duration) error {
 	states := map[string]int{}
-	resumed, failed, waited := 0, 0, 0
+	resumed, failed, waited, finished, restarted := 0, 0, 0, 0, 0
 	for _, id := range uuids {
 		n, err := store.GetNode(ctx, id)
 		if err != nil {
@@ -248,11 +276,16 @@ func summary(ctx context.Context, store baremetal.Store, lab *clusterlab.Lab, uu
 				resumed++
 			case h.Event == "takeover" && strings.Contains(h.Message, "waiting for the agent"):
 				waited++
+			case h.Event == "takeover" && strings.Contains(h.Message, "every step had finished"):
+				finished++
+			case h.Event == "takeover" && strings.Contains(h.Message, "restarting"):
+				restarted++
 			}
 		}
 	}
 	fmt.Printf("summary after %.1fs: final states %v\n", took.Seconds(), states)
-	fmt.Printf("  interrupted by the kill: %d resumed at their step, %d continued waiting for their agent, %d failed as Ironic would\n", resumed, waited, failed)
+	fmt.Printf("  interrupted by the kill: %d resumed at their step, %d finished (every step had finished), %d restarted (no step had started), %d continued waiting for their agent, %d failed as Ironic would\n",
+		resumed, finished, restarted, waited, failed)
 	fmt.Printf("  agent requests routed per conductor: %v\n", lab.Routed())
 	return nil
 }
