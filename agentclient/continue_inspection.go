@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -232,14 +231,7 @@ func (h *Handler) serveContinueInspection(w http.ResponseWriter, r *http.Request
 		nodeUUID = id.String()
 	}
 	limit := h.cfg.MaxInspectionBodyBytes
-	var body []byte
-	var err error
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
-	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	}
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 			h.refuse(w, r, http.StatusRequestEntityTooLarge, nodeUUID, fmt.Sprintf("The inspection data is larger than the %d bytes allowed.", limit))

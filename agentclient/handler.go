@@ -528,14 +528,7 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusNotFound, ident, "The resource could not be found.")
 		return
 	}
-	var body []byte
-	var err error
-	if r.ContentLength > 0 && r.ContentLength <= maxBodyBytes {
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
-	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	}
+	body, err := readBody(w, r, maxBodyBytes)
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body is too large or could not be read.")
 		return
@@ -652,3 +645,16 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 var _ http.Handler = (*Handler)(nil)
+
+// readBody reads a request body of at most limit bytes: at once into a
+// buffer of the announced size when the client sent one within the limit,
+// otherwise through http.MaxBytesReader (whose *http.MaxBytesError tells an
+// oversized body apart).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		body := make([]byte, r.ContentLength)
+		_, err := io.ReadFull(r.Body, body)
+		return body, err
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
