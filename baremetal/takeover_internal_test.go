@@ -22,28 +22,7 @@ import (
 // received the step gets it again.
 func TestResumableAgentGoneWaits(t *testing.T) {
 	ctx := context.Background()
-	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 2 * time.Second, MaxCommandAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
-	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
-		t.Fatal(err)
-	}
-	c := &Conductor{drivers: reg, agent: AgentSettings{Client: client}}
-
-	srv, err := agenttest.NewServer(agenttest.ServerConfig{Insecure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	c, srv := resumableFixture(t)
 	const token = "right-token"
 	live := agenttest.NewAgent(agenttest.AgentConfig{Token: token})
 	t.Cleanup(live.Close)
@@ -150,27 +129,7 @@ func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
 // step safe to re-run is re-run without asking the agent.
 func TestResumableDeclaredAgentStep(t *testing.T) {
 	ctx := context.Background()
-	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 2 * time.Second, MaxCommandAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
-	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
-		t.Fatal(err)
-	}
-	c := &Conductor{drivers: reg, agent: AgentSettings{Client: client}}
-	srv, err := agenttest.NewServer(agenttest.ServerConfig{Insecure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	c, srv := resumableFixture(t)
 	const token = "right-token"
 	writeImage := steps.Step{Interface: "deploy", Name: agentdeploy.StepWriteImage, Priority: 80,
 		Args: map[string]any{"image_info": map[string]any{"id": "image"}}}
@@ -187,7 +146,7 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range sent {
-			if _, err := client.ExecuteDeployStep(ctx, agentclient.Agent{URL: u, Token: token}, s, map[string]any{}, nil, a.HardwareManagerVersion()); err != nil {
+			if _, err := c.agent.Client.ExecuteDeployStep(ctx, agentclient.Agent{URL: u, Token: token}, s, map[string]any{}, nil, a.HardwareManagerVersion()); err != nil {
 				t.Fatalf("sending %s: %v", s.Key(), err)
 			}
 			if delay == 0 {
@@ -230,4 +189,33 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resumableFixture is a bare conductor that knows the fake-hardware type
+// with the direct deploy interface and an agent client that tries each
+// command once, and an agent server to register simulated agents on.
+func resumableFixture(t *testing.T) (*Conductor, *agenttest.Server) {
+	t.Helper()
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 2 * time.Second, MaxCommandAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	reg := driver.NewRegistry(driver.Config{
+		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+	})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+		t.Fatal(err)
+	}
+	c := &Conductor{drivers: reg, agent: AgentSettings{Client: client}}
+	srv, err := agenttest.NewServer(agenttest.ServerConfig{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return c, srv
 }
