@@ -353,8 +353,9 @@ func TestSIGKILLDuringCall(t *testing.T) {
 	slowTask.DriverInfo[driver.FakeDelayKey] = "30s"
 	errc := make(chan error, 1)
 	go func() {
-		_, err := drv.Power().GetPowerState(context.Background(), slowTask)
-		errc <- err
+		// A reboot is not repeated after a crash (it may have reached the
+		// BMC): the caller sees the crash.
+		errc <- drv.Power().Reboot(context.Background(), slowTask, 0)
 	}()
 	time.Sleep(200 * time.Millisecond) // let the call reach the plugin
 	killed := time.Now()
@@ -398,6 +399,57 @@ func TestSIGKILLDuringCall(t *testing.T) {
 	}
 	if _, err := drv.Power().GetPowerState(context.Background(), newTask()); !errors.Is(err, plugin.ErrHostClosed) {
 		t.Errorf("call after Close = %v", err)
+	}
+}
+
+// TestSIGKILLDuringIdempotentCall kills the plugin while it serves a
+// call that is safe to repeat (setting the power state): the host sends
+// it again to the process it starts in its place, and the caller sees
+// success.
+func TestSIGKILLDuringIdempotentCall(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	logs := &syncBuffer{}
+	cfg := plugin.HostConfig{Dirs: []string{pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})},
+		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn, JSONFormat: true})}
+	host := plugin.NewHost(cfg)
+	defer host.Close()
+	if _, err := host.Discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := host.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := host.Plugins()[0]
+	pid := p.Status().PID
+	slowTask := newTask()
+	slowTask.DriverInfo[driver.FakeDelayKey] = "1s"
+	errc := make(chan error, 1)
+	go func() { errc <- drv.Power().SetPowerState(context.Background(), slowTask, driver.PowerOn, 0) }()
+	time.Sleep(200 * time.Millisecond) // let the call reach the plugin
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("set_power_state across the crash: %v, want success on the new process", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("set_power_state did not return")
+	}
+	if st, _ := slowTask.InternalString(driver.FakePowerStateKey); st != string(driver.PowerOn) {
+		t.Errorf("power state after the repeated call: %q, want %q", st, driver.PowerOn)
+	}
+	if st := p.Status(); !st.Healthy || st.Restarts != 1 || st.PID == pid {
+		t.Errorf("status after the repeated call = %+v", st)
+	}
+	if !strings.Contains(logs.String(), "safe to repeat") {
+		t.Errorf("the host did not log the repeated call:\n%s", logs.String())
 	}
 }
 

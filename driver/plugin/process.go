@@ -267,8 +267,48 @@ func (p *Plugin) describe(ctx context.Context) (*pb.DescribeResponse, int, error
 	return resp, inst.version, nil
 }
 
-// invoke runs one operation through the plugin.
+// retriedAfterCrash says which operations the host sends again, once, to a
+// fresh process when the plugin crashed while serving them: reads, and
+// writes that set a state rather than change it (setting a power state or
+// boot device twice lands where setting it once does; preparing or
+// cleaning up a boot twice is allowed by the interfaces' contract). A
+// reboot, a step, a vendor call or an NMI might have reached the hardware
+// before the crash and are never repeated: their crash is the caller's to
+// handle.
+func retriedAfterCrash(op string) bool {
+	switch op {
+	case opValidate, opGetPowerState, opSetPowerState,
+		opSupportedBootDevices, opGetBootDevice, opSetBootDevice,
+		opGetBootMode, opSetBootMode, opGetIndicatorState, opSetIndicatorState,
+		opGetSecureBootState, opGetSensorsData,
+		opPrepareRamdisk, opCleanUpRamdisk, opPrepareInstance, opCleanUpInstance,
+		opGetConsole, opShouldWriteImage:
+		return true
+	}
+	return false
+}
+
+// invoke runs one operation through the plugin. When the process crashes
+// while serving an operation listed in retriedAfterCrash, the operation
+// is sent once more to the process the host starts in its place, so a
+// plugin crash costs the caller a restart rather than a failed operation.
 func (p *Plugin) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, int, error) {
+	resp, ver, err := p.invokeOnce(ctx, req)
+	if err == nil || !retriedAfterCrash(req.Operation) || !errors.Is(err, ErrPluginCrashed) || ctx.Err() != nil {
+		return resp, ver, err
+	}
+	p.host.cfg.Logger.Warn("driver plugin crashed during a call that is safe to repeat; sending it to a new process",
+		"plugin", p.Name(), "operation", req.Kind+"/"+req.Implementation+" "+req.Operation, "error", err)
+	resp, ver, rerr := p.invokeOnce(ctx, req)
+	if rerr != nil {
+		return nil, 0, fmt.Errorf("%w (repeated after the crash: %w)", err, rerr)
+	}
+	return resp, ver, nil
+}
+
+// invokeOnce sends one operation to the running (or a newly started)
+// process.
+func (p *Plugin) invokeOnce(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, int, error) {
 	inst, err := p.get()
 	if err != nil {
 		return nil, 0, err
