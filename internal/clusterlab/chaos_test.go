@@ -396,6 +396,10 @@ func TestChaos(t *testing.T) {
 		}
 		if r.failed != "" {
 			failedNodes++
+			// A documented failure, not a test failure: its last history
+			// entries and boots say how the node got there.
+			t.Logf("node %s ended %s:", uuids[i], r.failed)
+			dumpNode(ctx, t, store, lab, uuids[i])
 		}
 		for _, e := range r.verbErrs {
 			t.Errorf("node %s: %s", uuids[i], e)
