@@ -67,6 +67,9 @@ type config struct {
 	// concurrency limits (0: Ironic's defaults, negative: none).
 	maxConcurrentDeploy int
 	maxConcurrentClean  int
+	// fakeDelay makes every fake-hardware operation wait (tests only:
+	// it keeps nodes in cleaning and deploying long enough to overlap).
+	fakeDelay time.Duration
 }
 
 // Phase is one phase's figures.
@@ -195,7 +198,11 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			driver.KindDeploy: {driver.Fake, agentdeploy.Name},
 			driver.KindPower:  {driver.Fake, simfleet.PowerName},
 		}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	fake := driver.FakeConfig{}
+	if cfg.fakeDelay > 0 {
+		fake.Delays = map[string]time.Duration{"*": cfg.fakeDelay}
+	}
+	if err := reg.Register(driver.Builtins(fake)); err != nil {
 		return nil, err
 	}
 	agentSettings := baremetal.AgentSettings{}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestFleetbenchSmall runs the workload on a small fleet in both modes and
@@ -31,7 +32,7 @@ func TestFleetbenchSmall(t *testing.T) {
 // concurrency limits allow: the refused verbs are retried, counted, and no
 // node fails.
 func TestFleetbenchRetriesConcurrencyLimits(t *testing.T) {
-	rep, err := run(context.Background(), config{nodes: 8, clients: 8, workers: 8, maxConcurrentDeploy: 1, maxConcurrentClean: 1})
+	rep, err := run(context.Background(), config{nodes: 24, clients: 8, workers: 8, maxConcurrentDeploy: 1, maxConcurrentClean: 1, fakeDelay: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
