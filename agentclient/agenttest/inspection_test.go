@@ -97,6 +97,8 @@ func TestInspectionRamdiskEndToEnd(t *testing.T) {
 	}
 	runRamdisk(t, rd)
 	eventually(t, "first heartbeat", func() bool { return api.backend.HeartbeatCount(rdNode) == 1 })
+	// The backend counts the heartbeat before the ramdisk reads the answer.
+	eventually(t, "first heartbeat answered", func() bool { return rd.Stats().HeartbeatsAccepted == 1 })
 
 	// The data arrived, for the right node, with the MACs and plugin data.
 	all := api.backend.Inspections(rdNode)
