@@ -17,6 +17,13 @@ import (
 // store, with every interface resolved.
 func benchFleet(b *testing.B, s baremetal.Store, n int, state string) []string {
 	b.Helper()
+	return fleetNodes(b, s, n, state, "power off")
+}
+
+// fleetNodes creates n fake-hardware nodes in state, recorded powered off,
+// whose (fake) hardware is in hwPower.
+func fleetNodes(b testing.TB, s baremetal.Store, n int, state, hwPower string) []string {
+	b.Helper()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		b.Fatal(err)
@@ -28,7 +35,7 @@ func benchFleet(b *testing.B, s baremetal.Store, n int, state string) []string {
 	nodes := make([]*baremetal.Node, n)
 	for i := range nodes {
 		nd := &baremetal.Node{Name: fmt.Sprintf("bench-%05d", i), Driver: driver.FakeHardware, ProvisionState: state,
-			PowerState: "power off", DriverInternalInfo: map[string]any{driver.FakePowerStateKey: "power off"}}
+			PowerState: "power off", DriverInternalInfo: map[string]any{driver.FakePowerStateKey: hwPower}}
 		nd.PowerInterface, nd.DeployInterface, nd.BootInterface = ifs[driver.KindPower], ifs[driver.KindDeploy], ifs[driver.KindBoot]
 		nd.ManagementInterface, nd.InspectInterface, nd.ConsoleInterface = ifs[driver.KindManagement], ifs[driver.KindInspect], ifs[driver.KindConsole]
 		nd.BIOSInterface, nd.FirmwareInterface, nd.NetworkInterface = ifs[driver.KindBIOS], ifs[driver.KindFirmware], ifs[driver.KindNetwork]

@@ -371,3 +371,55 @@ func TestPostgresNotifierCrossesConnections(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// TestPowerSyncOnlyOwnedNodes checks that each conductor's power sync
+// acts on the nodes the ring gives it and leaves the others to their
+// owner: with every node's hardware on while the database says off, a's
+// pass corrects exactly a's nodes, and b's pass then corrects the rest.
+func TestPowerSyncOnlyOwnedNodes(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewManualClock(clusterEpoch)
+	s, _ := clusterStore(t, false, clock)
+	cl := baremetal.ClusterOptions{Notifier: baremetal.NewLocalNotifier()}
+	a := startMember(t, s, "a", driver.FakeConfig{}, cl)
+	b := startMember(t, s, "b", driver.FakeConfig{}, cl)
+	waitAlive(t, a, 2)
+	waitAlive(t, b, 2)
+	uuids := fleetNodes(t, s, 40, "manageable", "power on")
+	owner := map[string]string{}
+	for _, id := range uuids {
+		n, err := s.GetNode(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner[id], err = a.Ownership().OwnerOf(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corrected := func(id string) bool {
+		n, err := s.GetNode(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.DriverInternalInfo[driver.FakePowerStateKey] == "power off" && historyHas(t, s, id, "forcing it back")
+	}
+	a.SyncPowerStates(ctx)
+	ofA := 0
+	for _, id := range uuids {
+		if owner[id] == "a" {
+			ofA++
+		}
+		if got, want := corrected(id), owner[id] == "a"; got != want {
+			t.Errorf("after a's sync, node %s (owner %s): corrected %v, want %v", id, owner[id], got, want)
+		}
+	}
+	if ofA == 0 || ofA == len(uuids) {
+		t.Fatalf("a owns %d of %d nodes; the test needs both conductors to own some", ofA, len(uuids))
+	}
+	b.SyncPowerStates(ctx)
+	for _, id := range uuids {
+		if !corrected(id) {
+			t.Errorf("after both syncs, node %s (owner %s) not corrected", id, owner[id])
+		}
+	}
+}
