@@ -28,6 +28,17 @@ type RerunSafeStepper interface {
 	StepRerunSafe(kind steps.Kind, step string) bool
 }
 
+// AgentHandoffStepper is an optional capability of an implementation
+// with steps: it names the steps whose only work is to hand a command to
+// the ramdisk agent (the direct interface's write_image sends
+// deploy.execute_deploy_step and does nothing else). Such a step,
+// interrupted by a conductor's death, is decided by asking the agent: the
+// new owner waits for the agent when it knows the step, and runs the step
+// again when a reachable agent never received it (nothing was done yet).
+type AgentHandoffStepper interface {
+	StepHandsOffToAgent(kind steps.Kind, step string) bool
+}
+
 // EventTakeover is published when a conductor resumes a node it took over
 // from a dead conductor.
 const EventTakeover EventType = "takeover"
@@ -488,8 +499,12 @@ const (
 //     write_image) waits for the next heartbeat when the agent's last
 //     execute command is that very step: the agent has or is running it,
 //     and its report ends the step as it would have without the takeover.
-//     An agent that cannot say so (gone, or its last step is another)
-//     leaves the step failed: the conductor's own part may have run.
+//     When the implementation declares that the step only hands work to
+//     the agent (AgentHandoffStepper) and a reachable agent never received
+//     it, it is re-run: nothing was done yet. An agent that cannot say so
+//     (gone, or it moved on to another step after this one), or a step
+//     that does more than hand over, leaves the step failed: the
+//     conductor's own part may have run.
 //  3. An in-band step is checked against the agent's command list first:
 //     if the agent's last execute command is this step, the agent has or
 //     is running it, so the node waits for the next heartbeat (the step is
@@ -519,6 +534,9 @@ func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s s
 		if c.agentBased(t) {
 			if status, ok := c.agentRunsStep(ctx, t, kind, s); ok {
 				return resumeWait, "handed to the agent, which knows it (" + string(status) + ")"
+			}
+			if ho, ok := impl.(AgentHandoffStepper); ok && ho.StepHandsOffToAgent(kind, s.Name) && c.agentNeverReceived(ctx, t, kind, s) {
+				return resumeRerun, "it only hands work to the agent, which never received it"
 			}
 		}
 		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", s.Key())
@@ -671,4 +689,35 @@ func agentGone(err error) bool {
 	}
 	var ae *agentclient.APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// agentNeverReceived reports whether the node's agent answers and none of
+// its execute_<kind>_step commands is s: the step was never handed over.
+// An agent that cannot be asked, or a command whose step cannot be read,
+// counts as "may have received it".
+func (c *Conductor) agentNeverReceived(ctx context.Context, t *task, kind steps.Kind, s steps.Step) bool {
+	cl, err := c.agentClient()
+	if err != nil {
+		return false
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return false
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		return false
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := range cmds {
+		if cmds[i].Name != execName {
+			continue
+		}
+		sr, err := agentclient.DecodeStepResult(kind, &cmds[i])
+		if err != nil || sr.Step.Interface == "" && sr.Step.Name == "" ||
+			sr.Step.Interface == s.Interface && sr.Step.Name == s.Name {
+			return false
+		}
+	}
+	return true
 }

@@ -124,9 +124,11 @@ func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
 // node's deploy interface declares but hands to the agent (the direct
 // interface's write_image, not safe to re-run): the node waits for the
 // next heartbeat only when the agent's last execute command is that very
-// step (finished or still running); an agent whose last step is another,
-// that received no step, or that is gone leaves it failed; a declared
-// step safe to re-run is re-run without asking the agent.
+// step (finished or still running); a reachable agent that never received
+// it (no step, or only earlier ones) gets it again, since write_image only
+// hands work to the agent; an agent that moved on to another step after
+// it, or that is gone, leaves it failed; a declared step safe to re-run
+// is re-run without asking the agent.
 func TestResumableDeclaredAgentStep(t *testing.T) {
 	ctx := context.Background()
 	c, srv := resumableFixture(t)
@@ -172,7 +174,10 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 		}, writeImage, resumeNo},
 		{"agent received no step", func(t *testing.T) string {
 			return agentWith(t, "none", 0)
-		}, writeImage, resumeNo},
+		}, writeImage, resumeRerun},
+		{"agent received only an earlier step", func(t *testing.T) string {
+			return agentWith(t, "earlier", 0, applyRAID)
+		}, writeImage, resumeRerun},
 		{"agent URL answers 404", func(*testing.T) string { return srv.AgentURL("rebooted") }, writeImage, resumeNo},
 		{"declared safe to re-run", func(*testing.T) string { return srv.AgentURL("rebooted") },
 			steps.Step{Interface: "deploy", Name: agentdeploy.StepBootInstance, Priority: 20}, resumeRerun},

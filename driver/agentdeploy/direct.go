@@ -180,6 +180,15 @@ func (*Direct) StepRerunSafe(kind steps.Kind, step string) bool {
 	return false
 }
 
+// StepHandsOffToAgent reports the direct interface's steps whose only
+// work is to hand a command to the agent (the baremetal conductor's
+// AgentHandoffStepper): write_image, which sends the agent
+// deploy.execute_deploy_step. A new owner re-runs it after a takeover
+// when the agent never received it.
+func (*Direct) StepHandsOffToAgent(kind steps.Kind, step string) bool {
+	return kind == steps.Deploy && step == StepWriteImage
+}
+
 // ImageInfo builds the image_info argument of the agent's write_image
 // step from instance_info.
 func ImageInfo(t *driver.Task) map[string]any {
