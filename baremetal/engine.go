@@ -560,19 +560,47 @@ func (c *Conductor) submit(j job) {
 	default:
 	}
 	if j.node != nil {
+		// The reservation goes; the worker that pops the job later
+		// reserves the node afresh (and reads it anew).
 		c.releaseQuietly(j.node.UUID)
+		j.node = nil
 	}
 	c.queue.push(j)
 	c.metrics.queuedIntents.Set(float64(c.queue.len()))
 }
 
+// releaseQuietly releases this conductor's reservation of the node. A
+// release the store fails (a database stalled past the 10 s bound, a
+// dropped connection) is tried again with a growing pause, up to six
+// attempts: nothing else would ever release a live conductor's
+// reservation, and the node's agent and verbs would be refused until a
+// restart. A stopping conductor stops retrying: Stop releases all its
+// reservations.
 func (c *Conductor) releaseQuietly(uuid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.store.ReleaseNode(ctx, uuid, c.host); err != nil && !errors.Is(err, ErrNodeNotLocked) {
-		c.log.Warn("release failed", "node", uuid, "error", err)
+	pause := time.Second
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.store.ReleaseNode(ctx, uuid, c.host)
+		cancel()
+		if err == nil || errors.Is(err, ErrNodeNotLocked) || errors.Is(err, ErrNotFound) {
+			return
+		}
+		if attempt >= releaseAttempts {
+			c.log.Error("release failed; the node stays reserved until this conductor stops or restarts", "node", uuid, "attempts", attempt, "error", err)
+			return
+		}
+		c.log.Warn("release failed; retrying", "node", uuid, "attempt", attempt, "error", err)
+		select {
+		case <-c.stopCh:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 8*time.Second)
 	}
 }
+
+// releaseAttempts bounds releaseQuietly's attempts.
+const releaseAttempts = 6
 
 // dispatch feeds queued jobs to workers as they become free.
 func (c *Conductor) dispatch(ctx context.Context) {
