@@ -5,72 +5,28 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
 
-// fakeClock is a settable clock: After fires once Advance passes its
-// deadline.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- f.now
-		return ch
-	}
-	f.waiters = append(f.waiters, fakeWaiter{at: f.now.Add(d), ch: ch})
-	return ch
-}
-
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if !w.at.After(f.now) {
-			w.ch <- f.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	f.waiters = kept
+// newFakeClock is the tests' settable clock (storetest.ManualClock):
+// After fires once Advance passes its deadline.
+func newFakeClock() *storetest.ManualClock {
+	return storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // newClockHarness runs a conductor and store on a fake clock, with the
 // direct deploy interface registered but no agent ever booting (fake
 // power), so agent-based runs wait forever unless aborted or timed out.
-func newClockHarness(t *testing.T, fake driver.FakeConfig) (*harness, *fakeClock) {
+func newClockHarness(t *testing.T, fake driver.FakeConfig) (*harness, *storetest.ManualClock) {
 	t.Helper()
 	clock := newFakeClock()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})

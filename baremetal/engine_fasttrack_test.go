@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -17,7 +18,7 @@ import (
 func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 	// The conductor's clock starts at the wall clock (the agent API stamps
 	// heartbeats with it) and is moved by hand.
-	clock := &fakeClock{now: time.Now().UTC()}
+	clock := storetest.NewManualClock(time.Now().UTC())
 	// Lock retries keep real time: the agent's heartbeats hold the node's
 	// lock for moments while the verbs below run, and a retry paced by a
 	// clock nobody advances would wait forever.

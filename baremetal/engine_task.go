@@ -123,22 +123,6 @@ func nodeInterfaces(n *Node) driver.NodeInterfaces {
 	}
 }
 
-func setNodeInterfaces(n *Node, m map[driver.Kind]string) {
-	n.BIOSInterface = m[driver.KindBIOS]
-	n.BootInterface = m[driver.KindBoot]
-	n.ConsoleInterface = m[driver.KindConsole]
-	n.DeployInterface = m[driver.KindDeploy]
-	n.FirmwareInterface = m[driver.KindFirmware]
-	n.InspectInterface = m[driver.KindInspect]
-	n.ManagementInterface = m[driver.KindManagement]
-	n.NetworkInterface = m[driver.KindNetwork]
-	n.PowerInterface = m[driver.KindPower]
-	n.RAIDInterface = m[driver.KindRAID]
-	n.RescueInterface = m[driver.KindRescue]
-	n.StorageInterface = m[driver.KindStorage]
-	n.VendorInterface = m[driver.KindVendor]
-}
-
 func (t *task) loadPorts(ctx context.Context) ([]*Port, error) {
 	if t.portsLoaded {
 		return t.ports, nil

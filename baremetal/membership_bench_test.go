@@ -36,10 +36,7 @@ func fleetNodes(b testing.TB, s baremetal.Store, n int, state, hwPower string) [
 	for i := range nodes {
 		nd := &baremetal.Node{Name: fmt.Sprintf("bench-%05d", i), Driver: driver.FakeHardware, ProvisionState: state,
 			PowerState: "power off", DriverInternalInfo: map[string]any{driver.FakePowerStateKey: hwPower}}
-		nd.PowerInterface, nd.DeployInterface, nd.BootInterface = ifs[driver.KindPower], ifs[driver.KindDeploy], ifs[driver.KindBoot]
-		nd.ManagementInterface, nd.InspectInterface, nd.ConsoleInterface = ifs[driver.KindManagement], ifs[driver.KindInspect], ifs[driver.KindConsole]
-		nd.BIOSInterface, nd.FirmwareInterface, nd.NetworkInterface = ifs[driver.KindBIOS], ifs[driver.KindFirmware], ifs[driver.KindNetwork]
-		nd.RAIDInterface, nd.RescueInterface, nd.StorageInterface, nd.VendorInterface = ifs[driver.KindRAID], ifs[driver.KindRescue], ifs[driver.KindStorage], ifs[driver.KindVendor]
+		nd.SetInterfaces(ifs)
 		nodes[i] = nd
 	}
 	ctx := context.Background()

@@ -2,6 +2,8 @@ package baremetal
 
 import (
 	"time"
+
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // Node is one bare-metal machine as the store keeps it: the fields of
@@ -191,6 +193,25 @@ func (n *Node) Clone() *Node {
 		c.SecureBoot = &v
 	}
 	return &c
+}
+
+// SetInterfaces sets the node's interface fields from a kind → name map
+// (as driver.Registry.FillDefaults returns); a kind missing from m
+// clears its field.
+func (n *Node) SetInterfaces(m map[driver.Kind]string) {
+	n.BIOSInterface = m[driver.KindBIOS]
+	n.BootInterface = m[driver.KindBoot]
+	n.ConsoleInterface = m[driver.KindConsole]
+	n.DeployInterface = m[driver.KindDeploy]
+	n.FirmwareInterface = m[driver.KindFirmware]
+	n.InspectInterface = m[driver.KindInspect]
+	n.ManagementInterface = m[driver.KindManagement]
+	n.NetworkInterface = m[driver.KindNetwork]
+	n.PowerInterface = m[driver.KindPower]
+	n.RAIDInterface = m[driver.KindRAID]
+	n.RescueInterface = m[driver.KindRescue]
+	n.StorageInterface = m[driver.KindStorage]
+	n.VendorInterface = m[driver.KindVendor]
 }
 
 // Associated reports whether a workload (instance) is bound to the node.

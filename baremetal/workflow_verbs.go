@@ -74,7 +74,7 @@ func (c *Conductor) Enroll(ctx context.Context, n *Node) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baremetal: enroll node %s: %w", nodeLabel(n), err)
 	}
-	setNodeInterfaces(n, ifs)
+	n.SetInterfaces(ifs)
 	if n.ProvisionState != "" && n.ProvisionState != string(statemachine.Enroll) {
 		return nil, &InvalidFieldError{Kind: "node", Ident: nodeLabel(n), Field: "provision_state", Expected: "empty or enroll for a new node"}
 	}
@@ -128,7 +128,7 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node)
 	if err != nil {
 		return nil, fmt.Errorf("baremetal: update node %s: %w", n.UUID, err)
 	}
-	setNodeInterfaces(n, ifs)
+	n.SetInterfaces(ifs)
 	if err := t.save(ctx); err != nil {
 		return nil, err
 	}

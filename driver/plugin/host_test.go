@@ -330,15 +330,7 @@ func TestPluginLogsAreRelevelledIntoHostLogger(t *testing.T) {
 
 func TestSIGKILLDuringCall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	cfg := plugin.HostConfig{Dirs: []string{pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})}}
-	host := plugin.NewHost(cfg)
-	if _, err := host.Discover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := host.Register(reg); err != nil {
-		t.Fatal(err)
-	}
+	host, reg := loadFake(t, plugin.HostConfig{})
 	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
@@ -409,17 +401,8 @@ func TestSIGKILLDuringCall(t *testing.T) {
 func TestSIGKILLDuringIdempotentCall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	logs := &syncBuffer{}
-	cfg := plugin.HostConfig{Dirs: []string{pluginDir(t, map[string]string{"anvil-driver-fake": bins.fake})},
-		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn, JSONFormat: true})}
-	host := plugin.NewHost(cfg)
-	defer host.Close()
-	if _, err := host.Discover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := host.Register(reg); err != nil {
-		t.Fatal(err)
-	}
+	host, reg := loadFake(t, plugin.HostConfig{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn, JSONFormat: true})})
+	defer host.Close() // before goleak's check; the cleanup's Close is then a no-op
 	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
 	if err != nil {
 		t.Fatal(err)

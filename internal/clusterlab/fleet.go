@@ -153,7 +153,7 @@ func EnrollFleet(ctx context.Context, store baremetal.Store, labURL, prefix stri
 		if err != nil {
 			return nil, err
 		}
-		setInterfaces(nd, ifs)
+		nd.SetInterfaces(ifs)
 		nodes[i] = nd
 	}
 	if err := store.CreateNodes(ctx, nodes); err != nil {
@@ -164,22 +164,6 @@ func EnrollFleet(ctx context.Context, store baremetal.Store, labURL, prefix stri
 		out[i] = nd.UUID
 	}
 	return out, nil
-}
-
-func setInterfaces(n *baremetal.Node, m map[driver.Kind]string) {
-	n.BIOSInterface = m[driver.KindBIOS]
-	n.BootInterface = m[driver.KindBoot]
-	n.ConsoleInterface = m[driver.KindConsole]
-	n.DeployInterface = m[driver.KindDeploy]
-	n.FirmwareInterface = m[driver.KindFirmware]
-	n.InspectInterface = m[driver.KindInspect]
-	n.ManagementInterface = m[driver.KindManagement]
-	n.NetworkInterface = m[driver.KindNetwork]
-	n.PowerInterface = m[driver.KindPower]
-	n.RAIDInterface = m[driver.KindRAID]
-	n.RescueInterface = m[driver.KindRescue]
-	n.StorageInterface = m[driver.KindStorage]
-	n.VendorInterface = m[driver.KindVendor]
 }
 
 // Snapshot keeps the latest copy of every node, refreshed by one poller,
