@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
@@ -47,5 +48,38 @@ func TestUnavailableErrorCrossesTheWire(t *testing.T) {
 	}
 	if ue.Kind != driver.KindPower || ue.Impl != "ipmitool" || ue.Reason != cause.Error() || remote.Plugin != "ipmi" {
 		t.Errorf("decoded fields %+v (plugin %q)", ue, remote.Plugin)
+	}
+}
+
+// TestBMCErrorsCrossTheWire checks that the BMC authentication,
+// reachability and identity errors keep their type and fields through the
+// plugin boundary, so a conductor branches on them as on built-in ones.
+func TestBMCErrorsCrossTheWire(t *testing.T) {
+	cases := []struct {
+		in       error
+		sentinel error
+		check    func(error) bool
+	}{
+		{&driver.BMCAuthError{Node: "n1", Kind: driver.KindPower, Impl: "ipmitool", Address: "127.0.0.1:623", Username: "admin"},
+			driver.ErrBMCAuthentication, func(err error) bool {
+				var e *driver.BMCAuthError
+				return errors.As(err, &e) && e.Address == "127.0.0.1:623" && e.Username == "admin"
+			}},
+		{&driver.BMCUnreachableError{Node: "n1", Kind: driver.KindPower, Impl: "ipmitool", Address: "127.0.0.1:1", Attempts: 3, Waited: "6s"},
+			driver.ErrBMCUnreachable, func(err error) bool {
+				var e *driver.BMCUnreachableError
+				return errors.As(err, &e) && e.Attempts == 3 && e.Address == "127.0.0.1:1"
+			}},
+		{&driver.IdentityMismatchError{Node: "n1", Kind: driver.KindPower, Impl: "redfish", Address: "https://bmc", Recorded: "redfish-uuid:a", Reported: "redfish-uuid:b"},
+			driver.ErrIdentityMismatch, func(err error) bool {
+				var e *driver.IdentityMismatchError
+				return errors.As(err, &e) && e.Recorded == "redfish-uuid:a" && e.Reported == "redfish-uuid:b"
+			}},
+	}
+	for _, tc := range cases {
+		err := decodeError("p", encodeError(fmt.Errorf("power: %w", tc.in)))
+		if !errors.Is(err, tc.sentinel) || !tc.check(err) {
+			t.Errorf("%T decoded as %#v", tc.in, err)
+		}
 	}
 }

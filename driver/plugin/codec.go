@@ -193,11 +193,20 @@ func encodeError(err error) *pb.Error {
 		inval *driver.InvalidParameterError
 		step  *driver.StepNotFoundError
 		unav  *driver.UnavailableError
+		auth  *driver.BMCAuthError
+		unr   *driver.BMCUnreachableError
+		ident *driver.IdentityMismatchError
 	)
 	var detail any
 	switch {
 	case errors.As(err, &unav):
 		out.Code, detail = pb.Error_UNAVAILABLE, unav
+	case errors.As(err, &ident):
+		out.Code, detail = pb.Error_IDENTITY_MISMATCH, ident
+	case errors.As(err, &auth):
+		out.Code, detail = pb.Error_BMC_AUTHENTICATION, auth
+	case errors.As(err, &unr):
+		out.Code, detail = pb.Error_BMC_UNREACHABLE, unr
 	case errors.As(err, &unsup):
 		out.Code, detail = pb.Error_UNSUPPORTED, unsup
 	case errors.As(err, &miss):
@@ -250,6 +259,12 @@ func decodeError(pluginName string, in *pb.Error) error {
 		typed = decodeDetail[driver.StepNotFoundError](in.DetailJson, driver.ErrStepNotFound)
 	case pb.Error_UNAVAILABLE:
 		typed = decodeDetail[driver.UnavailableError](in.DetailJson, driver.ErrUnavailable)
+	case pb.Error_BMC_AUTHENTICATION:
+		typed = decodeDetail[driver.BMCAuthError](in.DetailJson, driver.ErrBMCAuthentication)
+	case pb.Error_BMC_UNREACHABLE:
+		typed = decodeDetail[driver.BMCUnreachableError](in.DetailJson, driver.ErrBMCUnreachable)
+	case pb.Error_IDENTITY_MISMATCH:
+		typed = decodeDetail[driver.IdentityMismatchError](in.DetailJson, driver.ErrIdentityMismatch)
 	case pb.Error_INJECTED_FAILURE:
 		typed = driver.ErrInjectedFailure
 	case pb.Error_CANCELED:

@@ -33,40 +33,49 @@ const (
 type Error_Code int32
 
 const (
-	Error_UNKNOWN           Error_Code = 0
-	Error_UNSUPPORTED       Error_Code = 1
-	Error_MISSING_PARAMETER Error_Code = 2
-	Error_INVALID_PARAMETER Error_Code = 3
-	Error_STEP_NOT_FOUND    Error_Code = 4
-	Error_INJECTED_FAILURE  Error_Code = 5
-	Error_CANCELED          Error_Code = 6
-	Error_DEADLINE_EXCEEDED Error_Code = 7
-	Error_UNAVAILABLE       Error_Code = 8 // since 3
+	Error_UNKNOWN            Error_Code = 0
+	Error_UNSUPPORTED        Error_Code = 1
+	Error_MISSING_PARAMETER  Error_Code = 2
+	Error_INVALID_PARAMETER  Error_Code = 3
+	Error_STEP_NOT_FOUND     Error_Code = 4
+	Error_INJECTED_FAILURE   Error_Code = 5
+	Error_CANCELED           Error_Code = 6
+	Error_DEADLINE_EXCEEDED  Error_Code = 7
+	Error_UNAVAILABLE        Error_Code = 8  // since 3
+	Error_BMC_AUTHENTICATION Error_Code = 9  // since 3: older hosts see UNKNOWN with the message
+	Error_BMC_UNREACHABLE    Error_Code = 10 // since 3
+	Error_IDENTITY_MISMATCH  Error_Code = 11 // since 3
 )
 
 // Enum value maps for Error_Code.
 var (
 	Error_Code_name = map[int32]string{
-		0: "UNKNOWN",
-		1: "UNSUPPORTED",
-		2: "MISSING_PARAMETER",
-		3: "INVALID_PARAMETER",
-		4: "STEP_NOT_FOUND",
-		5: "INJECTED_FAILURE",
-		6: "CANCELED",
-		7: "DEADLINE_EXCEEDED",
-		8: "UNAVAILABLE",
+		0:  "UNKNOWN",
+		1:  "UNSUPPORTED",
+		2:  "MISSING_PARAMETER",
+		3:  "INVALID_PARAMETER",
+		4:  "STEP_NOT_FOUND",
+		5:  "INJECTED_FAILURE",
+		6:  "CANCELED",
+		7:  "DEADLINE_EXCEEDED",
+		8:  "UNAVAILABLE",
+		9:  "BMC_AUTHENTICATION",
+		10: "BMC_UNREACHABLE",
+		11: "IDENTITY_MISMATCH",
 	}
 	Error_Code_value = map[string]int32{
-		"UNKNOWN":           0,
-		"UNSUPPORTED":       1,
-		"MISSING_PARAMETER": 2,
-		"INVALID_PARAMETER": 3,
-		"STEP_NOT_FOUND":    4,
-		"INJECTED_FAILURE":  5,
-		"CANCELED":          6,
-		"DEADLINE_EXCEEDED": 7,
-		"UNAVAILABLE":       8,
+		"UNKNOWN":            0,
+		"UNSUPPORTED":        1,
+		"MISSING_PARAMETER":  2,
+		"INVALID_PARAMETER":  3,
+		"STEP_NOT_FOUND":     4,
+		"INJECTED_FAILURE":   5,
+		"CANCELED":           6,
+		"DEADLINE_EXCEEDED":  7,
+		"UNAVAILABLE":        8,
+		"BMC_AUTHENTICATION": 9,
+		"BMC_UNREACHABLE":    10,
+		"IDENTITY_MISMATCH":  11,
 	}
 )
 
@@ -968,12 +977,12 @@ const file_driver_proto_rawDesc = "" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x126\n" +
 	"\achanges\x18\x02 \x01(\v2\x1c.anvil.driver.plugin.ChangesR\achanges\x120\n" +
-	"\x05error\x18\x03 \x01(\v2\x1a.anvil.driver.plugin.ErrorR\x05error\"\xac\x02\n" +
+	"\x05error\x18\x03 \x01(\v2\x1a.anvil.driver.plugin.ErrorR\x05error\"\xf0\x02\n" +
 	"\x05Error\x123\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1f.anvil.driver.plugin.Error.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
 	"\vdetail_json\x18\x03 \x01(\fR\n" +
-	"detailJson\"\xb2\x01\n" +
+	"detailJson\"\xf6\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aUNKNOWN\x10\x00\x12\x0f\n" +
 	"\vUNSUPPORTED\x10\x01\x12\x15\n" +
@@ -983,7 +992,11 @@ const file_driver_proto_rawDesc = "" +
 	"\x10INJECTED_FAILURE\x10\x05\x12\f\n" +
 	"\bCANCELED\x10\x06\x12\x15\n" +
 	"\x11DEADLINE_EXCEEDED\x10\a\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\b2\xb4\x01\n" +
+	"\vUNAVAILABLE\x10\b\x12\x16\n" +
+	"\x12BMC_AUTHENTICATION\x10\t\x12\x13\n" +
+	"\x0fBMC_UNREACHABLE\x10\n" +
+	"\x12\x15\n" +
+	"\x11IDENTITY_MISMATCH\x10\v2\xb4\x01\n" +
 	"\x06Driver\x12W\n" +
 	"\bDescribe\x12$.anvil.driver.plugin.DescribeRequest\x1a%.anvil.driver.plugin.DescribeResponse\x12Q\n" +
 	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB7Z5github.com/anvilmetal/anvil/driver/plugin/proto;protob\x06proto3"
