@@ -11,6 +11,13 @@
 // and the SessionService issues and revokes X-Auth-Token sessions. Every
 // resource except the service root needs HTTP Basic or a session token.
 //
+// Like sushy-tools' emulator, it can serve several systems behind one
+// address (Options.Systems: copies of the mockup's system, each with its
+// own id, UUID and state, and per-system counters in Stats), and model a
+// BMC without a session service (Options.NoSessions: the root names none,
+// a session POST answers 401 without HTTP Basic credentials and 404 with
+// them). SetSystemUUID models another machine answering at the address.
+//
 // Tests can add latency, inject 5xx answers (FailNext), expire sessions
 // (ExpireSessions), model vendor quirks (Mutate) and read counters (Stats:
 // requests, peak concurrent requests, logins, logouts, resets, boots).

@@ -48,9 +48,17 @@ type Options struct {
 	// Latency is added to every request before it is answered, to model
 	// a slow BMC.
 	Latency time.Duration
-	// NoSessions models a BMC without a session service: logins answer
-	// 405 and only HTTP Basic works.
+	// NoSessions models a BMC without a session service, as sushy-tools'
+	// emulator is: the service root names no SessionService and no
+	// Links.Sessions, a session POST answers 401 without HTTP Basic
+	// credentials and 404 with them, and only HTTP Basic works.
 	NoSessions bool
+	// Systems is how many ComputerSystems the service exposes behind its
+	// one address (default 1), as sushy-tools serves many. The first is
+	// SystemID; the others are copies of it named SystemID-2, SystemID-3,
+	// ..., each with its own UUID, power state, boot override, virtual
+	// media and BIOS.
+	Systems int
 	// TaskPolls is how many GETs of a firmware update task report it
 	// Running before it completes (default 2).
 	TaskPolls int
@@ -72,6 +80,13 @@ type Stats struct {
 	// Boots lists the boot source of every simulated boot (a Reset that
 	// leaves the system on), honouring the boot override.
 	Boots []string
+	// SystemResets, SystemBoots and SystemBootPatches hold the same per
+	// system id (SystemBootPatches lists the BootSourceOverrideTarget of
+	// every accepted boot override PATCH), so that a test with several
+	// systems can tell which system an action reached.
+	SystemResets      map[string][]string
+	SystemBoots       map[string][]string
+	SystemBootPatches map[string][]string
 }
 
 // Server is a stateful Redfish service built from the DMTF public
@@ -88,10 +103,16 @@ type Server struct {
 	inflight  int
 	stats     Stats
 	taskPolls map[string]int
+	systems   []string             // system paths, in collection order
+	sysState  map[string]*sysState // by system path
+	tasks     map[string]updateTask
+}
+
+// sysState is the per-system state that is not a resource.
+type sysState struct {
 	biosPend  map[string]any
 	biosReset bool
 	biosDef   map[string]any
-	tasks     map[string]updateTask
 }
 
 type updateTask struct{ target, image string }
@@ -108,12 +129,16 @@ func New(opts Options) (*Server, error) {
 	if opts.TaskPolls <= 0 {
 		opts.TaskPolls = 2
 	}
+	if opts.Systems <= 0 {
+		opts.Systems = 1
+	}
 	s := &Server{
 		opts:      opts,
 		res:       map[string]map[string]any{},
 		sessions:  map[string]string{},
 		nextID:    100,
 		taskPolls: map[string]int{},
+		sysState:  map[string]*sysState{},
 		tasks:     map[string]updateTask{},
 	}
 	if err := s.load(); err != nil {
@@ -171,6 +196,16 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Resets = append([]string(nil), s.stats.Resets...)
 	st.Boots = append([]string(nil), s.stats.Boots...)
+	st.SystemResets, st.SystemBoots, st.SystemBootPatches = map[string][]string{}, map[string][]string{}, map[string][]string{}
+	for k, v := range s.stats.SystemResets {
+		st.SystemResets[k] = append([]string(nil), v...)
+	}
+	for k, v := range s.stats.SystemBoots {
+		st.SystemBoots[k] = append([]string(nil), v...)
+	}
+	for k, v := range s.stats.SystemBootPatches {
+		st.SystemBootPatches[k] = append([]string(nil), v...)
+	}
 	return st
 }
 
@@ -201,19 +236,45 @@ func (s *Server) FailNext(codes ...int) {
 	s.failNext = append(s.failNext, codes...)
 }
 
-// PowerState returns the system's PowerState ("On" or "Off").
-func (s *Server) PowerState() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, _ := s.res[systemPath]["PowerState"].(string)
-	return v
-}
+// PowerState returns the first system's PowerState ("On" or "Off").
+func (s *Server) PowerState() string { return s.SystemPowerState(SystemID) }
 
-// SetPowerState changes the system's PowerState out of band.
+// SetPowerState changes the first system's PowerState out of band.
 func (s *Server) SetPowerState(state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.res[systemPath]["PowerState"] = state
+}
+
+// SystemIDs returns the ids of the systems the service exposes, in
+// collection order.
+func (s *Server) SystemIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.systems))
+	for _, p := range s.systems {
+		out = append(out, path.Base(p))
+	}
+	return out
+}
+
+// SystemPath returns the resource path of system id.
+func SystemPath(id string) string { return root + "/Systems/" + id }
+
+// SystemPowerState returns the PowerState of system id, or "" when there
+// is no such system.
+func (s *Server) SystemPowerState(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, _ := s.res[SystemPath(id)]["PowerState"].(string)
+	return v
+}
+
+// SetSystemUUID changes the UUID system id reports, as when another
+// machine answers at the BMC's address (a re-cabled port, a reused BMC
+// address). It reports whether the system exists.
+func (s *Server) SetSystemUUID(id, uuid string) bool {
+	return s.Mutate(SystemPath(id), func(m map[string]any) { m["UUID"] = uuid })
 }
 
 // Resource returns a deep copy of the resource at uri, or nil.
@@ -280,8 +341,11 @@ func (s *Server) decorate() {
 	sys := s.res[systemPath]
 	sys["Storage"] = map[string]any{"@odata.id": systemPath + "/Storage"}
 	sys["PowerState"] = "Off"
-	s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
 	s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+	if s.opts.NoSessions {
+		delete(s.res[root], "SessionService")
+		delete(s.res[root], "Links")
+	}
 	for uri, r := range s.res {
 		if strings.HasPrefix(uri, systemPath+"/VirtualMedia/") {
 			r["Actions"] = map[string]any{
@@ -311,6 +375,7 @@ func (s *Server) decorate() {
 			s.res[coll] = map[string]any{"@odata.id": coll, "Name": path.Base(coll), "Members": []any{}}
 		}
 	}
+	s.cloneSystems()
 	// Collections list only what exists.
 	for _, r := range s.res {
 		members, ok := r["Members"].([]any)
@@ -326,6 +391,48 @@ func (s *Server) decorate() {
 		r["Members"] = kept
 		r["Members@odata.count"] = len(kept)
 	}
+}
+
+// cloneSystems adds Options.Systems-1 copies of the mockup's system, each
+// with its own id, UUID and sub-resources, to the Systems collection.
+func (s *Server) cloneSystems() {
+	var sub []string
+	for uri := range s.res {
+		if uri == systemPath || strings.HasPrefix(uri, systemPath+"/") {
+			sub = append(sub, uri)
+		}
+	}
+	sort.Strings(sub)
+	s.systems = []string{systemPath}
+	for i := 2; i <= s.opts.Systems; i++ {
+		id := SystemID + "-" + strconv.Itoa(i)
+		p := SystemPath(id)
+		for _, uri := range sub {
+			b, _ := json.Marshal(s.res[uri])
+			b = []byte(strings.ReplaceAll(string(b), systemPath, p))
+			var m map[string]any
+			_ = json.Unmarshal(b, &m)
+			s.res[p+strings.TrimPrefix(uri, systemPath)] = m
+		}
+		s.res[p]["Id"] = id
+		s.res[p]["UUID"] = fmt.Sprintf("38947555-7742-3448-3784-%012d", i)
+		s.res[p]["Name"] = "System " + id
+		s.addMember(root+"/Systems", p)
+		s.systems = append(s.systems, p)
+	}
+	for _, p := range s.systems {
+		s.sysState[p] = &sysState{biosDef: deepCopy(s.res[p+"/Bios"]["Attributes"].(map[string]any))}
+	}
+}
+
+// systemOf returns the path of the system uri belongs to, or "".
+func (s *Server) systemOf(uri string) string {
+	for _, p := range s.systems {
+		if uri == p || strings.HasPrefix(uri, p+"/") {
+			return p
+		}
+	}
+	return ""
 }
 
 func biosRegistry(uri string) map[string]any {
@@ -400,7 +507,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	public := uri == root || uri == root+"/odata" || (uri == sessionsURI && r.Method == http.MethodPost)
+	public := uri == root || uri == root+"/odata" || (uri == sessionsURI && r.Method == http.MethodPost && !s.opts.NoSessions)
 	if !public && !s.authorized(r) {
 		s.stats.Unauthorized++
 		w.Header().Set("WWW-Authenticate", `Basic realm="redfishtest"`)
@@ -484,16 +591,17 @@ func (s *Server) removeMember(coll, uri string) {
 }
 
 func (s *Server) post(w http.ResponseWriter, uri string, body map[string]any) {
+	sp := s.systemOf(uri)
 	switch {
 	case uri == sessionsURI && s.opts.NoSessions:
-		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", "sessions are not supported")
+		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
 	case uri == sessionsURI:
 		s.login(w, body)
-	case uri == systemPath+"/Actions/ComputerSystem.Reset":
-		s.reset(w, body)
-	case strings.HasPrefix(uri, systemPath+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.InsertMedia"):
+	case sp != "" && uri == sp+"/Actions/ComputerSystem.Reset":
+		s.reset(w, sp, body)
+	case sp != "" && strings.HasPrefix(uri, sp+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.InsertMedia"):
 		s.insertMedia(w, strings.TrimSuffix(uri, "/Actions/VirtualMedia.InsertMedia"), body)
-	case strings.HasPrefix(uri, systemPath+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.EjectMedia"):
+	case sp != "" && strings.HasPrefix(uri, sp+"/VirtualMedia/") && strings.HasSuffix(uri, "/Actions/VirtualMedia.EjectMedia"):
 		vm := s.res[strings.TrimSuffix(uri, "/Actions/VirtualMedia.EjectMedia")]
 		if vm == nil {
 			writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
@@ -501,11 +609,11 @@ func (s *Server) post(w http.ResponseWriter, uri string, body map[string]any) {
 		}
 		vm["Inserted"], vm["Image"], vm["ImageName"] = false, nil, nil
 		w.WriteHeader(http.StatusNoContent)
-	case uri == systemPath+"/Bios/Actions/Bios.ResetBios":
-		s.biosReset = true
-		s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = true
+	case sp != "" && uri == sp+"/Bios/Actions/Bios.ResetBios":
+		s.sysState[sp].biosReset = true
+		s.res[sp+"/Bios"]["ResetBiosToDefaultsPending"] = true
 		w.WriteHeader(http.StatusNoContent)
-	case strings.HasPrefix(uri, systemPath+"/Storage/") && strings.HasSuffix(uri, "/Volumes"):
+	case sp != "" && strings.HasPrefix(uri, sp+"/Storage/") && strings.HasSuffix(uri, "/Volumes"):
 		s.createVolume(w, uri, body)
 	case uri == root+"/UpdateService/Actions/UpdateService.SimpleUpdate":
 		s.simpleUpdate(w, body)
@@ -537,9 +645,10 @@ func (s *Server) login(w http.ResponseWriter, body map[string]any) {
 	writeJSON(w, http.StatusCreated, s.res[uri])
 }
 
-func (s *Server) reset(w http.ResponseWriter, body map[string]any) {
+func (s *Server) reset(w http.ResponseWriter, sp string, body map[string]any) {
 	rt, _ := body["ResetType"].(string)
-	sys := s.res[systemPath]
+	sys := s.res[sp]
+	st := s.sysState[sp]
 	allowed := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)["ResetType@Redfish.AllowableValues"].([]any)
 	found := false
 	for _, a := range allowed {
@@ -550,20 +659,24 @@ func (s *Server) reset(w http.ResponseWriter, body map[string]any) {
 		return
 	}
 	s.stats.Resets = append(s.stats.Resets, rt)
+	if s.stats.SystemResets == nil {
+		s.stats.SystemResets = map[string][]string{}
+	}
+	s.stats.SystemResets[path.Base(sp)] = append(s.stats.SystemResets[path.Base(sp)], rt)
 	switch rt {
 	case "On", "ForceOn":
 		sys["PowerState"] = "On"
 	case "ForceOff", "GracefulShutdown":
 		sys["PowerState"] = "Off"
-		s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
-		s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+		st.biosDef = deepCopy(s.res[sp+"/Bios"]["Attributes"].(map[string]any))
+		s.res[sp+"/Bios"]["ResetBiosToDefaultsPending"] = false
 	case "ForceRestart", "GracefulRestart", "PowerCycle":
 		sys["PowerState"] = "On"
 	case "PushPowerButton":
 		if sys["PowerState"] == "On" {
 			sys["PowerState"] = "Off"
-			s.biosDef = deepCopy(s.res[systemPath+"/Bios"]["Attributes"].(map[string]any))
-			s.res[systemPath+"/Bios"]["ResetBiosToDefaultsPending"] = false
+			st.biosDef = deepCopy(s.res[sp+"/Bios"]["Attributes"].(map[string]any))
+			s.res[sp+"/Bios"]["ResetBiosToDefaultsPending"] = false
 		} else {
 			sys["PowerState"] = "On"
 		}
@@ -572,44 +685,48 @@ func (s *Server) reset(w http.ResponseWriter, body map[string]any) {
 		return
 	}
 	if sys["PowerState"] == "On" {
-		s.applyPendingBios()
-		s.consumeBootOnce()
+		s.applyPendingBios(sp)
+		s.consumeBootOnce(sp)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // applyPendingBios moves pending BIOS settings into the current ones, as
 // a BMC does on the next boot.
-func (s *Server) applyPendingBios() {
-	bios := s.res[systemPath+"/Bios"]
+func (s *Server) applyPendingBios(sp string) {
+	st := s.sysState[sp]
+	bios := s.res[sp+"/Bios"]
 	attrs := bios["Attributes"].(map[string]any)
-	if s.biosReset {
-		for k, v := range s.biosDef {
+	if st.biosReset {
+		for k, v := range st.biosDef {
 			attrs[k] = v
 		}
-		s.biosReset = false
+		st.biosReset = false
 		bios["ResetBiosToDefaultsPending"] = false
 	}
-	for k, v := range s.biosPend {
+	for k, v := range st.biosPend {
 		attrs[k] = v
 	}
-	s.biosPend = nil
-	s.res[systemPath+"/Bios/Settings"]["Attributes"] = map[string]any{}
+	st.biosPend = nil
+	s.res[sp+"/Bios/Settings"]["Attributes"] = map[string]any{}
 }
 
 // consumeBootOnce clears a one-time boot override once the system boots.
-func (s *Server) consumeBootOnce() {
-	boot := s.res[systemPath]["Boot"].(map[string]any)
+func (s *Server) consumeBootOnce(sp string) {
+	boot := s.res[sp]["Boot"].(map[string]any)
 	target, _ := boot["BootSourceOverrideTarget"].(string)
 	switch boot["BootSourceOverrideEnabled"] {
 	case "Once":
 		boot["BootSourceOverrideEnabled"] = "Disabled"
-		s.stats.Boots = append(s.stats.Boots, target)
 	case "Continuous":
-		s.stats.Boots = append(s.stats.Boots, target)
 	default:
-		s.stats.Boots = append(s.stats.Boots, "Hdd")
+		target = "Hdd"
 	}
+	s.stats.Boots = append(s.stats.Boots, target)
+	if s.stats.SystemBoots == nil {
+		s.stats.SystemBoots = map[string][]string{}
+	}
+	s.stats.SystemBoots[path.Base(sp)] = append(s.stats.SystemBoots[path.Base(sp)], target)
 }
 
 func (s *Server) insertMedia(w http.ResponseWriter, vmURI string, body map[string]any) {
@@ -715,8 +832,9 @@ func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
 		writeError(w, http.StatusNotFound, "Base.1.5.0.ResourceMissingAtURI", uri+" not found")
 		return
 	}
-	switch uri {
-	case systemPath:
+	sp := s.systemOf(uri)
+	switch {
+	case sp != "" && uri == sp:
 		if boot, ok := body["Boot"].(map[string]any); ok {
 			cur := r["Boot"].(map[string]any)
 			if t, ok := boot["BootSourceOverrideTarget"].(string); ok {
@@ -735,13 +853,19 @@ func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
 					cur[k] = v
 				}
 			}
+			if t, ok := boot["BootSourceOverrideTarget"].(string); ok {
+				if s.stats.SystemBootPatches == nil {
+					s.stats.SystemBootPatches = map[string][]string{}
+				}
+				s.stats.SystemBootPatches[path.Base(sp)] = append(s.stats.SystemBootPatches[path.Base(sp)], t)
+			}
 		}
 		for _, k := range []string{"IndicatorLED", "LocationIndicatorActive"} {
 			if v, ok := body[k]; ok {
 				r[k] = v
 			}
 		}
-	case systemPath + "/SecureBoot":
+	case sp != "" && uri == sp+"/SecureBoot":
 		if v, ok := body["SecureBootEnable"].(bool); ok {
 			r["SecureBootEnable"] = v
 			if v {
@@ -750,26 +874,27 @@ func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
 				r["SecureBootCurrentBoot"] = "Disabled"
 			}
 		}
-	case systemPath + "/Bios/Settings":
+	case sp != "" && uri == sp+"/Bios/Settings":
 		attrs, ok := body["Attributes"].(map[string]any)
 		if !ok {
 			writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "Attributes is required")
 			return
 		}
-		cur := s.res[systemPath+"/Bios"]["Attributes"].(map[string]any)
+		cur := s.res[sp+"/Bios"]["Attributes"].(map[string]any)
 		for k := range attrs {
 			if _, ok := cur[k]; !ok {
 				writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyUnknown", "unknown attribute "+k)
 				return
 			}
 		}
-		if s.biosPend == nil {
-			s.biosPend = map[string]any{}
+		st := s.sysState[sp]
+		if st.biosPend == nil {
+			st.biosPend = map[string]any{}
 		}
 		for k, v := range attrs {
-			s.biosPend[k] = v
+			st.biosPend[k] = v
 		}
-		r["Attributes"] = deepCopy(s.biosPend)
+		r["Attributes"] = deepCopy(st.biosPend)
 	default:
 		writeError(w, http.StatusMethodNotAllowed, "Base.1.5.0.OperationNotAllowed", "PATCH not supported on "+uri)
 		return

@@ -100,3 +100,74 @@ func TestStatefulService(t *testing.T) {
 		r.Body.Close()
 	}
 }
+
+func basic(t *testing.T, s *Server, method, uri string, body any) (*http.Response, map[string]any) {
+	t.Helper()
+	var rd *bytes.Reader
+	b, _ := json.Marshal(body)
+	if body == nil {
+		b = nil
+	}
+	rd = bytes.NewReader(b)
+	req, _ := http.NewRequest(method, s.URL()+uri, rd)
+	req.SetBasicAuth("admin", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+// TestSeveralSystemsAndNoSessions checks the sushy-tools behaviours the
+// double models: several systems behind one address, each with its own
+// UUID and state, and a service without sessions (no session service in
+// the root; a session POST answers 401 without Basic credentials and 404
+// with them).
+func TestSeveralSystemsAndNoSessions(t *testing.T) {
+	s, err := New(Options{Systems: 3, NoSessions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, root := do(t, http.DefaultClient, s, "GET", "/redfish/v1/", "", nil)
+	if root["SessionService"] != nil || root["Links"] != nil {
+		t.Fatalf("root names a session service: %v", root)
+	}
+	if resp, _ := do(t, http.DefaultClient, s, "POST", "/redfish/v1/SessionService/Sessions", "", map[string]string{"UserName": "admin", "Password": "password"}); resp.StatusCode != 401 {
+		t.Fatalf("session POST without Basic: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := basic(t, s, "POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}); resp.StatusCode != 404 {
+		t.Fatalf("session POST with Basic: %d, want 404", resp.StatusCode)
+	}
+	_, coll := basic(t, s, "GET", "/redfish/v1/Systems", nil)
+	if n := coll["Members@odata.count"]; n != 3.0 {
+		t.Fatalf("systems: %v", coll)
+	}
+	ids := s.SystemIDs()
+	uuids := map[string]bool{}
+	for _, id := range ids {
+		_, m := basic(t, s, "GET", SystemPath(id), nil)
+		uuids[m["UUID"].(string)] = true
+		if m["Id"] != id {
+			t.Fatalf("system %s reports Id %v", id, m["Id"])
+		}
+	}
+	if len(uuids) != 3 {
+		t.Fatalf("systems share UUIDs: %v", uuids)
+	}
+	if resp, _ := basic(t, s, "POST", SystemPath(ids[1])+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "On"}); resp.StatusCode != 204 {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	basic(t, s, "PATCH", SystemPath(ids[2]), map[string]any{"Boot": map[string]string{"BootSourceOverrideTarget": "Cd"}})
+	st := s.Stats()
+	if s.SystemPowerState(ids[1]) != "On" || s.SystemPowerState(ids[0]) != "Off" || s.SystemPowerState(ids[2]) != "Off" ||
+		len(st.SystemResets[ids[1]]) != 1 || len(st.SystemBootPatches[ids[2]]) != 1 || len(st.SystemBootPatches[ids[1]]) != 0 {
+		t.Fatalf("actions crossed systems: %+v", st)
+	}
+	if !s.SetSystemUUID(ids[0], "other") || s.Resource(SystemPath(ids[0]))["UUID"] != "other" {
+		t.Fatal("SetSystemUUID")
+	}
+}

@@ -3,6 +3,7 @@ package rfdriver
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -143,18 +144,25 @@ type Pool struct {
 	// connection to it (nodes with different credentials on one BMC
 	// still share its limit).
 	sems map[string]chan struct{}
+	// salt keys the password's HMAC in connection keys (see Info.key).
+	salt []byte
 }
 
 // NewPool returns an empty pool.
 func NewPool(opts Options) *Pool {
 	opts.defaults()
-	return &Pool{opts: opts, conns: map[string]*Conn{}, sems: map[string]chan struct{}{}}
+	salt := make([]byte, 32)
+	_, _ = crand.Read(salt)
+	return &Pool{opts: opts, conns: map[string]*Conn{}, sems: map[string]chan struct{}{}, salt: salt}
 }
 
 // Conn returns the shared connection for info, creating it on first use.
 // It does not contact the BMC.
 func (p *Pool) Conn(info Info) (*Conn, error) {
-	k := info.key()
+	// The system is the node's, not the connection's: strip it so that no
+	// caller can mistake the first node's system for its own.
+	info.SystemID = ""
+	k := info.key(p.salt)
 	p.mu.Lock()
 	if c, ok := p.conns[k]; ok {
 		p.touch(k)
@@ -232,9 +240,13 @@ type Conn struct {
 	sessionURI string
 	generation int  // bumped on every login, so concurrent 401s log in once
 	basic      bool // session service unavailable under auth_type auto
+	// rootRead says the service root was read for its session link;
+	// loginURI is that link (empty: the standard path).
+	rootRead bool
+	loginURI string
 
 	sysMu     sync.Mutex
-	systemURI string // the only system, once found (SystemID unset)
+	systemURI string // the only system, once found (for nodes without redfish_system_id)
 }
 
 func newConn(info Info, opts Options, sem chan struct{}) (*Conn, error) {
@@ -331,11 +343,38 @@ func (c *Conn) ensureAuth(ctx context.Context, rejectedGen int) (int, error) {
 	if c.token != "" && c.generation != rejectedGen {
 		return c.generation, nil
 	}
+	if !c.rootRead {
+		offered, uri, err := c.readRoot(ctx)
+		if err == nil {
+			c.rootRead, c.loginURI = true, uri
+			if !offered && c.info.AuthType == AuthAuto {
+				// The service root names no session service (sushy-tools
+				// is such a BMC): HTTP Basic it is, without trying a login
+				// the BMC would refuse.
+				c.basic = true
+				c.opts.Logger.Debug("redfish: no session service in the service root, using basic", "bmc", c.info.Endpoint)
+				return c.generation, nil
+			}
+		}
+	}
 	tok, uri, err := c.login(ctx)
 	if err != nil {
 		var he *HTTPError
 		if c.info.AuthType == AuthAuto && errors.As(err, &he) && (he.Status == http.StatusNotFound || he.Status == http.StatusMethodNotAllowed || he.Status == http.StatusNotImplemented) {
 			c.basic = true
+			return c.generation, nil
+		}
+		if c.info.AuthType == AuthAuto && errors.Is(err, ErrAuth) {
+			// A BMC without a working session service may refuse the
+			// session POST with 401 although the credentials are right
+			// (sushy-tools answers 401 to a POST without Basic
+			// credentials). Only a 401 to Basic as well means bad
+			// credentials.
+			if berr := c.probeBasic(ctx); berr != nil {
+				return 0, berr
+			}
+			c.basic = true
+			c.opts.Logger.Debug("redfish: session login refused but basic accepted, using basic", "bmc", c.info.Endpoint)
 			return c.generation, nil
 		}
 		return 0, err
@@ -346,11 +385,83 @@ func (c *Conn) ensureAuth(ctx context.Context, rejectedGen int) (int, error) {
 	return c.generation, nil
 }
 
+// readRoot reads the service root (which needs no authentication) and
+// reports whether it offers sessions (Links.Sessions or SessionService)
+// and the sessions collection to log in at.
+func (c *Conn) readRoot(ctx context.Context) (offered bool, loginURI string, err error) {
+	resp, err := c.direct(ctx, http.MethodGet, "/redfish/v1/", false)
+	if err != nil {
+		return false, "", err
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return false, "", c.httpError(http.MethodGet, "/redfish/v1/", resp)
+	}
+	var m map[string]any
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
+		return false, "", fmt.Errorf("redfish: GET /redfish/v1/ on %s: decode: %w", c.info.Endpoint, err)
+	}
+	loginURI = link(getMap(m, "Links"), "Sessions")
+	if !strings.HasPrefix(loginURI, "/") {
+		loginURI = ""
+	}
+	return loginURI != "" || link(m, "SessionService") != "", loginURI, nil
+}
+
+// probeBasic checks the credentials with one HTTP Basic GET of the
+// systems collection: nil when accepted, ErrAuth when refused.
+func (c *Conn) probeBasic(ctx context.Context) error {
+	resp, err := c.direct(ctx, http.MethodGet, "/redfish/v1/Systems", true)
+	if err != nil {
+		return fmt.Errorf("redfish: basic authentication check on %s: %w: %w", c.info.Endpoint, ErrUnavailable, err)
+	}
+	defer drain(resp)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("redfish: %s refused user %q with both a session login and HTTP Basic: %w", c.info.Endpoint, c.info.Username, ErrAuth)
+	case resp.StatusCode >= 300:
+		return c.httpError(http.MethodGet, "/redfish/v1/Systems", resp)
+	}
+	return nil
+}
+
+// direct sends one request outside the retrying client (which would
+// recurse into authentication), with the BMC's limit and the call
+// timeout, and HTTP Basic when basic is set. The caller drains the answer.
+func (c *Conn) direct(ctx context.Context, method, uri string, basic bool) (*http.Response, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	req, err := http.NewRequestWithContext(cctx, method, c.url(uri), nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if basic {
+		req.SetBasicAuth(c.info.Username, c.info.Password)
+	}
+	if err := c.acquire(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	c.release()
+	if err != nil {
+		cancel()
+		return nil, scrub(err)
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
 // login creates a session with a direct POST (not through the retrying
-// client, which would recurse into authentication).
+// client, which would recurse into authentication), at the sessions
+// collection the service root names, or the standard one.
 func (c *Conn) login(ctx context.Context) (token, uri string, err error) {
 	body, _ := json.Marshal(map[string]string{"UserName": c.info.Username, "Password": c.info.Password})
 	target := "/redfish/v1/SessionService/Sessions"
+	if c.loginURI != "" {
+		target = c.loginURI
+	}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		req, err := http.NewRequestWithContext(cctx, http.MethodPost, c.url(target), bytes.NewReader(body))

@@ -47,7 +47,7 @@
 //	pool := rfdriver.NewPool(rfdriver.Options{})
 //	defer pool.Close(context.Background())
 //	conn, err := pool.Conn(info)
-//	sys, err := conn.System(ctx)
+//	sys, err := conn.System(ctx, info.SystemID)
 //	state, err := sys.PowerState()        // "On" or "Off"
 //	used, err := sys.Reset("On", "ForceOn") // first one the BMC advertises
 //

@@ -121,6 +121,12 @@ func (b base) paramError(t *driver.Task, err error) error {
 	return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Key: ie.Field, Expected: ie.Expected}
 }
 
+// system resolves the node's own ComputerSystem on the (shared) BMC
+// connection and checks that it is still the machine recorded for the
+// node (driver.CheckIdentity with "redfish-uuid:<UUID>", recording it at
+// first contact). Every power, boot-device, step and read action goes
+// through it, so an action is refused with a *driver.IdentityMismatchError
+// before anything is sent when another machine answers at the address.
 func (b base) system(ctx context.Context, t *driver.Task) (*System, error) {
 	info, err := b.info(t)
 	if err != nil {
@@ -130,18 +136,36 @@ func (b base) system(ctx context.Context, t *driver.Task) (*System, error) {
 	if err != nil {
 		return nil, b.paramError(t, err)
 	}
-	sys, err := c.System(ctx)
+	sys, err := c.System(ctx, info.SystemID)
+	var se *SystemSelectionError
+	if errors.As(err, &se) {
+		return nil, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Key: "redfish_system_id",
+			Expected: se.Error()}
+	}
 	if err != nil {
 		return nil, b.wrap(t, "find system", err)
+	}
+	if id := sys.UUID(); id != "" {
+		if err := driver.CheckIdentity(t, b.kind, b.name, info.Endpoint, "redfish-uuid:"+id); err != nil {
+			return nil, err
+		}
 	}
 	return sys, nil
 }
 
 // wrap prefixes err with the component and node, as "power/redfish: node
-// X: op: ...".
+// X: op: ...". Refused credentials become a *driver.BMCAuthError, the
+// typed error every driver reports them with.
 func (b base) wrap(t *driver.Task, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ae *driver.BMCAuthError
+	if errors.Is(err, ErrAuth) && !errors.As(err, &ae) {
+		addr, _ := t.DriverInfoString("redfish_address")
+		user, _ := t.DriverInfoString("redfish_username")
+		return &driver.BMCAuthError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Address: addr, Username: user,
+			Detail: fmt.Sprintf("%s: %v", op, err)}
 	}
 	return fmt.Errorf("%s/%s: node %s: %s: %w", b.kind, b.name, t.NodeUUID, op, err)
 }

@@ -28,7 +28,7 @@ func Example() {
 	pool := rfdriver.NewPool(rfdriver.Options{})
 	ctx := context.Background()
 	conn, _ := pool.Conn(info)
-	sys, err := conn.System(ctx)
+	sys, err := conn.System(ctx, info.SystemID)
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,9 @@
 package rfdriver
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -62,7 +65,7 @@ type Property struct {
 func Properties() []Property {
 	p := []Property{
 		{"redfish_address", "Where the BMC's Redfish service listens: host, host:port or a URL. The scheme defaults to https when left out; a path, if given, is kept as the prefix of every request.", true},
-		{"redfish_system_id", "Path of the ComputerSystem resource to manage, for example /redfish/v1/Systems/1. Needed only when the BMC manages more than one system; otherwise the only one is used.", false},
+		{"redfish_system_id", "The ComputerSystem to manage, by resource path (/redfish/v1/Systems/1) or by Id (1). Needed only when the BMC manages more than one system; otherwise the only one is used. Each node resolves its own system, also when several nodes share one BMC (and its session).", false},
 		{"redfish_username", "User name to authenticate to the BMC with.", false},
 		{"redfish_password", "Password of redfish_username. Never logged or returned.", false},
 		{"redfish_verify_ca", "Whether to verify the BMC's TLS certificate: true (default), false, or the path of a CA bundle file or a directory of PEM certificates to trust.", false},
@@ -77,7 +80,9 @@ func Properties() []Property {
 type Info struct {
 	// Endpoint is scheme://host[:port][/prefix], without a trailing slash.
 	Endpoint string
-	// SystemID is the ComputerSystem path, or empty to pick the only one.
+	// SystemID is the ComputerSystem path (starting with /) or Id, or
+	// empty to pick the only one. It is resolved per node: it is not part
+	// of the connection, which nodes on one BMC share.
 	SystemID string
 	Username string
 	Password string
@@ -94,10 +99,16 @@ func (i Info) String() string {
 }
 
 // key identifies the BMC connection Info needs: nodes sharing a BMC and
-// credentials share one session. The password is included so that a
-// changed password gets a fresh connection; the key is never printed.
-func (i Info) key() string {
-	return strings.Join([]string{i.Endpoint, i.Username, i.Password, string(i.AuthType), strconv.FormatBool(i.VerifyCA), i.CAPath}, "\x00")
+// credentials share one session, and everything that changes what a
+// connection is (address, user, password, authentication type, TLS
+// verification and CA) is part of it. The password enters only as an
+// HMAC under salt (a per-pool random secret), so a key that reached a log
+// or a heap dump would not give the password away. SystemID is left out
+// on purpose: it is resolved per node on the shared connection.
+func (i Info) key(salt []byte) string {
+	mac := hmac.New(sha256.New, salt)
+	mac.Write([]byte(i.Password))
+	return strings.Join([]string{i.Endpoint, i.Username, hex.EncodeToString(mac.Sum(nil)), string(i.AuthType), strconv.FormatBool(i.VerifyCA), i.CAPath}, "\x00")
 }
 
 // ParseInfo validates the redfish_* keys of driver_info.
@@ -133,8 +144,8 @@ func ParseInfo(di map[string]any) (Info, error) {
 	if info.SystemID, err = str(di, "redfish_system_id"); err != nil {
 		return info, err
 	}
-	if info.SystemID != "" && !strings.HasPrefix(info.SystemID, "/") {
-		return info, &InfoError{Field: "redfish_system_id", Expected: "a resource path starting with /, such as /redfish/v1/Systems/1"}
+	if info.SystemID != "" && !strings.HasPrefix(info.SystemID, "/") && strings.ContainsAny(info.SystemID, "/?#") {
+		return info, &InfoError{Field: "redfish_system_id", Expected: "a resource path starting with / (such as /redfish/v1/Systems/1) or a system Id (such as 1)"}
 	}
 	info.SystemID = strings.TrimSuffix(info.SystemID, "/")
 	if info.Username, err = str(di, "redfish_username"); err != nil {

@@ -52,7 +52,7 @@ func TestParseInfo(t *testing.T) {
 		{"bad scheme", map[string]any{"redfish_address": "ftp://bmc"}, "redfish_address", false},
 		{"bad port", map[string]any{"redfish_address": "bmc:99999"}, "redfish_address", false},
 		{"credentials in url", map[string]any{"redfish_address": "https://u:secretpw@bmc"}, "redfish_address", false},
-		{"system id not a path", map[string]any{"redfish_address": "bmc", "redfish_system_id": "1"}, "redfish_system_id", false},
+		{"system id neither a path nor an id", map[string]any{"redfish_address": "bmc", "redfish_system_id": "Systems/1"}, "redfish_system_id", false},
 		{"bad auth type", map[string]any{"redfish_address": "bmc", "redfish_auth_type": "kerberos"}, "redfish_auth_type", false},
 		{"bad verify_ca", map[string]any{"redfish_address": "bmc", "redfish_verify_ca": "/no/such/bundle"}, "redfish_verify_ca", false},
 		{"verify_ca wrong type", map[string]any{"redfish_address": "bmc", "redfish_verify_ca": 3.0}, "redfish_verify_ca", false},
@@ -92,7 +92,7 @@ func TestSessionReusedAndLoggedOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sys, err := c.System(ctx)
+		sys, err := c.System(ctx, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestReloginAfter401(t *testing.T) {
 	defer p.Close(context.Background())
 	c, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "session"}))
 	ctx := context.Background()
-	sys, err := c.System(ctx)
+	sys, err := c.System(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestBadPasswordNeverInError(t *testing.T) {
 	p := NewPool(Options{Sleep: noSleep})
 	for _, auth := range []string{"session", "basic"} {
 		c, _ := p.Conn(info(t, s, map[string]any{"redfish_password": "hunter2-wrong", "redfish_auth_type": auth}))
-		_, err := c.System(context.Background())
+		_, err := c.System(context.Background(), "")
 		if !errors.Is(err, ErrAuth) {
 			t.Fatalf("%s: want ErrAuth, got %v", auth, err)
 		}
@@ -168,7 +168,7 @@ func TestBackoffOn5xx(t *testing.T) {
 		return ctx.Err()
 	}})
 	c, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "basic"}))
-	sys, err := c.System(context.Background())
+	sys, err := c.System(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestConcurrencyLimitAndTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
-			sys, err := c.System(context.Background())
+			sys, err := c.System(context.Background(), "")
 			if err == nil {
 				_, err = sys.PowerState()
 			}
@@ -213,7 +213,7 @@ func TestConcurrencyLimitAndTimeout(t *testing.T) {
 	other, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "basic"}))
 	for _, conn := range []*Conn{c, other, c, other, c, other} {
 		wg.Go(func() {
-			sys, err := conn.System(context.Background())
+			sys, err := conn.System(context.Background(), "")
 			if err == nil {
 				_, err = sys.PowerState()
 			}
@@ -231,7 +231,7 @@ func TestConcurrencyLimitAndTimeout(t *testing.T) {
 	p2 := NewPool(Options{CallTimeout: 50 * time.Millisecond, Retries: -1, Sleep: noSleep})
 	c2, _ := p2.Conn(info(t, slow, map[string]any{"redfish_auth_type": "basic"}))
 	start := time.Now()
-	_, err := c2.System(context.Background())
+	_, err := c2.System(context.Background(), "")
 	if err == nil || time.Since(start) > 400*time.Millisecond {
 		t.Fatalf("per-call timeout not applied: %v after %v", err, time.Since(start))
 	}
@@ -242,11 +242,11 @@ func TestTLSVerification(t *testing.T) {
 	ctx := context.Background()
 	p := NewPool(Options{Sleep: noSleep, Retries: -1})
 	c, _ := p.Conn(info(t, s, nil))
-	if _, err := c.System(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := c.System(ctx, ""); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("self-signed certificate must be refused by default, got %v", err)
 	}
 	c, _ = p.Conn(info(t, s, map[string]any{"redfish_verify_ca": false}))
-	if _, err := c.System(ctx); err != nil {
+	if _, err := c.System(ctx, ""); err != nil {
 		t.Fatalf("verify_ca=false: %v", err)
 	}
 	bundle := filepath.Join(t.TempDir(), "ca.pem")
@@ -257,7 +257,7 @@ func TestTLSVerification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := c.System(ctx)
+	sys, err := c.System(ctx, "")
 	if err != nil {
 		t.Fatalf("verify_ca=bundle: %v", err)
 	}
@@ -275,7 +275,7 @@ func system(t *testing.T, s *redfishtest.Server) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := c.System(context.Background())
+	sys, err := c.System(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestAutoFallsBackToBasic(t *testing.T) {
 	s := newServer(t, redfishtest.Options{NoSessions: true})
 	p := NewPool(Options{Sleep: noSleep})
 	c, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "auto"}))
-	sys, err := c.System(context.Background())
+	sys, err := c.System(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestAutoFallsBackToBasic(t *testing.T) {
 		t.Fatalf("unexpected %+v", s.Stats())
 	}
 	c2, _ := p.Conn(info(t, s, map[string]any{"redfish_auth_type": "session"}))
-	if _, err := c2.System(context.Background()); err == nil {
+	if _, err := c2.System(context.Background(), ""); err == nil {
 		t.Fatal("auth_type session must not fall back to basic")
 	}
 }
@@ -453,7 +453,7 @@ func TestPoolEvictsLeastRecentlyUsedWithLogout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.System(ctx); err != nil {
+		if _, err := c.System(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

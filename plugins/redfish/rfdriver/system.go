@@ -1,10 +1,12 @@
 package rfdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -27,37 +29,106 @@ type System struct {
 	conn *Conn
 	cl   common.Client
 	uri  string
+	uuid string // the UUID the system reported when it was resolved
 }
 
-// System resolves the node's ComputerSystem: redfish_system_id when set,
-// otherwise the only member of /redfish/v1/Systems.
-func (c *Conn) System(ctx context.Context) (*System, error) {
+// ErrSystemSelection is wrapped when a node's system cannot be told apart
+// on its BMC: redfish_system_id names no system there, or it is unset and
+// the BMC manages several.
+var ErrSystemSelection = errors.New("cannot select the node's system")
+
+// SystemSelectionError says which system was asked for (empty: none) on
+// which BMC, and which the BMC has. It matches ErrSystemSelection and
+// ErrInvalidInfo.
+type SystemSelectionError struct {
+	Endpoint string
+	SystemID string   // as configured in redfish_system_id; empty when unset
+	Members  []string // the BMC's systems
+}
+
+func (e *SystemSelectionError) Error() string {
+	if e.SystemID == "" {
+		return fmt.Sprintf("redfish: %s manages %d systems (%s): set redfish_system_id to one of them", e.Endpoint, len(e.Members), strings.Join(e.Members, ", "))
+	}
+	return fmt.Sprintf("redfish: %s has no system %q; it manages %s", e.Endpoint, e.SystemID, strings.Join(e.Members, ", "))
+}
+
+// Is matches ErrSystemSelection and ErrInvalidInfo.
+func (e *SystemSelectionError) Is(target error) bool {
+	return target == ErrSystemSelection || target == ErrInvalidInfo
+}
+
+// System resolves a node's ComputerSystem on the connection's BMC:
+// systemID is the node's redfish_system_id, a resource path or an Id; when
+// empty, the BMC must manage exactly one system. The system is resolved
+// for every call (the connection is shared by every node on the BMC, and
+// never remembers one node's system for another), read once to prove it
+// exists, and its UUID is kept for the caller's identity check.
+func (c *Conn) System(ctx context.Context, systemID string) (*System, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	cl := c.Client(ctx)
-	uri := c.info.SystemID
-	if uri == "" {
+	uri := ""
+	switch {
+	case strings.HasPrefix(systemID, "/"):
+		uri = systemID
+	case systemID == "":
 		c.sysMu.Lock()
 		uri = c.systemURI
 		c.sysMu.Unlock()
 	}
+	var members []string
 	if uri == "" {
 		coll, err := getJSON(cl, "/redfish/v1/Systems")
 		if err != nil {
 			return nil, err
 		}
-		members := links(coll, "Members")
-		if len(members) != 1 {
-			return nil, fmt.Errorf("redfish: %s manages %d systems (%s): %w: set redfish_system_id", c.info.Endpoint, len(members), strings.Join(members, ", "), ErrInvalidInfo)
+		members = links(coll, "Members")
+		if systemID == "" {
+			if len(members) != 1 {
+				return nil, &SystemSelectionError{Endpoint: c.info.Endpoint, Members: members}
+			}
+			uri = members[0]
+			c.sysMu.Lock()
+			c.systemURI = uri
+			c.sysMu.Unlock()
+		} else {
+			for _, m := range members {
+				if path.Base(m) == systemID {
+					uri = m
+				}
+			}
+			if uri == "" {
+				return nil, &SystemSelectionError{Endpoint: c.info.Endpoint, SystemID: systemID, Members: members}
+			}
 		}
-		uri = members[0]
-		c.sysMu.Lock()
-		c.systemURI = uri
-		c.sysMu.Unlock()
 	}
-	return &System{conn: c, cl: cl, uri: uri}, nil
+	sys := &System{conn: c, cl: cl, uri: uri}
+	m, err := sys.Raw()
+	if errors.Is(err, ErrNotFound) {
+		if members == nil {
+			if coll, cerr := getJSON(cl, "/redfish/v1/Systems"); cerr == nil {
+				members = links(coll, "Members")
+			}
+		}
+		if systemID == "" {
+			// The only system went away; forget it.
+			c.sysMu.Lock()
+			c.systemURI = ""
+			c.sysMu.Unlock()
+		}
+		return nil, fmt.Errorf("%w: %w", &SystemSelectionError{Endpoint: c.info.Endpoint, SystemID: cmp.Or(systemID, uri), Members: members}, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sys.uuid = getString(m, "UUID")
+	return sys, nil
 }
+
+// UUID is the UUID the system reported when it was resolved, or "".
+func (s *System) UUID() string { return s.uuid }
 
 // URI is the ComputerSystem's path.
 func (s *System) URI() string { return s.uri }
