@@ -221,6 +221,11 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	var res driver.StepResult
 	inband := false
+	// Inspection records the machine's identity afresh (a deliberate
+	// re-cabling is accepted by inspecting the node); a failed inspection
+	// keeps the old record.
+	prevIdentity, hadIdentity := t.node.DriverInternalInfo[driver.IdentityKey]
+	delete(t.node.DriverInternalInfo, driver.IdentityKey)
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		in := d.Inspect()
 		if in == nil {
@@ -240,6 +245,10 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 		return c.startInbandInspection(ctx, t, inband)
 	}
 	if err != nil {
+		if hadIdentity {
+			t.node.DriverInternalInfo = ensureMap(t.node.DriverInternalInfo)
+			t.node.DriverInternalInfo[driver.IdentityKey] = prevIdentity
+		}
 		msg := fmt.Sprintf("Failed to inspect hardware. Reason: %s", describeErr(err))
 		t.fail(ctx, msg, false)
 		return err

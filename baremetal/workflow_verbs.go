@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -129,6 +131,12 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node)
 		return nil, fmt.Errorf("baremetal: update node %s: %w", n.UUID, err)
 	}
 	n.SetInterfaces(ifs)
+	if n.Driver != before.Driver || !reflect.DeepEqual(n.DriverInfo, before.DriverInfo) {
+		// A new BMC address, credentials or hardware type is a deliberate
+		// change of machine: forget the identity the driver recorded so
+		// the next contact records the new one instead of refusing it.
+		delete(n.DriverInternalInfo, driver.IdentityKey)
+	}
 	if err := t.save(ctx); err != nil {
 		return nil, err
 	}
