@@ -196,6 +196,7 @@ func (c *Conductor) execute(ctx context.Context, t *task, in intent) {
 func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	var ps driver.PowerState
+	var warnings []driver.ValidationWarning
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		p := d.Power()
 		if p == nil {
@@ -204,10 +205,17 @@ func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 		if err := p.Validate(ctx, v); err != nil {
 			return err
 		}
+		warnings = d.ValidationWarnings(v)
 		var err error
 		ps, err = p.GetPowerState(ctx, v)
 		return err
 	})
+	// Validation warnings (a misspelt driver_info key) fail nothing; they
+	// go to the node's history and the log.
+	for _, w := range warnings {
+		c.log.Warn("node validation warning", "node", t.uuid(), "field", w.Field, "key", w.Key, "warning", w.Message)
+		c.history(ctx, t.uuid(), "validation warning", "validation", w.String(), HistoryWarning)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Failed to verify node %s: %s", t.uuid(), describeErr(err))
 		t.fail(ctx, msg, false)

@@ -423,8 +423,10 @@ func (d *Drivers) Inspect() *InspectImpl {
 // InspectHardware reads the inventory and records, as Ironic does,
 // properties memory_mb, cpus, cpu_arch, local_gb and the boot_mode
 // capability (unless already set), and a port per enabled NIC. It fails
-// when memory_mb, cpu_arch or local_gb cannot be discovered; other gaps
-// are recorded in driver_internal_info.inspection_warnings.
+// when memory_mb or cpu_arch cannot be discovered, and then changes
+// nothing (no property, port or warning is written: a failed inspection
+// leaves the node as it was); other gaps are recorded in
+// driver_internal_info.inspection_warnings.
 func (i *InspectImpl) InspectHardware(ctx context.Context, t *driver.Task) (driver.StepResult, error) {
 	sys, err := i.system(ctx, t)
 	if err != nil {
@@ -435,19 +437,20 @@ func (i *InspectImpl) InspectHardware(ctx context.Context, t *driver.Task) (driv
 		return driver.StepResult{}, i.wrap(t, "inspect", err)
 	}
 	var missing []string
-	if inv.MemoryMiB > 0 {
-		t.SetProperty("memory_mb", strconv.Itoa(inv.MemoryMiB))
-	} else {
+	if inv.MemoryMiB <= 0 {
 		missing = append(missing, "memory_mb")
 	}
+	if inv.CPUArch == "" {
+		missing = append(missing, "cpu_arch")
+	}
+	if len(missing) > 0 {
+		return driver.StepResult{}, i.wrap(t, "inspect", fmt.Errorf("%w: could not discover %s", ErrInspection, strings.Join(missing, ", ")))
+	}
+	t.SetProperty("memory_mb", strconv.Itoa(inv.MemoryMiB))
 	if inv.CPUs > 0 {
 		t.SetProperty("cpus", inv.CPUs)
 	}
-	if inv.CPUArch != "" {
-		t.SetProperty("cpu_arch", inv.CPUArch)
-	} else {
-		missing = append(missing, "cpu_arch")
-	}
+	t.SetProperty("cpu_arch", inv.CPUArch)
 	t.SetProperty("local_gb", strconv.Itoa(inv.LocalGB()))
 	if inv.BootMode != "" {
 		caps, _ := t.Properties["capabilities"].(string)
@@ -465,9 +468,6 @@ func (i *InspectImpl) InspectHardware(ctx context.Context, t *driver.Task) (driv
 	}
 	if len(inv.Warnings) > 0 {
 		t.SetDriverInternalInfo("inspection_warnings", inv.Warnings)
-	}
-	if len(missing) > 0 {
-		return driver.StepResult{}, i.wrap(t, "inspect", fmt.Errorf("%w: could not discover %s", ErrInspection, strings.Join(missing, ", ")))
 	}
 	return driver.StepResult{}, nil
 }
