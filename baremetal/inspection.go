@@ -44,6 +44,19 @@ func inspectionLockPolicy() LockPolicy {
 	return LockPolicy{Attempts: 20, Interval: 100 * time.Millisecond, Clock: SystemClock()}
 }
 
+// agentRamdiskParams are the kernel parameters of an agent ramdisk boot
+// (deploy, clean, service, rescue): where the agent finds the conductor
+// (IPA's ipa-api-url), for boot interfaces that hand parameters to the
+// ramdisk themselves (virtual media builds them into an image); nil
+// without AgentSettings.APIURL.
+func (c *Conductor) agentRamdiskParams() map[string]any {
+	base := strings.TrimRight(c.agent.APIURL, "/")
+	if base == "" {
+		return nil
+	}
+	return map[string]any{"ipa-api-url": base}
+}
+
 // inspectionRamdiskParams are the kernel parameters of an inspection
 // ramdisk boot.
 func (c *Conductor) inspectionRamdiskParams(n *Node) (map[string]any, error) {

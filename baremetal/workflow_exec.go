@@ -607,7 +607,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			}
 			err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 				if b := d.Boot(); b != nil {
-					if err := b.PrepareRamdisk(ctx, v, nil); err != nil {
+					if err := b.PrepareRamdisk(ctx, v, c.agentRamdiskParams()); err != nil {
 						return err
 					}
 				}
@@ -1123,7 +1123,7 @@ func networkPurpose(kind steps.Kind) driver.NetworkPurpose {
 // bootRamdisk boots the node into the agent ramdisk for an agent-based
 // run: network, ramdisk boot, token wiped, reboot (or power on).
 func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) error {
-	if err := c.prepareRamdiskBoot(ctx, t, networkPurpose(kind), nil); err != nil {
+	if err := c.prepareRamdiskBoot(ctx, t, networkPurpose(kind), c.agentRamdiskParams()); err != nil {
 		return err
 	}
 	return c.powerIntoRamdisk(ctx, t)

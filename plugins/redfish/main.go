@@ -12,6 +12,11 @@
 // stderr (never passwords) and never writes to stdout. Run by hand, it
 // explains that it must be started by a host and exits with status 1.
 // README.md beside this file lists the driver_info properties and steps.
+//
+// Environment: ANVIL_REDFISH_HTTP_ROOT (a directory) and
+// ANVIL_REDFISH_HTTP_URL (where the embedder serves it to the BMCs) let the
+// redfish-virtual-media boot interface publish each node's ramdisk
+// parameters image.
 package main
 
 import (
@@ -30,7 +35,13 @@ const version = "1.0.0"
 
 func main() {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "redfish", Level: hclog.Info, JSONFormat: true, Output: os.Stderr})
-	d := rfdriver.NewDrivers(rfdriver.Options{})
+	opts := rfdriver.Options{}
+	// The ramdisk parameters image of virtual media boots is published
+	// into a directory the embedder serves to the BMCs.
+	if root, url := os.Getenv("ANVIL_REDFISH_HTTP_ROOT"), os.Getenv("ANVIL_REDFISH_HTTP_URL"); root != "" && url != "" {
+		opts.Media = rfdriver.DirMediaStore{Dir: root, BaseURL: url}
+	}
+	d := rfdriver.NewDrivers(opts)
 	plugin.Serve(plugin.ServeConfig{Name: "redfish", Version: version, Bundle: d.Bundle(), Logger: logger})
 	// The host is done with the plugin: free the BMCs' session slots.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -12,8 +12,10 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path"
 	"sort"
 	"strconv"
@@ -59,6 +61,10 @@ type Options struct {
 	// ..., each with its own UUID, power state, boot override, virtual
 	// media and BIOS.
 	Systems int
+	// FetchMedia makes InsertMedia download the image, as sushy-tools
+	// does, and fail (400) when it cannot: only from loopback addresses,
+	// up to 64 MiB, within 10 s. MediaContent returns what was fetched.
+	FetchMedia bool
 	// TaskPolls is how many GETs of a firmware update task report it
 	// Running before it completes (default 2).
 	TaskPolls int
@@ -106,6 +112,7 @@ type Server struct {
 	systems   []string             // system paths, in collection order
 	sysState  map[string]*sysState // by system path
 	tasks     map[string]updateTask
+	media     map[string][]byte // virtual media URI -> fetched image (FetchMedia)
 }
 
 // sysState is the per-system state that is not a resource.
@@ -139,6 +146,7 @@ func New(opts Options) (*Server, error) {
 		nextID:    100,
 		taskPolls: map[string]int{},
 		sysState:  map[string]*sysState{},
+		media:     map[string][]byte{},
 		tasks:     map[string]updateTask{},
 	}
 	if err := s.load(); err != nil {
@@ -744,11 +752,56 @@ func (s *Server) insertMedia(w http.ResponseWriter, vmURI string, body map[strin
 		writeError(w, http.StatusConflict, "Base.1.5.0.ResourceInUse", "media already inserted")
 		return
 	}
+	if s.opts.FetchMedia {
+		b, err := fetchImage(img)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueFormatError", "cannot download "+img+": "+err.Error())
+			return
+		}
+		s.media[vmURI] = b
+	}
 	vm["Image"], vm["ImageName"], vm["Inserted"] = img, path.Base(img), true
 	if wp, ok := body["WriteProtected"].(bool); ok {
 		vm["WriteProtected"] = wp
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// fetchImage downloads a virtual media image from a loopback address.
+func fetchImage(img string) ([]byte, error) {
+	u, err := url.Parse(img)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("not an http(s) URL")
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("the test BMC fetches from loopback addresses only")
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(img)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	const limit = 64 << 20
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("image larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// MediaContent returns the image the virtual media device at uri fetched
+// at its last InsertMedia (Options.FetchMedia), or nil.
+func (s *Server) MediaContent(uri string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.media[uri]...)
 }
 
 func (s *Server) createVolume(w http.ResponseWriter, coll string, body map[string]any) {

@@ -87,6 +87,11 @@ type Options struct {
 	// Logger receives debug lines; nil discards them. Passwords are never
 	// logged.
 	Logger *slog.Logger
+	// Media publishes the per-node ramdisk parameters image that the
+	// redfish-virtual-media boot interface inserts next to the deploy ISO
+	// (see VirtualMediaBoot.PrepareRamdisk); nil means no such image, and
+	// the ISO must carry the parameters itself.
+	Media MediaStore
 }
 
 func (o *Options) defaults() {

@@ -336,6 +336,7 @@ func (v *VirtualMediaBoot) Properties() []driver.Property {
 	return append(v.properties(),
 		driver.Property{Name: "redfish_deploy_iso", Description: "URL of the bootable ramdisk ISO to insert as a virtual CD for deploy, cleaning, inspection and rescue. Required (or deploy_iso).", Required: false},
 		driver.Property{Name: "deploy_iso", Description: "Same as redfish_deploy_iso; used when that is unset.", Required: false},
+		driver.Property{Name: "kernel_append_params", Description: "Extra ramdisk kernel parameters (key=value, whitespace separated), passed to the ramdisk with the conductor's parameters in parameters.txt on the ir-vfd-dev virtual media image (needs a media store). Optional.", Required: false},
 	)
 }
 
@@ -360,16 +361,59 @@ func (v *VirtualMediaBoot) Validate(ctx context.Context, t *driver.Task) error {
 	return err
 }
 
-// PrepareRamdisk ejects any CD, inserts the deploy ISO and sets a one-time
-// boot from CD. The conductor then powers the node on or reboots it.
-func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, _ map[string]any) error {
+// vmediaParamsKey records, while the node's parameters image is
+// inserted, the URL it was published at.
+const vmediaParamsKey = "redfish_vmedia_params_image"
+
+// paramsImageName is the node's parameters image name in the media store.
+func paramsImageName(node string) string { return node + "-" + ParamsLabel + ".iso" }
+
+// PrepareRamdisk readies a ramdisk boot from virtual media, as Ironic's
+// redfish-virtual-media does with a configuration image: the node's
+// ramdisk parameters (params from the conductor: ipa-api-url,
+// ipa-inspection-callback-url, ...; driver_info kernel_append_params; and
+// boot_method=vmedia) are written to parameters.txt on an ISO 9660 image
+// labelled ir-vfd-dev, published through Options.Media and inserted into
+// the system's virtual USB stick or floppy, where a stock IPA finds them
+// (IPA reads that file when its kernel command line says
+// boot_method=vmedia, which Ironic-built ramdisk ISOs do). Then the
+// deploy ISO goes into the virtual CD and the boot interface itself sets a
+// one-time boot from CD: the boot device is this interface's decision.
+// Without Options.Media no parameters image is made (logged when there
+// were parameters): the ISO must then carry them.
+func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, params map[string]any) error {
 	iso, err := v.iso(t)
 	if err != nil {
 		return err
 	}
+	var extra []string
+	if kp, ok := t.DriverInfoString("kernel_append_params"); ok {
+		extra = strings.Fields(kp)
+	}
+	text, err := paramsText(params, extra)
+	if err != nil {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: "params", Expected: err.Error()}
+	}
 	sys, err := v.system(ctx, t)
 	if err != nil {
 		return err
+	}
+	if v.d.opts.Media != nil {
+		img, err := paramsImage(text)
+		if err != nil {
+			return v.wrap(t, "build ramdisk parameters image", err)
+		}
+		url, err := v.d.opts.Media.Put(ctx, paramsImageName(t.NodeUUID), img)
+		if err != nil {
+			return v.wrap(t, "publish ramdisk parameters image", err)
+		}
+		if _, err := sys.InsertRemovable(url); err != nil {
+			return v.wrap(t, "insert ramdisk parameters image", err)
+		}
+		t.SetDriverInternalInfo(vmediaParamsKey, url)
+	} else if len(params) > 0 {
+		v.d.opts.Logger.Warn("redfish: no media store configured: the ramdisk parameters are not passed on virtual media; the deploy ISO must carry them",
+			"node", t.NodeUUID, "parameters", len(params))
 	}
 	if _, err := sys.InsertCD(iso); err != nil {
 		return v.wrap(t, "insert deploy ISO", err)
@@ -381,7 +425,8 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, _
 	return nil
 }
 
-// CleanUpRamdisk ejects the virtual CD.
+// CleanUpRamdisk ejects the virtual CD and the parameters image, and
+// removes the image from the media store.
 func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) error {
 	sys, err := v.system(ctx, t)
 	if err != nil {
@@ -389,6 +434,17 @@ func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) e
 	}
 	if err := sys.EjectCD(); err != nil {
 		return v.wrap(t, "eject virtual media", err)
+	}
+	if url, ok := t.DriverInternalInfo[vmediaParamsKey].(string); ok && url != "" {
+		if err := sys.EjectImage(url); err != nil {
+			return v.wrap(t, "eject ramdisk parameters image", err)
+		}
+		if v.d.opts.Media != nil {
+			if err := v.d.opts.Media.Delete(ctx, paramsImageName(t.NodeUUID)); err != nil {
+				return v.wrap(t, "remove ramdisk parameters image", err)
+			}
+		}
+		t.DeleteDriverInternalInfo(vmediaParamsKey)
 	}
 	t.DeleteDriverInternalInfo("redfish_vmedia_inserted")
 	return nil

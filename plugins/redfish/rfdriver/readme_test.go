@@ -21,6 +21,24 @@ vendor quirks tolerantly and bounds every request with a timeout.
 Build: ` + "`go build -o anvil-driver-redfish ./plugins/redfish`" + ` and put the binary
 in the host's plugin directory.
 
+Several nodes may share one BMC address (and its session): each node's
+` + "`redfish_system_id`" + ` (a path or an Id; not needed when the BMC manages one
+system) is resolved per node, and the machine's UUID is recorded at the first
+contact (` + "`driver_internal_info.bmc_machine_identity`" + `): an action is refused
+when the BMC later reports another machine, until the node's ` + "`driver_info`" + `
+is updated or the node is inspected. ` + "`redfish_auth_type=auto`" + ` uses a session
+when the service root offers one and HTTP Basic otherwise (or when the
+session login is refused but Basic is accepted).
+
+Virtual media: the ` + "`redfish-virtual-media`" + ` boot interface passes the node's
+ramdisk parameters (the conductor's ` + "`ipa-api-url`" + `, ` + "`ipa-inspection-callback-url`" + `,
+` + "`kernel_append_params`" + `, ` + "`boot_method=vmedia`" + `) in ` + "`parameters.txt`" + ` on an
+ISO 9660 image labelled ` + "`ir-vfd-dev`" + `, inserted into the system's virtual USB
+stick or floppy, where IPA looks for it. The plugin publishes that image into
+the directory ` + "`ANVIL_REDFISH_HTTP_ROOT`" + `, which the embedder serves at
+` + "`ANVIL_REDFISH_HTTP_URL`" + ` (reachable by the BMCs); without them no image is made
+and the deploy ISO must carry the parameters.
+
 Tests run against ` + "`redfishtest`" + `, a stateful Redfish service built from the
 DMTF public mockups (BSD-3-Clause; see ` + "`redfishtest/testdata/LICENSE.md`" + `),
 over HTTP and HTTPS; they need nothing installed.

@@ -391,3 +391,45 @@ func isCD(vm *redfish.VirtualMedia) bool {
 	}
 	return false
 }
+
+// InsertRemovable puts image into the first virtual USB stick or floppy
+// device that accepts InsertMedia (where Ironic puts its configuration
+// floppy), ejecting what it held, and returns the device's URI.
+func (s *System) InsertRemovable(image string) (string, error) {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(all, func(a, b *redfish.VirtualMedia) int { return strings.Compare(a.ODataID, b.ODataID) })
+	for _, vm := range all {
+		if !vm.SupportsMediaInsert || isCD(vm) || !(slices.Contains(vm.MediaTypes, redfish.USBStickMediaType) || slices.Contains(vm.MediaTypes, redfish.FloppyMediaType)) {
+			continue
+		}
+		if vm.Inserted {
+			if err := vm.EjectMedia(); err != nil {
+				return "", fmt.Errorf("redfish: eject %s before insert: %w", vm.ODataID, err)
+			}
+		}
+		if err := vm.InsertMedia(image, true, true); err != nil {
+			return "", fmt.Errorf("redfish: insert media into %s: %w", vm.ODataID, err)
+		}
+		return vm.ODataID, nil
+	}
+	return "", fmt.Errorf("redfish: system %s has no USB stick or floppy virtual media that accepts InsertMedia: %w", s.uri, ErrUnsupported)
+}
+
+// EjectImage ejects every virtual media device holding image.
+func (s *System) EjectImage(image string) error {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return err
+	}
+	for _, vm := range all {
+		if vm.Inserted && vm.Image == image {
+			if err := vm.EjectMedia(); err != nil {
+				return fmt.Errorf("redfish: eject %s: %w", vm.ODataID, err)
+			}
+		}
+	}
+	return nil
+}
