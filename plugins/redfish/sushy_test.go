@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,6 +234,55 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 				t.Fatalf("node %d's boot device changed system %d: %q -> %q", i, j, before[j], got)
 			}
 		}
+	}
+
+	// Virtual media (item 4): sushy downloads what it is given, so the
+	// parameters image and the ISO are served from a loopback directory;
+	// the image lands in system 1's Floppy device, the ISO in its Cd, and
+	// the interface sets the boot from CD itself.
+	mediaDir := t.TempDir()
+	web := httptest.NewServer(http.FileServer(http.Dir(mediaDir)))
+	t.Cleanup(web.Close)
+	if err := os.WriteFile(filepath.Join(mediaDir, "ipa.iso"), []byte("not really an ISO"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vd := rfdriver.NewDrivers(rfdriver.Options{Media: rfdriver.DirMediaStore{Dir: mediaDir, BaseURL: web.URL}})
+	t.Cleanup(func() { _ = vd.Close(context.Background()) })
+	vinfo := info(1)
+	vinfo["redfish_deploy_iso"] = web.URL + "/ipa.iso"
+	vtk := &driver.Task{NodeUUID: nodes[1], HardwareType: rfdriver.HardwareType, DriverInfo: vinfo}
+	if err := vd.Management().SetBootDevice(ctx, vtk, driver.BootPXE, true); err != nil || s.bootTarget(t, sushyUUIDs[1]) != "Pxe" {
+		t.Fatalf("boot device before PrepareRamdisk: %v", err)
+	}
+	if err := vd.VirtualMediaBoot().PrepareRamdisk(ctx, vtk, map[string]any{"ipa-api-url": "http://127.0.0.1:6385"}); err != nil {
+		t.Fatalf("prepare ramdisk on sushy-tools: %v", err)
+	}
+	vm := func(dev string) map[string]any {
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/redfish/v1/Systems/"+sushyUUIDs[1]+"/VirtualMedia/"+dev, nil)
+		req.SetBasicAuth("admin", "password")
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m)
+		return m
+	}
+	if f := vm("Floppy"); f["Inserted"] != true || !strings.Contains(fmt.Sprint(f["Image"]), "ir-vfd-dev") {
+		t.Fatalf("sushy-tools Floppy: %v", f)
+	}
+	if c := vm("Cd"); c["Inserted"] != true || c["Image"] != web.URL+"/ipa.iso" {
+		t.Fatalf("sushy-tools Cd: %v", c)
+	}
+	if got := s.bootTarget(t, sushyUUIDs[1]); got != "Cd" {
+		t.Fatalf("boot target after PrepareRamdisk: %q, want Cd", got)
+	}
+	if err := vd.VirtualMediaBoot().CleanUpRamdisk(ctx, vtk); err != nil {
+		t.Fatalf("clean up ramdisk on sushy-tools: %v", err)
+	}
+	if f := vm("Floppy"); f["Inserted"] == true {
+		t.Fatalf("sushy-tools Floppy still inserted: %v", f)
 	}
 
 	// Item 2's other half: with a wrong password auto reports bad
