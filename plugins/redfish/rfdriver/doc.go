@@ -8,7 +8,17 @@
 //
 //   - One Redfish session per BMC and credentials, shared by all nodes on
 //     it through a Pool, reused across calls and logged out by Pool.Close
-//     (BMCs have few session slots).
+//     (BMCs have few session slots). The system is not part of the
+//     connection: Conn.System resolves each node's own redfish_system_id
+//     (a path or an Id, or the only system) on every call, so several
+//     nodes behind one address never drive each other's systems.
+//   - The machine's identity (the system's UUID) is recorded for the node
+//     at first contact and every action checks it (driver.CheckIdentity):
+//     a BMC that later reports another machine gets nothing sent to it.
+//   - redfish_auth_type auto uses a session only when the service root
+//     offers one, and falls back to HTTP Basic when the session login is
+//     refused; only a refusal of Basic too is bad credentials
+//     (driver.BMCAuthError).
 //   - A 401 on a session token triggers one transparent re-login; several
 //     callers hitting the same expired session log in once.
 //   - A per-BMC concurrency limit (Options.MaxConcurrentPerBMC) and
@@ -27,8 +37,9 @@
 // "redfish" (reset types chosen from those the system advertises, then a
 // wait for the new state), management "redfish" (boot device once or
 // persistent, boot mode, secure boot, indicator, NMI), boot
-// "redfish-virtual-media" (eject, insert the deploy ISO, one-time boot
-// from CD), inspect "redfish" (Ironic's memory_mb, cpus, cpu_arch,
+// "redfish-virtual-media" (the node's ramdisk parameters on an ir-vfd-dev
+// image in the virtual USB stick or floppy through Options.Media, the
+// deploy ISO in the CD, one-time boot from CD), inspect "redfish" (Ironic's memory_mb, cpus, cpu_arch,
 // local_gb, boot_mode capability and a port per enabled NIC), and bios,
 // raid and firmware "redfish" with out-of-band steps (priority 0, no
 // ramdisk): bios.apply_configuration, bios.factory_reset,
