@@ -40,7 +40,8 @@ func waitPowerDone(t *testing.T, cond *plugintest.Conductor, uuid string) *barem
 // address, and checks that a power on is refused with an error naming
 // both identities and nothing sent to the BMC; after a driver_info update
 // (a deliberate change) the power on is accepted and the new machine is
-// recorded; an inspection records a changed machine afresh.
+// recorded; an inspection records a changed machine afresh. A misspelt
+// redfish_* key is a validation warning in the node's history.
 func TestConductorRefusesAnotherMachine(t *testing.T) {
 	ctx := context.Background()
 	bmc := newServer(t, redfishtest.Options{})
@@ -51,7 +52,7 @@ func TestConductorRefusesAnotherMachine(t *testing.T) {
 	cond := plugintest.StartConductor(t, reg, binary, "identity")
 	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "rf-id", Driver: rfdriver.HardwareType, DriverInfo: map[string]any{
 		"redfish_address": bmc.URL(), "redfish_username": "admin", "redfish_password": "password",
-		"redfish_deploy_iso": "http://images.example/ipa.iso",
+		"redfish_deploy_iso": "http://images.example/ipa.iso", "redfish_frobnicate": "yes",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,20 @@ func TestConductorRefusesAnotherMachine(t *testing.T) {
 	orig := bmc.Resource(redfishtest.SystemPath(redfishtest.SystemID))["UUID"].(string)
 	if got := m.DriverInternalInfo[driver.IdentityKey]; got != "redfish-uuid:"+orig {
 		t.Fatalf("manage did not persist the machine identity: %v", got)
+	}
+
+	// The misspelt key does not fail manage; it is a validation warning in
+	// the node's history.
+	hist, err := cond.Store.ListHistory(ctx, n.UUID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, h := range hist {
+		warned = warned || (h.Severity == baremetal.HistoryWarning && strings.Contains(h.Message, "redfish_frobnicate"))
+	}
+	if !warned {
+		t.Fatalf("no validation warning naming redfish_frobnicate in the history: %+v", hist)
 	}
 
 	const other = "0b9c7d5e-1111-4222-8333-444455556666"
