@@ -384,6 +384,14 @@ func (s *Server) decorate() {
 		}
 	}
 	s.cloneSystems()
+	if s.opts.NoSessions {
+		// No session service at all: its resources answer 404.
+		for uri := range s.res {
+			if uri == root+"/SessionService" || strings.HasPrefix(uri, root+"/SessionService/") {
+				delete(s.res, uri)
+			}
+		}
+	}
 	// Collections list only what exists.
 	for _, r := range s.res {
 		members, ok := r["Members"].([]any)

@@ -142,6 +142,9 @@ func TestSeveralSystemsAndNoSessions(t *testing.T) {
 	if resp, _ := basic(t, s, "POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}); resp.StatusCode != 404 {
 		t.Fatalf("session POST with Basic: %d, want 404", resp.StatusCode)
 	}
+	if resp, _ := basic(t, s, "GET", "/redfish/v1/SessionService", nil); resp.StatusCode != 404 {
+		t.Fatalf("SessionService: %d, want 404", resp.StatusCode)
+	}
 	_, coll := basic(t, s, "GET", "/redfish/v1/Systems", nil)
 	if n := coll["Members@odata.count"]; n != 3.0 {
 		t.Fatalf("systems: %v", coll)
