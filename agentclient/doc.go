@@ -95,6 +95,15 @@
 // type are tolerated, as in Ironic: they keep their zero value in
 // Inventory, their value in RawInventory, and are logged.
 //
+// Every request body is read through a bound that grows with the bytes
+// actually received: a body announced (Content-Length) over its endpoint's
+// limit (256 KiB for a heartbeat, MaxInspectionBodyBytes for inspection
+// data) is answered 413 before any of it is read, and a body that grows
+// past the limit is cut off with the same 413. The handler cannot bound
+// time: serve it with NewServer, which bounds the header, read, write and
+// idle times and the header size (ServerConfig), so a client that
+// trickles its request loses its connection instead of holding it.
+//
 // Agent tokens are 32 random bytes in URL-safe base64 without padding (43
 // characters). Lookup discloses a token once, when it is created; later
 // lookups see "******". Heartbeats must present it; it is compared in
@@ -102,12 +111,18 @@
 //
 // # Usage
 //
-// Mounting the agent-facing endpoints next to the rest of an API:
+// Serving the agent-facing endpoints on their own server:
 //
 //	h, err := agentclient.NewHandler(conductorBackend, agentclient.HandlerConfig{Logger: logger})
 //	if err != nil {
 //		return err
 //	}
+//	srv := agentclient.NewServer(h, agentclient.ServerConfig{Addr: ":6385", TLSConfig: tlsConfig})
+//	go srv.ListenAndServeTLS("", "") // stop it with srv.Shutdown
+//
+// or, next to the rest of an API served by the embedder's own server
+// (which should have the same bounds):
+//
 //	mux.Handle("/v1/lookup", h)
 //	mux.Handle("/v1/heartbeat/", h)
 //	mux.Handle("/v1/continue_inspection", h) // when conductorBackend is an InspectionBackend

@@ -530,7 +530,11 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := readBody(w, r, maxBodyBytes)
 	if err != nil {
-		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body is too large or could not be read.")
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, ident, fmt.Sprintf("The heartbeat body is larger than the %d bytes allowed.", maxBodyBytes))
+			return
+		}
+		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body could not be read.")
 		return
 	}
 	req, err := DecodeHeartbeatRequest(body)
@@ -646,15 +650,24 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 var _ http.Handler = (*Handler)(nil)
 
-// readBody reads a request body of at most limit bytes: at once into a
-// buffer of the announced size when the client sent one within the limit,
-// otherwise through http.MaxBytesReader (whose *http.MaxBytesError tells an
-// oversized body apart).
+// readBody reads a request body of at most limit bytes. A body announced
+// (Content-Length) larger than limit is refused with an *http.MaxBytesError
+// before a byte of it is read. Otherwise the body is read through
+// http.MaxBytesReader into a buffer that grows with the bytes actually
+// received, never with the announced length: a client announcing 4 MiB
+// and sending one byte holds a few hundred bytes, not 4 MiB, for as long
+// as the server's read timeout lets it wait. A chunked body that grows past
+// limit ends with an *http.MaxBytesError too.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		body := make([]byte, r.ContentLength)
-		_, err := io.ReadFull(r.Body, body)
-		return body, err
+	if r.ContentLength > limit {
+		// The body is never read, so the connection cannot carry another
+		// request: close it once the answer is sent, and end reading now
+		// so the server does not first drain (up to 256 KiB of) what the
+		// client keeps sending. A ResponseWriter without deadlines (a
+		// test recorder) has no connection to drain.
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }

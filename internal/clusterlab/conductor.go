@@ -275,7 +275,7 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(PluginStatus{PID: st.PID, Running: st.Running, Restarts: st.Restarts})
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := agentclient.NewServer(mux, agentclient.ServerConfig{ReadHeaderTimeout: 5 * time.Second})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if err := c.Start(ctx); err != nil {
