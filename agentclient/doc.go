@@ -52,8 +52,10 @@
 // driver_internal_info with secrets masked, links) and the config section.
 //
 // Heartbeat (POST /v1/heartbeat/{node_ident}) checks, in order: ramdisk
-// endpoints enabled (403); microversion (406, 404 below 1.22); the body is
-// one JSON object of known string fields (400); each field is allowed by
+// endpoints enabled (403); microversion (406, 404 below 1.22); node_ident
+// is a UUID or a node name of RFC 3986 unreserved characters, not "." or
+// ".." (400, as Ironic's "Expected a logical name or UUID"); the body is
+// at most 256 KiB (413) and one JSON object of known string fields (400); each field is allowed by
 // the microversion: agent_version 1.36, agent_token 1.62, agent_verify_ca
 // 1.68, agent_status 1.72 (400); callback_url present and an absolute
 // http(s) URL, empty only with agent_status (400); agent_status is start,
@@ -120,13 +122,19 @@
 //	srv := agentclient.NewServer(h, agentclient.ServerConfig{Addr: ":6385", TLSConfig: tlsConfig})
 //	go srv.ListenAndServeTLS("", "") // stop it with srv.Shutdown
 //
-// or, next to the rest of an API served by the embedder's own server
-// (which should have the same bounds):
+// or next to the rest of an API on the embedder's own server (which should
+// have the same bounds). Give the handler its requests without an
+// http.ServeMux in front: a ServeMux cleans paths and redirects (307)
+// requests such as /v1/heartbeat/. before the handler can refuse them,
+// while the handler answers every path itself and never redirects:
 //
-//	mux.Handle("/v1/lookup", h)
-//	mux.Handle("/v1/heartbeat/", h)
-//	mux.Handle("/v1/continue_inspection", h) // when conductorBackend is an InspectionBackend
-//	mux.Handle("/", h) // version discovery, which IPA reads first
+//	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		if strings.HasPrefix(r.URL.Path, "/admin/") {
+//			adminMux.ServeHTTP(w, r)
+//			return
+//		}
+//		h.ServeHTTP(w, r) // version discovery, lookup, heartbeat, continue_inspection
+//	})
 //
 // Driving an agent from a heartbeat:
 //

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -135,8 +136,77 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 }
 
 // ServeHTTP routes a request. Unknown paths and methods get Ironic's 404
-// error body.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// error body, and no request is ever redirected: http.ServeMux answers a
+// path with "." or ".." segments or doubled slashes with a 307 to the
+// cleaned path (so a heartbeat to /v1/heartbeat/. was sent to
+// /v1/heartbeat/), which an agent would follow to another resource or
+// repeat for ever. Such paths are routed here instead: a heartbeat whose
+// node segment is "." or ".." gets the heartbeat checks and their 400 for
+// an identifier that is neither a UUID nor a node name, anything else the
+// 404 of an unknown path.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
+		return
+	}
+	if p := r.URL.EscapedPath(); r.RequestURI != "*" && !isCleanPath(p) {
+		h.serveUncleanPath(w, r, p)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// isCleanPath reports whether http.ServeMux would route the escaped path p
+// as it is rather than redirect it: rooted, without "." or ".." segments
+// or empty ones (a trailing slash is kept).
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
+}
+
+// serveUncleanPath answers a request whose escaped path p is not clean.
+// Only a heartbeat path with one node segment (and an optional trailing
+// slash) is a resource; its segment is the node identifier, which the
+// heartbeat checks refuse.
+func (h *Handler) serveUncleanPath(w http.ResponseWriter, r *http.Request, p string) {
+	const prefix = "/v1/heartbeat/"
+	if seg, ok := strings.CutPrefix(p, prefix); ok && r.Method == http.MethodPost {
+		seg = strings.TrimSuffix(seg, "/")
+		if ident, err := url.PathUnescape(seg); err == nil && seg != "" && !strings.Contains(seg, "/") {
+			r.SetPathValue("node_ident", ident)
+			h.serveHeartbeat(w, r)
+			return
+		}
+	}
+	h.refuse(w, r, http.StatusNotFound, "", "The resource could not be found.")
+}
+
+// validNodeIdent reports whether s can name a node in a heartbeat path, as
+// Ironic's uuid_or_name check decides: a UUID, or a logical name of 1 to
+// 255 RFC 3986 unreserved characters (letters, digits, "-", ".", "_",
+// "~"). "." and ".." are path segments, never node names.
+func validNodeIdent(s string) bool {
+	if _, err := uuid.Parse(s); err == nil {
+		return true
+	}
+	if s == "" || len(s) > 255 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // writeIronicError writes an error the way the Ironic API does: the fault
 // object JSON-encoded as a string inside error_message.
@@ -526,6 +596,11 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	if ver.Less(versionRamdiskEndpoints) {
 		h.refuse(w, r, http.StatusNotFound, ident, "The resource could not be found.")
+		return
+	}
+	if !validNodeIdent(ident) {
+		ident = truncateForLog(ident)
+		h.refuse(w, r, http.StatusBadRequest, ident, fmt.Sprintf("Expected a logical name or UUID but received %q.", ident))
 		return
 	}
 	body, err := readBody(w, r, maxBodyBytes)
