@@ -43,8 +43,10 @@
 //
 // Lookup (GET /v1/lookup) checks, in order: ramdisk endpoints enabled
 // (else 403); the microversion header parses and is in range (else 406) and
-// is at least 1.22 (else 404; no header means 1.1); addresses (invalid MACs
-// are dropped) or node_uuid (must be a UUID) present (else 400); a node
+// is at least 1.22 (else 404; no header means 1.1); at most
+// HandlerConfig.MaxLookupAddresses (1000) addresses, valid or not (else
+// 400); addresses (invalid MACs are dropped, with one log line) or
+// node_uuid (must be a UUID) present (else 400); a node
 // matches (else 404); its provision state allows lookup, the fast-track
 // list when fast track is enabled for it (else the same 404); a token
 // exists or can be created without waiting for the node's lock (else 409).

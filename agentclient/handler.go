@@ -27,6 +27,14 @@ const DefaultHeartbeatTimeout = 300 * time.Second
 // maxBodyBytes bounds a heartbeat body; a PEM certificate is a few KiB.
 const maxBodyBytes = 256 << 10
 
+// MaxLookupAddresses is the default bound on the MAC addresses of one
+// lookup. IPA sends one per network interface, so a real node sends tens.
+// Ironic's lookup has no count check of its own (its API server's bound on
+// the request line stops a long list first); 1000 is Ironic's [api]
+// max_limit, the most items its API handles in one request, and keeps a
+// lookup within NewServer's header bound.
+const MaxLookupAddresses = 1000
+
 // HandlerConfig configures the lookup and heartbeat handler. The zero value
 // is Ironic's default configuration.
 type HandlerConfig struct {
@@ -60,6 +68,10 @@ type HandlerConfig struct {
 	// inventory plus plugin data, which includes IPA's compressed logs when
 	// its logs collector runs). Zero means MaxInspectionBodyBytes (4 MiB).
 	MaxInspectionBodyBytes int64
+	// MaxLookupAddresses bounds the MAC addresses one lookup may carry
+	// (valid or not); a lookup with more is refused with 400 before any of
+	// them is looked up. Zero means MaxLookupAddresses (1000).
+	MaxLookupAddresses int
 	// Lookup holds the rest of the lookup answer's config section. Nil
 	// means DefaultLookupConfig(); agent_token, heartbeat_timeout and
 	// agent_skip_bmc_detect are always set per request.
@@ -103,6 +115,9 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if cfg.MaxLookupAddresses <= 0 {
+		cfg.MaxLookupAddresses = MaxLookupAddresses
 	}
 	h := &Handler{backend: b, cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
 	if h.log == nil {
@@ -413,15 +428,31 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	var lq LookupQuery
-	for _, a := range strings.Split(q.Get("addresses"), ",") {
+	given, seen := 0, map[string]bool{}
+	var invalid []string
+	for a := range strings.SplitSeq(q.Get("addresses"), ",") {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if mac, ok := ParseMAC(a); ok {
-			lq.Addresses = append(lq.Addresses, mac)
-		} else {
-			h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: lookup: dropping an invalid MAC address", slog.String("address", a))
+		if given++; given > h.cfg.MaxLookupAddresses {
+			h.refuse(w, r, http.StatusBadRequest, "", fmt.Sprintf("Too many addresses: a lookup may carry at most %d MAC addresses.", h.cfg.MaxLookupAddresses))
+			return
 		}
+		switch mac, ok := ParseMAC(a); {
+		case !ok:
+			invalid = append(invalid, a)
+		case !seen[mac]:
+			seen[mac] = true
+			lq.Addresses = append(lq.Addresses, mac)
+		}
+	}
+	if n := len(invalid); n > 0 {
+		shown := make([]string, 0, min(n, 8))
+		for _, a := range invalid[:min(n, 8)] {
+			shown = append(shown, truncateForLog(a))
+		}
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: lookup: dropping invalid MAC addresses",
+			slog.Int("count", n), slog.Any("addresses", shown))
 	}
 	if raw := q.Get("node_uuid"); raw != "" {
 		id, err := uuid.Parse(raw)

@@ -211,7 +211,7 @@ func TestLookupQueryValidation(t *testing.T) {
 			t.Errorf("query %q: HTTP %d, want %d: %s", tc.query, st, tc.want, body)
 		}
 	}
-	if !strings.Contains(e.logs.String(), "dropping an invalid MAC") {
+	if !strings.Contains(e.logs.String(), "dropping invalid MAC addresses") {
 		t.Error("invalid MAC was not logged as dropped")
 	}
 }

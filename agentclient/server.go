@@ -27,8 +27,9 @@ const (
 	// new connection when the old one is gone.
 	DefaultIdleTimeout = 120 * time.Second
 	// DefaultMaxHeaderBytes bounds the request line and headers together:
-	// room for a lookup carrying a thousand percent-encoded MAC addresses
-	// (about 30 bytes each) and ordinary headers.
+	// room for a lookup carrying MaxLookupAddresses MAC addresses
+	// percent-encoded as IPA sends them (30 bytes each) and ordinary
+	// headers.
 	DefaultMaxHeaderBytes = 64 << 10
 )
 
