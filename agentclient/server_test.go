@@ -66,6 +66,47 @@ func TestAnnouncedOversizeBodyRefusedUnread(t *testing.T) {
 	}
 }
 
+// countingReader yields n bytes of JSON-ish padding and counts what was
+// read from it.
+type countingReader struct{ left, read int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), c.left))
+	for i := range p[:n] {
+		p[i] = ' '
+	}
+	c.left -= int64(n)
+	c.read += int64(n)
+	return n, nil
+}
+
+// TestUnannouncedOversizeBodyCutOff sends bodies without a length (as a
+// chunked request does) one byte over each endpoint's limit: reading
+// stops just past the limit and the answer is the same 413.
+func TestUnannouncedOversizeBodyCutOff(t *testing.T) {
+	for _, tc := range oversizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := fuzzHandlerWith(t, tc.cfg, "inspect wait")
+			body := &countingReader{left: 4 * tc.announce}
+			req := httptest.NewRequest(http.MethodPost, tc.path, body)
+			req.ContentLength = -1
+			req.Header.Set(agentclient.HeaderAPIVersion, tc.version)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			wantStatus(t, rec.Code, http.StatusRequestEntityTooLarge, rec.Body)
+			if ie, ok := agentclient.ParseIronicError(rec.Body.Bytes()); !ok || !strings.Contains(ie.Faultstring, tc.fault) {
+				t.Fatalf("body %s, want a fault saying %q", rec.Body, tc.fault)
+			}
+			if bound := tc.announce + 32<<10; body.read > bound {
+				t.Fatalf("read %d bytes of a body over the %d-byte limit", body.read, tc.announce-1)
+			}
+		})
+	}
+}
+
 // TestAnnouncedOversizeBodyAnsweredOverTheWire sends only the headers of
 // an oversized request to a server from NewServer: the 413 must arrive
 // while the client has sent no body at all, and the server must then
