@@ -154,7 +154,7 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 // error body, and no request is ever redirected: http.ServeMux answers a
 // path with "." or ".." segments or doubled slashes with a 307 to the
 // cleaned path (so a heartbeat to /v1/heartbeat/. was sent to
-// /v1/heartbeat/), which an agent would follow to another resource or
+// /v1/heartbeat), which an agent would follow to another resource or
 // repeat for ever. Such paths are routed here instead: a heartbeat whose
 // node segment is "." or ".." gets the heartbeat checks and their 400 for
 // an identifier that is neither a UUID nor a node name, anything else the
@@ -569,9 +569,25 @@ type HeartbeatRequest struct {
 	AgentStatusMessage *string `json:"agent_status_message,omitempty"`
 }
 
+// heartbeatFields are the keys of a heartbeat body, matched exactly.
+var heartbeatFields = map[string]bool{
+	"callback_url": true, "agent_token": true, "agent_version": true,
+	"agent_verify_ca": true, "agent_status": true, "agent_status_message": true,
+}
+
 // DecodeHeartbeatRequest parses a heartbeat body strictly: one JSON object,
-// string (or null) fields only, no unknown fields, nothing after it.
+// string (or null) fields only, no unknown fields, nothing after it. Keys
+// match exactly, as Ironic's JSON does: encoding/json alone would take
+// "CALLBACK_URL" for callback_url.
 func DecodeHeartbeatRequest(body []byte) (HeartbeatRequest, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(body, &keys); err == nil {
+		for k := range keys {
+			if !heartbeatFields[k] {
+				return HeartbeatRequest{}, fmt.Errorf("%w: heartbeat body: unknown field %q", ErrInvalidArgument, truncateForLog(k))
+			}
+		}
+	}
 	var req HeartbeatRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
