@@ -48,7 +48,8 @@ type Backend interface {
 // LookupQuery is what an agent looks itself up by.
 type LookupQuery struct {
 	// Addresses are the valid MAC addresses the agent sent, normalised to
-	// lower case with colons, in the order it sent them.
+	// lower case with colons, each once, in the order it sent them; at
+	// most HandlerConfig.MaxLookupAddresses.
 	Addresses []string
 	// NodeUUID is the node UUID the agent sent, normalised to lower case,
 	// or empty.

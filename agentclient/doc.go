@@ -43,8 +43,10 @@
 //
 // Lookup (GET /v1/lookup) checks, in order: ramdisk endpoints enabled
 // (else 403); the microversion header parses and is in range (else 406) and
-// is at least 1.22 (else 404; no header means 1.1); addresses (invalid MACs
-// are dropped) or node_uuid (must be a UUID) present (else 400); a node
+// is at least 1.22 (else 404; no header means 1.1); at most
+// HandlerConfig.MaxLookupAddresses (1000) addresses, valid or not (else
+// 400); addresses (invalid MACs are dropped, with one log line) or
+// node_uuid (must be a UUID) present (else 400); a node
 // matches (else 404); its provision state allows lookup, the fast-track
 // list when fast track is enabled for it (else the same 404); a token
 // exists or can be created without waiting for the node's lock (else 409).
@@ -52,8 +54,10 @@
 // driver_internal_info with secrets masked, links) and the config section.
 //
 // Heartbeat (POST /v1/heartbeat/{node_ident}) checks, in order: ramdisk
-// endpoints enabled (403); microversion (406, 404 below 1.22); the body is
-// one JSON object of known string fields (400); each field is allowed by
+// endpoints enabled (403); microversion (406, 404 below 1.22); node_ident
+// is a UUID or a node name of RFC 3986 unreserved characters, not "." or
+// ".." (400, as Ironic's "Expected a logical name or UUID"); the body is
+// at most 256 KiB (413) and one JSON object of known string fields (400); each field is allowed by
 // the microversion: agent_version 1.36, agent_token 1.62, agent_verify_ca
 // 1.68, agent_status 1.72 (400); callback_url present and an absolute
 // http(s) URL, empty only with agent_status (400); agent_status is start,
@@ -95,6 +99,15 @@
 // type are tolerated, as in Ironic: they keep their zero value in
 // Inventory, their value in RawInventory, and are logged.
 //
+// Every request body is read through a bound that grows with the bytes
+// actually received: a body announced (Content-Length) over its endpoint's
+// limit (256 KiB for a heartbeat, MaxInspectionBodyBytes for inspection
+// data) is answered 413 before any of it is read, and a body that grows
+// past the limit is cut off with the same 413. The handler cannot bound
+// time: serve it with NewServer, which bounds the header, read, write and
+// idle times and the header size (ServerConfig), so a client that
+// trickles its request loses its connection instead of holding it.
+//
 // Agent tokens are 32 random bytes in URL-safe base64 without padding (43
 // characters). Lookup discloses a token once, when it is created; later
 // lookups see "******". Heartbeats must present it; it is compared in
@@ -102,16 +115,28 @@
 //
 // # Usage
 //
-// Mounting the agent-facing endpoints next to the rest of an API:
+// Serving the agent-facing endpoints on their own server:
 //
 //	h, err := agentclient.NewHandler(conductorBackend, agentclient.HandlerConfig{Logger: logger})
 //	if err != nil {
 //		return err
 //	}
-//	mux.Handle("/v1/lookup", h)
-//	mux.Handle("/v1/heartbeat/", h)
-//	mux.Handle("/v1/continue_inspection", h) // when conductorBackend is an InspectionBackend
-//	mux.Handle("/", h) // version discovery, which IPA reads first
+//	srv := agentclient.NewServer(h, agentclient.ServerConfig{Addr: ":6385", TLSConfig: tlsConfig})
+//	go srv.ListenAndServeTLS("", "") // stop it with srv.Shutdown
+//
+// or next to the rest of an API on the embedder's own server (which should
+// have the same bounds). Give the handler its requests without an
+// http.ServeMux in front: a ServeMux cleans paths and redirects (307)
+// requests such as /v1/heartbeat/. before the handler can refuse them,
+// while the handler answers every path itself and never redirects:
+//
+//	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		if strings.HasPrefix(r.URL.Path, "/admin/") {
+//			adminMux.ServeHTTP(w, r)
+//			return
+//		}
+//		h.ServeHTTP(w, r) // version discovery, lookup, heartbeat, continue_inspection
+//	})
 //
 // Driving an agent from a heartbeat:
 //

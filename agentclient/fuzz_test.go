@@ -1,6 +1,7 @@
 package agentclient_test
 
 import (
+	"bufio"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -28,8 +29,10 @@ func fuzzHandler(t testing.TB) (*agentclient.Handler, *agenttest.Backend) {
 }
 
 // FuzzHeartbeat feeds arbitrary node identifiers, versions and bodies to
-// the heartbeat endpoint: the answer is 202 or a 4xx, never a panic or a
-// 5xx, and a refused heartbeat changes nothing.
+// the heartbeat endpoint, the identifier both path-escaped and, when it
+// forms a request target, as it is: the answer is 202 or a 4xx, never a
+// panic, a 5xx or a redirect (a 307 to the cleaned path was its first
+// crasher, /v1/heartbeat/.), and a refused heartbeat changes nothing.
 func FuzzHeartbeat(f *testing.F) {
 	f.Add(nodeID, "1.68", `{"callback_url":"https://10.0.0.5:9999","agent_token":"`+fuzzToken+`","agent_version":"10.0.0"}`)
 	f.Add("node-0", "1.72", `{"callback_url":"","agent_token":"`+fuzzToken+`","agent_status":"end","agent_status_message":"ok"}`)
@@ -39,31 +42,56 @@ func FuzzHeartbeat(f *testing.F) {
 	f.Add("", "1.1", `null`)
 	f.Add("../x", "9.9", `{"callback_url":"https://a:1","bogus":true}`)
 	f.Add(nodeID, "1.68", "{\"callback_url\":\"https://\u0000\"}")
+	f.Add(".", "1.68", `{}`)
+	f.Add("a/../"+nodeID, "1.68", `{}`)
+	f.Add("%2e%2e", "1.68", `{}`)
 	h, b := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, ident, version, body string) {
-		before, _ := b.Node(nodeID)
-		count := b.HeartbeatCount(nodeID)
-		req := httptest.NewRequest(http.MethodPost, "/v1/heartbeat/"+url.PathEscape(ident), strings.NewReader(body))
-		if version != "" {
-			req.Header.Set(agentclient.HeaderAPIVersion, version)
+		targets := []string{"/v1/heartbeat/" + url.PathEscape(ident)}
+		if raw := "/v1/heartbeat/" + ident; parsesAsTarget(raw) {
+			targets = append(targets, raw)
 		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		switch rec.Code {
-		case 202, 400, 404, 406, 409:
-		default:
-			t.Fatalf("HTTP %d for ident %q version %q body %q: %s", rec.Code, ident, version, body, rec.Body)
-		}
-		if rec.Code != 202 {
-			after, _ := b.Node(nodeID)
-			if b.HeartbeatCount(nodeID) != count || after.AgentURL != before.AgentURL || after.AgentVerifyCA != before.AgentVerifyCA {
-				t.Fatalf("refused heartbeat (HTTP %d) changed the node", rec.Code)
+		for _, target := range targets {
+			before, _ := b.Node(nodeID)
+			count := b.HeartbeatCount(nodeID)
+			req := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+			if version != "" {
+				req.Header.Set(agentclient.HeaderAPIVersion, version)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code >= 300 && rec.Code < 400 || rec.Header().Get("Location") != "" {
+				t.Fatalf("HTTP %d (Location %q) for %s: a heartbeat is never redirected", rec.Code, rec.Header().Get("Location"), target)
+			}
+			switch rec.Code {
+			case 202, 400, 404, 406, 409:
+			default:
+				t.Fatalf("HTTP %d for target %q version %q body %q: %s", rec.Code, target, version, body, rec.Body)
+			}
+			if rec.Code != 202 {
+				if _, ok := agentclient.ParseIronicError(rec.Body.Bytes()); !ok {
+					t.Fatalf("HTTP %d for %s without Ironic's error body: %s", rec.Code, target, rec.Body)
+				}
+				after, _ := b.Node(nodeID)
+				if b.HeartbeatCount(nodeID) != count || after.AgentURL != before.AgentURL || after.AgentVerifyCA != before.AgentVerifyCA {
+					t.Fatalf("refused heartbeat (HTTP %d) changed the node", rec.Code)
+				}
+			}
+			// The stored token is never disclosed; the answer may only
+			// quote it where the client sent it (a callback_url holding
+			// the token's text, quoted in the refusal).
+			if strings.Contains(rec.Body.String(), fuzzToken) && !strings.Contains(target+body, fuzzToken) {
+				t.Fatal("token echoed")
 			}
 		}
-		if strings.Contains(rec.Body.String(), fuzzToken) {
-			t.Fatal("token echoed")
-		}
 	})
+}
+
+// parsesAsTarget reports whether target is a request target a server
+// would read from the wire (httptest.NewRequest panics on any other).
+func parsesAsTarget(target string) bool {
+	_, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST " + target + " HTTP/1.1\r\nHost: x\r\n\r\n")))
+	return err == nil
 }
 
 // FuzzLookup feeds arbitrary query strings and versions to the lookup

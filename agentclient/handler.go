@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -25,6 +26,14 @@ const DefaultHeartbeatTimeout = 300 * time.Second
 
 // maxBodyBytes bounds a heartbeat body; a PEM certificate is a few KiB.
 const maxBodyBytes = 256 << 10
+
+// MaxLookupAddresses is the default bound on the MAC addresses of one
+// lookup. IPA sends one per network interface, so a real node sends tens.
+// Ironic's lookup has no count check of its own (its API server's bound on
+// the request line stops a long list first); 1000 is Ironic's [api]
+// max_limit, the most items its API handles in one request, and keeps a
+// lookup within NewServer's header bound.
+const MaxLookupAddresses = 1000
 
 // HandlerConfig configures the lookup and heartbeat handler. The zero value
 // is Ironic's default configuration.
@@ -59,6 +68,10 @@ type HandlerConfig struct {
 	// inventory plus plugin data, which includes IPA's compressed logs when
 	// its logs collector runs). Zero means MaxInspectionBodyBytes (4 MiB).
 	MaxInspectionBodyBytes int64
+	// MaxLookupAddresses bounds the MAC addresses one lookup may carry
+	// (valid or not); a lookup with more is refused with 400 before any of
+	// them is looked up. Zero means MaxLookupAddresses (1000).
+	MaxLookupAddresses int
 	// Lookup holds the rest of the lookup answer's config section. Nil
 	// means DefaultLookupConfig(); agent_token, heartbeat_timeout and
 	// agent_skip_bmc_detect are always set per request.
@@ -103,6 +116,9 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
+	if cfg.MaxLookupAddresses <= 0 {
+		cfg.MaxLookupAddresses = MaxLookupAddresses
+	}
 	h := &Handler{backend: b, cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -135,8 +151,77 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 }
 
 // ServeHTTP routes a request. Unknown paths and methods get Ironic's 404
-// error body.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// error body, and no request is ever redirected: http.ServeMux answers a
+// path with "." or ".." segments or doubled slashes with a 307 to the
+// cleaned path (so a heartbeat to /v1/heartbeat/. was sent to
+// /v1/heartbeat), which an agent would follow to another resource or
+// repeat for ever. Such paths are routed here instead: a heartbeat whose
+// node segment is "." or ".." gets the heartbeat checks and their 400 for
+// an identifier that is neither a UUID nor a node name, anything else the
+// 404 of an unknown path.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		writeIronicError(w, http.StatusNotFound, "The resource could not be found.")
+		return
+	}
+	if p := r.URL.EscapedPath(); r.RequestURI != "*" && !isCleanPath(p) {
+		h.serveUncleanPath(w, r, p)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// isCleanPath reports whether http.ServeMux would route the escaped path p
+// as it is rather than redirect it: rooted, without "." or ".." segments
+// or empty ones (a trailing slash is kept).
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
+}
+
+// serveUncleanPath answers a request whose escaped path p is not clean.
+// Only a heartbeat path with one node segment (and an optional trailing
+// slash) is a resource; its segment is the node identifier, which the
+// heartbeat checks refuse.
+func (h *Handler) serveUncleanPath(w http.ResponseWriter, r *http.Request, p string) {
+	const prefix = "/v1/heartbeat/"
+	if seg, ok := strings.CutPrefix(p, prefix); ok && r.Method == http.MethodPost {
+		seg = strings.TrimSuffix(seg, "/")
+		if ident, err := url.PathUnescape(seg); err == nil && seg != "" && !strings.Contains(seg, "/") {
+			r.SetPathValue("node_ident", ident)
+			h.serveHeartbeat(w, r)
+			return
+		}
+	}
+	h.refuse(w, r, http.StatusNotFound, "", "The resource could not be found.")
+}
+
+// validNodeIdent reports whether s can name a node in a heartbeat path, as
+// Ironic's uuid_or_name check decides: a UUID, or a logical name of 1 to
+// 255 RFC 3986 unreserved characters (letters, digits, "-", ".", "_",
+// "~"). "." and ".." are path segments, never node names.
+func validNodeIdent(s string) bool {
+	if _, err := uuid.Parse(s); err == nil {
+		return true
+	}
+	if s == "" || len(s) > 255 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // writeIronicError writes an error the way the Ironic API does: the fault
 // object JSON-encoded as a string inside error_message.
@@ -343,15 +428,31 @@ func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	var lq LookupQuery
-	for _, a := range strings.Split(q.Get("addresses"), ",") {
+	given, seen := 0, map[string]bool{}
+	var invalid []string
+	for a := range strings.SplitSeq(q.Get("addresses"), ",") {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if mac, ok := ParseMAC(a); ok {
-			lq.Addresses = append(lq.Addresses, mac)
-		} else {
-			h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: lookup: dropping an invalid MAC address", slog.String("address", a))
+		if given++; given > h.cfg.MaxLookupAddresses {
+			h.refuse(w, r, http.StatusBadRequest, "", fmt.Sprintf("Too many addresses: a lookup may carry at most %d MAC addresses.", h.cfg.MaxLookupAddresses))
+			return
 		}
+		switch mac, ok := ParseMAC(a); {
+		case !ok:
+			invalid = append(invalid, a)
+		case !seen[mac]:
+			seen[mac] = true
+			lq.Addresses = append(lq.Addresses, mac)
+		}
+	}
+	if n := len(invalid); n > 0 {
+		shown := make([]string, 0, min(n, 8))
+		for _, a := range invalid[:min(n, 8)] {
+			shown = append(shown, truncateForLog(a))
+		}
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "agentclient: lookup: dropping invalid MAC addresses",
+			slog.Int("count", n), slog.Any("addresses", shown))
 	}
 	if raw := q.Get("node_uuid"); raw != "" {
 		id, err := uuid.Parse(raw)
@@ -468,9 +569,25 @@ type HeartbeatRequest struct {
 	AgentStatusMessage *string `json:"agent_status_message,omitempty"`
 }
 
+// heartbeatFields are the keys of a heartbeat body, matched exactly.
+var heartbeatFields = map[string]bool{
+	"callback_url": true, "agent_token": true, "agent_version": true,
+	"agent_verify_ca": true, "agent_status": true, "agent_status_message": true,
+}
+
 // DecodeHeartbeatRequest parses a heartbeat body strictly: one JSON object,
-// string (or null) fields only, no unknown fields, nothing after it.
+// string (or null) fields only, no unknown fields, nothing after it. Keys
+// match exactly, as Ironic's JSON does: encoding/json alone would take
+// "CALLBACK_URL" for callback_url.
 func DecodeHeartbeatRequest(body []byte) (HeartbeatRequest, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(body, &keys); err == nil {
+		for k := range keys {
+			if !heartbeatFields[k] {
+				return HeartbeatRequest{}, fmt.Errorf("%w: heartbeat body: unknown field %q", ErrInvalidArgument, truncateForLog(k))
+			}
+		}
+	}
 	var req HeartbeatRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -528,9 +645,18 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusNotFound, ident, "The resource could not be found.")
 		return
 	}
+	if !validNodeIdent(ident) {
+		ident = truncateForLog(ident)
+		h.refuse(w, r, http.StatusBadRequest, ident, fmt.Sprintf("Expected a logical name or UUID but received %q.", ident))
+		return
+	}
 	body, err := readBody(w, r, maxBodyBytes)
 	if err != nil {
-		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body is too large or could not be read.")
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, ident, fmt.Sprintf("The heartbeat body is larger than the %d bytes allowed.", maxBodyBytes))
+			return
+		}
+		h.refuse(w, r, http.StatusBadRequest, ident, "The heartbeat body could not be read.")
 		return
 	}
 	req, err := DecodeHeartbeatRequest(body)
@@ -646,15 +772,24 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 var _ http.Handler = (*Handler)(nil)
 
-// readBody reads a request body of at most limit bytes: at once into a
-// buffer of the announced size when the client sent one within the limit,
-// otherwise through http.MaxBytesReader (whose *http.MaxBytesError tells an
-// oversized body apart).
+// readBody reads a request body of at most limit bytes. A body announced
+// (Content-Length) larger than limit is refused with an *http.MaxBytesError
+// before a byte of it is read. Otherwise the body is read through
+// http.MaxBytesReader into a buffer that grows with the bytes actually
+// received, never with the announced length: a client announcing 4 MiB
+// and sending one byte holds a few hundred bytes, not 4 MiB, for as long
+// as the server's read timeout lets it wait. A chunked body that grows past
+// limit ends with an *http.MaxBytesError too.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		body := make([]byte, r.ContentLength)
-		_, err := io.ReadFull(r.Body, body)
-		return body, err
+	if r.ContentLength > limit {
+		// The body is never read, so the connection cannot carry another
+		// request: close it once the answer is sent, and end reading now
+		// so the server does not first drain (up to 256 KiB of) what the
+		// client keeps sending. A ResponseWriter without deadlines (a
+		// test recorder) has no connection to drain.
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }

@@ -211,7 +211,7 @@ func TestLookupQueryValidation(t *testing.T) {
 			t.Errorf("query %q: HTTP %d, want %d: %s", tc.query, st, tc.want, body)
 		}
 	}
-	if !strings.Contains(e.logs.String(), "dropping an invalid MAC") {
+	if !strings.Contains(e.logs.String(), "dropping invalid MAC addresses") {
 		t.Error("invalid MAC was not logged as dropped")
 	}
 }
@@ -412,6 +412,8 @@ func TestHeartbeatChecks(t *testing.T) {
 		{name: "JSON null", raw: `null`, want: 400, wantMsg: "Invalid heartbeat body"},
 		{name: "unknown field", raw: `{"callback_url":"https://a:1","bogus":1}`, want: 400, wantMsg: "Invalid heartbeat body"},
 		{name: "non-string field", raw: `{"callback_url":5}`, want: 400, wantMsg: "Invalid heartbeat body"},
+		{name: "field name in another case", raw: `{"CALLBACK_URL":"https://10.0.0.5:9999","agent_token":"x","agent_version":"1"}`, want: 400, wantMsg: "Invalid heartbeat body"},
+		{name: "field name twice in two cases", raw: `{"callback_url":"https://10.0.0.5:9999","Callback_Url":"https://10.9.9.9:1","agent_token":"x","agent_version":"1"}`, want: 400, wantMsg: "Invalid heartbeat body"},
 		{name: "agent_version before 1.36", version: "1.35", body: beat, want: 400, wantMsg: "agent_version requires"},
 		{name: "agent_token before 1.62", version: "1.61", body: beat, want: 400, wantMsg: "agent_token requires"},
 		{name: "agent_verify_ca before 1.68", version: "1.67", body: func(tok string) map[string]any {

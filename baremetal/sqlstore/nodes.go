@@ -541,7 +541,16 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 	return &baremetal.NodeInUseError{Node: id, Holder: holder.String}
 }
 
-// LookupNode implements baremetal.NodeStore.
+// lookupBatch bounds the MAC addresses one lookup query binds: well below
+// SQLite's limit on bound variables (SQLITE_MAX_VARIABLE_NUMBER: 999
+// before 3.32, 32766 since) and PostgreSQL's 65535 bind parameters, so a
+// long list is looked up in several queries instead of failing with "too
+// many SQL variables".
+const lookupBatch = 500
+
+// LookupNode implements baremetal.NodeStore. The MAC addresses are
+// normalised and deduplicated, then looked up lookupBatch at a time; the
+// lookup stops as soon as a second node matches.
 func (s *Store) LookupNode(ctx context.Context, id string, macs []string) (*baremetal.Node, error) {
 	if id != "" {
 		if !isUUID(id) {
@@ -550,34 +559,59 @@ func (s *Store) LookupNode(ctx context.Context, id string, macs []string) (*bare
 		return s.GetNode(ctx, id)
 	}
 	var valid []string
+	seen := map[string]bool{}
 	for _, m := range macs {
-		if norm, err := baremetal.NormalizeMAC("addresses", m); err == nil {
+		if norm, err := baremetal.NormalizeMAC("addresses", m); err == nil && !seen[norm] {
+			seen[norm] = true
 			valid = append(valid, norm)
 		}
 	}
 	if len(valid) == 0 {
 		return nil, &baremetal.InvalidFieldError{Kind: "lookup", Field: "addresses", Expected: "a node UUID or at least one valid MAC address"}
 	}
-	q := "SELECT DISTINCT node_id FROM ports WHERE address IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(valid)), ", ") + ")"
-	args := make([]any, len(valid))
-	for i, v := range valid {
-		args[i] = v
+	notFound := &baremetal.NotFoundError{Kind: "node", Ident: "with MAC " + macList(valid)}
+	owners := map[int64]bool{}
+	for start := 0; start < len(valid) && len(owners) < 2; start += lookupBatch {
+		batch := valid[start:min(start+lookupBatch, len(valid))]
+		q := "SELECT DISTINCT node_id FROM ports WHERE address IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", ") + ")"
+		args := make([]any, len(batch))
+		for i, v := range batch {
+			args[i] = v
+		}
+		var ids []int64
+		if err := s.r.SelectContext(ctx, &ids, s.d.q(q), args...); err != nil {
+			return nil, fmt.Errorf("sqlstore: looking up node by MAC: %w", err)
+		}
+		for _, n := range ids {
+			owners[n] = true
+		}
 	}
-	var ids []int64
-	if err := s.r.SelectContext(ctx, &ids, s.d.q(q), args...); err != nil {
-		return nil, fmt.Errorf("sqlstore: looking up node by MAC: %w", err)
-	}
-	if len(ids) != 1 {
+	if len(owners) != 1 {
 		// None, or MACs of several nodes: Ironic answers both with the
 		// same not-found.
-		return nil, &baremetal.NotFoundError{Kind: "node", Ident: "with MAC " + strings.Join(valid, ",")}
+		return nil, notFound
 	}
-	n, err := scanNode(s.r.QueryRowxContext(ctx, s.d.q("SELECT "+nodeSelectList+" FROM nodes WHERE id = ?"), ids[0]))
+	var owner int64
+	for n := range owners {
+		owner = n
+	}
+	n, err := scanNode(s.r.QueryRowxContext(ctx, s.d.q("SELECT "+nodeSelectList+" FROM nodes WHERE id = ?"), owner))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &baremetal.NotFoundError{Kind: "node", Ident: "with MAC " + strings.Join(valid, ",")}
+		return nil, notFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: looking up node by MAC: %w", err)
 	}
 	return n, nil
+}
+
+// macList names looked-up MAC addresses in an error: all of a short list,
+// the first few of a long one and how many more, so an error about a
+// lookup with thousands of addresses stays readable.
+func macList(macs []string) string {
+	const shown = 8
+	if len(macs) <= shown {
+		return strings.Join(macs, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(macs[:shown], ","), len(macs)-shown)
 }

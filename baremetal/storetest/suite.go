@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Ports", testPorts},
 		{"PortBadInput", testPortBadInput},
 		{"Lookup", testLookup},
+		{"LookupManyAddresses", testLookupManyAddresses},
 		{"Reservation", testReservation},
 		{"AcquireNodeRetries", testAcquireNode},
 		{"ReservationsOfConductor", testReservationsOf},
@@ -700,6 +701,55 @@ func testLookup(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	wantField(t, err, "addresses")
 	_, err = s.LookupNode(ctx(t), "node-name", nil)
 	wantField(t, err, "node_uuid")
+}
+
+// testLookupManyAddresses looks up with 70,000 MAC addresses, more than
+// SQLite (32766) or PostgreSQL (65535) binds in one statement, as a
+// hostile client may send (about 40,000 answered 500 "too many SQL
+// variables"): the store must look them up, not fail, and name them in a
+// not-found error of readable length.
+func testLookupManyAddresses(t *testing.T, s baremetal.Store, _ *ManualClock) {
+	a := mustNode(t, s, nil)
+	b := mustNode(t, s, nil)
+	const aMAC, bMAC = "52:54:00:00:02:00", "52:54:00:00:02:01"
+	for mac, owner := range map[string]*baremetal.Node{aMAC: a, bMAC: b} {
+		if err := s.CreatePort(ctx(t), &baremetal.Port{NodeUUID: owner.UUID, Address: mac}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 70000
+	// many returns n addresses matching no port, with extra put at the
+	// given positions.
+	many := func(extra map[int]string) []string {
+		macs := make([]string, n)
+		for i := range macs {
+			macs[i] = fmt.Sprintf("02:00:00:%02x:%02x:%02x", i>>16, i>>8&0xff, i&0xff)
+			if e, ok := extra[i]; ok {
+				macs[i] = e
+			}
+		}
+		return macs
+	}
+	got, err := s.LookupNode(ctx(t), "", many(map[int]string{66666: aMAC}))
+	if err != nil || got.UUID != a.UUID {
+		t.Fatalf("lookup by %d MACs, one of them node a's = %v, %v; want %s", n, got, err, a.UUID)
+	}
+	got, err = s.LookupNode(ctx(t), "", many(map[int]string{7: strings.ToUpper(aMAC), 66000: aMAC, n - 1: "not-a-mac"}))
+	if err != nil || got.UUID != a.UUID {
+		t.Fatalf("lookup by %d MACs naming node a's twice = %v, %v; want %s", n, got, err, a.UUID)
+	}
+	for name, macs := range map[string][]string{
+		"two nodes' MACs far apart": many(map[int]string{1: aMAC, n - 2: bMAC}),
+		"no matching MAC":           many(nil),
+	} {
+		_, err := s.LookupNode(ctx(t), "", macs)
+		if !errors.Is(err, baremetal.ErrNotFound) {
+			t.Fatalf("%s: lookup by %d MACs = %v, want ErrNotFound", name, n, err)
+		}
+		if len(err.Error()) > 1024 {
+			t.Fatalf("%s: the not-found error is %d bytes long; it must stay readable", name, len(err.Error()))
+		}
+	}
 }
 
 func testReservation(t *testing.T, s baremetal.Store, _ *ManualClock) {

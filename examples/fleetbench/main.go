@@ -228,7 +228,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			return nil, err
 		}
 		defer ln.Close()
-		srv = &http.Server{ReadHeaderTimeout: 10 * time.Second}
+		srv = agentclient.NewServer(nil, agentclient.ServerConfig{})
 		defer srv.Close()
 		fleet, err = simfleet.New(simfleet.Config{APIURL: "http://" + ln.Addr().String(), HeartbeatInterval: 500 * time.Millisecond})
 		if err != nil {

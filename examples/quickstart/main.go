@@ -27,7 +27,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -127,7 +126,10 @@ func run(ctx context.Context, cfg config) (int, error) {
 	}
 	defer ln.Close()
 	apiURL := "http://" + ln.Addr().String()
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	// The agent endpoints take unauthenticated requests, so the server
+	// bounds every timeout and the header size (agentclient.NewServer);
+	// the handler, set once the conductor exists, bounds the bodies.
+	srv := agentclient.NewServer(nil, agentclient.ServerConfig{Logger: logger})
 	defer srv.Close()
 
 	fleet, err := simfleet.New(simfleet.Config{APIURL: apiURL, Logger: logger})

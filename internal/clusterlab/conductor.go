@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -262,7 +263,6 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", h)
 	mux.HandleFunc("POST /lab/verb/{node}/{verb}", func(w http.ResponseWriter, r *http.Request) {
 		serveVerb(w, r, c)
 	})
@@ -275,7 +275,17 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(PluginStatus{PID: st.PID, Running: st.Running, Restarts: st.Restarts})
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// The agent endpoints get their requests without a ServeMux in
+	// front: one would redirect paths such as /v1/heartbeat/. before the
+	// handler could refuse them.
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/lab/") {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := agentclient.NewServer(root, agentclient.ServerConfig{ReadHeaderTimeout: 5 * time.Second})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if err := c.Start(ctx); err != nil {

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
 )
@@ -140,8 +141,17 @@ func NewLab(cfg LabConfig) (*Lab, error) {
 		conductors: map[string]*url.URL{}, running: map[string]*Boot{}, boots: map[string][]*Boot{}, routed: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /bmc/{node}", l.serveBMC)
-	mux.HandleFunc("/", l.serveAgentAPI)
-	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Agent API requests reach serveAgentAPI without a ServeMux in front,
+	// which would redirect paths such as /v1/heartbeat/. instead of
+	// passing them on to the conductor's handler.
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/bmc/") {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		l.serveAgentAPI(w, r)
+	})
+	l.srv = agentclient.NewServer(root, agentclient.ServerConfig{ReadHeaderTimeout: 5 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	if _, err := own.Refresh(ctx); err != nil {
