@@ -403,7 +403,9 @@ func (c *Conductor) hardwareInterfaces() []HardwareInterface {
 // Stop stops accepting work, lets the running operations finish until ctx
 // ends (then cancels them: the nodes are left for the next start-up to
 // fail or resume), releases the conductor's reservations and unregisters
-// it. Intents still queued stay in the database for the next owner.
+// it. Intents still queued stay in the database for the next owner. Last,
+// it ends every Subscribe and closes every Watch channel, waiting for their
+// goroutines to return.
 func (c *Conductor) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.state != lifecycleRunning {
@@ -440,6 +442,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("unregister: %w", err))
 	}
 	c.announceMembership(cleanup)
+	c.hub.close()
 	c.log.Info("conductor stopped")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)
