@@ -62,22 +62,37 @@ func (c *Conductor) checkRunning() error {
 // Enroll creates n in the enroll state after resolving its interfaces:
 // every interface left empty gets the hardware type's default, and the
 // defaults are written into the node as Ironic does. It returns the stored
-// node.
+// node. Everything is checked before the node is stored: the name (see
+// ValidNodeName), the driver and interfaces, and the provision and power
+// states. An error names the node by what the caller gave, its UUID or
+// its name, or says it is an unnamed node that was not stored.
 func (c *Conductor) Enroll(ctx context.Context, n *Node) (*Node, error) {
 	if n == nil {
 		return nil, &InvalidFieldError{Kind: "node", Field: "node", Expected: "a node"}
 	}
 	n = n.Clone()
+	label := newNodeLabel(n)
+	if err := CheckNodeName(label, n.Name); err != nil {
+		return nil, err
+	}
 	if n.Driver == "" {
-		return nil, &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "driver", Expected: "a hardware type name"}
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "driver", Expected: "a hardware type name"}
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: enroll node %s: %w", nodeLabel(n), err)
+		return nil, fmt.Errorf("baremetal: enroll node %s: %w", label, err)
 	}
 	n.SetInterfaces(ifs)
 	if n.ProvisionState != "" && n.ProvisionState != string(statemachine.Enroll) {
-		return nil, &InvalidFieldError{Kind: "node", Ident: nodeLabel(n), Field: "provision_state", Expected: "empty or enroll for a new node"}
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "provision_state", Expected: "empty or enroll for a new node"}
+	}
+	if _, err := statemachine.ParsePowerState(n.PowerState); err != nil {
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "power_state",
+			Expected: "a known power state, or empty for unknown", Err: err}
+	}
+	if n.TargetPowerState != "" {
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "target_power_state",
+			Expected: "empty for a new node (power actions go through SetPowerState)"}
 	}
 	n.ProvisionState = string(statemachine.Enroll)
 	n.TargetProvisionState = ""
@@ -90,14 +105,18 @@ func (c *Conductor) Enroll(ctx context.Context, n *Node) (*Node, error) {
 	return n, nil
 }
 
-func nodeLabel(n *Node) string {
+// newNodeLabel names a node that is not stored yet by what its creator
+// gave: its UUID, else its name, else a phrase that says it has neither
+// and was not stored (a UUID the store would generate is never named,
+// since no node has it).
+func newNodeLabel(n *Node) string {
 	if n.UUID != "" {
 		return n.UUID
 	}
 	if n.Name != "" {
 		return n.Name
 	}
-	return "(new)"
+	return "(unnamed, not stored)"
 }
 
 // Update applies change to node ident under its reservation and saves it.
@@ -124,6 +143,11 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node)
 		n.PowerState != before.PowerState || n.TargetPowerState != before.TargetPowerState || n.UUID != before.UUID {
 		return nil, &VerbError{Verb: "update", Node: n.UUID, State: before.ProvisionState,
 			Reason: "provision and power states, and the UUID, change only through verbs"}
+	}
+	if n.Name != before.Name {
+		if err := CheckNodeName(n.UUID, n.Name); err != nil {
+			return nil, err
+		}
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
