@@ -163,3 +163,42 @@ func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
 		DeploySteps: bios(10, settings), ConfigDrive: json.RawMessage(`"https://10.0.0.1/cd.iso"`)}))
 	h.waitFor(fakeNode.UUID, statemachine.Active)
 }
+
+// TestCleanAndServiceRefusalsAreTyped checks the validation Deploy now
+// shares with Clean and Service refuses the same way for all three: an
+// *InvalidFieldError naming the node and the steps field, wrapping the
+// planner's *steps.ValidationError, with the node unchanged.
+func TestCleanAndServiceRefusalsAreTyped(t *testing.T) {
+	store := openStore(t, false)
+	h := newHarness(t, store, driver.FakeConfig{}, baremetal.Options{DisableAutomatedClean: true})
+	n := h.enroll("typed-refusal", nil)
+	h.must(h.c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	bad := []steps.Step{{Interface: "bios", Name: "no_such_step", Args: map[string]any{}}}
+	check := func(verb, field string, call func() error) {
+		t.Helper()
+		before, gerr := store.GetNode(h.ctx, n.UUID)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		err := call()
+		var ife *baremetal.InvalidFieldError
+		var ve *steps.ValidationError
+		if !errors.As(err, &ife) || ife.Field != field || ife.Ident != n.UUID || !errors.As(err, &ve) {
+			t.Fatalf("%s = %v, want an *InvalidFieldError on %s wrapping a *steps.ValidationError", verb, err, field)
+		}
+		after, gerr := store.GetNode(h.ctx, n.UUID)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if d := storetest.DiffNodes(before, after); d != "" || after.Reservation != "" {
+			t.Fatalf("refused %s changed the node:\n%s", verb, d)
+		}
+	}
+	check("clean", "clean_steps", func() error { return h.c.Clean(h.ctx, n.UUID, bad, baremetal.CleanOptions{}) })
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Available)
+	h.must(h.c.Deploy(h.ctx, n.UUID, baremetal.DeployOptions{}))
+	h.waitFor(n.UUID, statemachine.Active)
+	check("service", "service_steps", func() error { return h.c.Service(h.ctx, n.UUID, bad, baremetal.ServiceOptions{}) })
+}

@@ -122,8 +122,9 @@ func newNodeLabel(n *Node) string {
 // Update applies change to node ident under its reservation and saves it.
 // It is refused with ErrUpdateInProgress while a transition is in progress
 // (a target is set and the state is not one Ironic allows updates in).
-// Interfaces are resolved again, so an invalid interface name is refused.
-// change must not touch the provision or power states.
+// Interfaces are resolved again, so an invalid interface name is refused,
+// and a changed name must follow the rules of ValidNodeName. change must
+// not touch the provision or power states.
 func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node) error) (*Node, error) {
 	t, err := c.acquire(ctx, ident)
 	if err != nil {
@@ -771,7 +772,9 @@ func stepsFromJSON(v any) ([]steps.Step, error) {
 }
 
 // validateUserSteps checks user clean or service steps against the node's
-// driver steps (agent steps are validated again once the agent reports).
+// driver steps (agent steps are validated again once the agent reports);
+// a refusal is an *InvalidFieldError on clean_steps or service_steps that
+// wraps the planner's error.
 func (c *Conductor) validateUserSteps(ctx context.Context, t *task, kind steps.Kind, user []steps.Step, disableRamdisk bool) error {
 	src, err := c.stepSource(ctx, t, kind)
 	if err != nil {
@@ -784,7 +787,8 @@ func (c *Conductor) validateUserSteps(ctx context.Context, t *task, kind steps.K
 		_, err = c.planner().Service(req)
 	}
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: %w", t.uuid(), err)
+		return &InvalidFieldError{Kind: "node", Ident: t.uuid(), Field: string(kind) + "_steps",
+			Expected: "steps the node's interfaces provide, with the arguments they declare", Err: err}
 	}
 	return nil
 }
