@@ -304,7 +304,7 @@ func ParseString(s string) (Value, error) {
 		}
 		return Value{Kind: KindURL, Image: s}, nil
 	}
-	if _, err := Decode(s); err != nil {
+	if err := checkImage(s, MaxSize); err != nil {
 		return Value{}, err
 	}
 	return Value{Kind: KindImage, Image: s}, nil
@@ -333,7 +333,8 @@ func checkURL(s string) error {
 // MaxSize bytes.
 func Decode(s string) ([]byte, error) { return decode(s, MaxSize) }
 
-func decode(s string, limit int) ([]byte, error) {
+// gunzipper opens the gzip stream of a base64 encoded image.
+func gunzipper(s string) (*gzip.Reader, error) {
 	clean := strings.Map(func(r rune) rune {
 		switch r {
 		case ' ', '\n', '\r', '\t':
@@ -348,6 +349,32 @@ func decode(s string, limit int) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		return nil, invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
+	}
+	return zr, nil
+}
+
+// checkImage is decode without keeping the image: it decompresses into
+// nothing, counting, so checking a request costs no image-sized buffer.
+func checkImage(s string, limit int) error {
+	zr, err := gunzipper(s)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit)+1))
+	if err != nil {
+		return invalid("", "corrupt gzip stream", err)
+	}
+	if n > int64(limit) {
+		return &Error{Reason: fmt.Sprintf("decoded image exceeds %d bytes", limit), Err: ErrTooLarge}
+	}
+	return nil
+}
+
+func decode(s string, limit int) ([]byte, error) {
+	zr, err := gunzipper(s)
+	if err != nil {
+		return nil, err
 	}
 	defer zr.Close()
 	img, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
