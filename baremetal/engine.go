@@ -341,7 +341,7 @@ func (c *Conductor) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != lifecycleNew {
-		return fmt.Errorf("baremetal: conductor %s: Start called twice", c.host)
+		return fmt.Errorf("baremetal: conductor %s: Start called twice or after Stop", c.host)
 	}
 	if _, err := c.store.ClearTargetPowerStateOf(ctx, c.host,
 		fmt.Sprintf("Pending power operation was aborted due to conductor %s restart", c.host)); err != nil {
@@ -408,6 +408,14 @@ func (c *Conductor) hardwareInterfaces() []HardwareInterface {
 // goroutines to return.
 func (c *Conductor) Stop(ctx context.Context) error {
 	c.mu.Lock()
+	if c.state == lifecycleNew {
+		// A conductor stopped before it started still owns the Watches
+		// and subscriptions made on it; it cannot be started afterwards.
+		c.state = lifecycleStopped
+		c.mu.Unlock()
+		c.hub.close()
+		return nil
+	}
 	if c.state != lifecycleRunning {
 		c.mu.Unlock()
 		return nil

@@ -81,3 +81,32 @@ func closedSoon(w <-chan baremetal.Event) bool {
 		}
 	}
 }
+
+// TestStopBeforeStartClosesWatches checks a conductor stopped before it
+// ever started ends its Watches too, and refuses a later Start.
+func TestStopBeforeStartClosesWatches(t *testing.T) {
+	store := openStore(t, false)
+	ignore := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("database/sql.(*DB).connectionCleaner")}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	c, err := baremetal.New(store, reg, baremetal.AgentSettings{}, baremetal.Options{Hostname: "never-started"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(context.Background(), baremetal.WatchFilter{})
+	c.Subscribe(baremetal.WatchFilter{}, func(baremetal.Event) {})
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !closedSoon(w) {
+		t.Fatal("Watch still open after Stop of a conductor never started")
+	}
+	if err := goleak.Find(ignore...); err != nil {
+		t.Fatalf("goroutines left after Stop: %v", err)
+	}
+	if err := c.Start(context.Background()); err == nil {
+		t.Fatal("Start after Stop succeeded")
+	}
+}
