@@ -25,24 +25,28 @@ type pattern struct {
 	re       *regexp.Regexp
 	keyGroup int // 0: no key check
 	valGroup int
+	// notInURL skips a key right after "//": that is the user of a URL's
+	// userinfo (https://token:x@host), whose password the userinfo
+	// pattern masks without eating the host.
+	notInURL bool
 }
 
 var patterns = []pattern{
 	// key=value, key = "value".
-	{regexp.MustCompile(`(` + keyToken + `)[ \t]*=[ \t]*(` + dquoted + `|` + squoted + `|` + bareValue + `)`), 1, 2},
+	{regexp.MustCompile(`(` + keyToken + `)[ \t]*=[ \t]*(` + dquoted + `|` + squoted + `|` + bareValue + `)`), 1, 2, false},
 	// "key": "value", "key": 123 and the single-quoted forms.
-	{regexp.MustCompile(`"([^"\\\n]{1,256})"[ \t]*:[ \t]*(` + dquoted + `|-?[0-9][0-9.eE+\-]*)`), 1, 2},
-	{regexp.MustCompile(`'([^'\\\n]{1,256})'[ \t]*:[ \t]*u?(` + squoted + `|-?[0-9][0-9.eE+\-]*)`), 1, 2},
+	{regexp.MustCompile(`"([^"\\\n]{1,256})"[ \t]*:[ \t]*(` + dquoted + `|-?[0-9][0-9.eE+\-]*)`), 1, 2, false},
+	{regexp.MustCompile(`'([^'\\\n]{1,256})'[ \t]*:[ \t]*u?(` + squoted + `|-?[0-9][0-9.eE+\-]*)`), 1, 2, false},
 	// key: "value", key: 'value'.
-	{regexp.MustCompile(`(` + keyToken + `)[ \t]*:[ \t]*(` + dquoted + `|` + squoted + `)`), 1, 2},
+	{regexp.MustCompile(`(` + keyToken + `)[ \t]*:[ \t]*(` + dquoted + `|` + squoted + `)`), 1, 2, false},
 	// key:value (Go's %v), key:[v1 v2] (http.Header).
-	{regexp.MustCompile(`(` + keyToken + `):(\[[^\]\n]*\]|[^\s"'&,;)\]}<>]+)`), 1, 2},
+	{regexp.MustCompile(`(` + keyToken + `):(\[[^\]\n]*\]|[^\s"'&,;)\]}<>]+)`), 1, 2, true},
 	// <key>value</key>.
-	{regexp.MustCompile(`<(` + keyToken + `)>([^<]+)</`), 1, 2},
+	{regexp.MustCompile(`<(` + keyToken + `)>([^<]+)</`), 1, 2, false},
 	// scheme://user:password@host.
-	{regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@"'<>]*:([^@\s/"'<>]+)@`), 0, 1},
+	{regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@"'<>]*:([^@\s/"'<>]+)@`), 0, 1, false},
 	// Authorization: Basic <credentials>.
-	{regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*\[?["']?\s*(?:basic|bearer|negotiate)\s+([^\s"'\],;]+)`), 0, 1},
+	{regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*\[?["']?\s*(?:basic|bearer|negotiate)\s+([^\s"'\],;]+)`), 0, 1, false},
 }
 
 // ipmitoolFlag is a value-taking ipmitool option whose value is a secret
@@ -74,6 +78,9 @@ func (p pattern) apply(s string) string {
 	last := 0
 	for _, m := range ms {
 		if p.keyGroup > 0 && !IsSecretKey(s[m[2*p.keyGroup]:m[2*p.keyGroup+1]]) {
+			continue
+		}
+		if p.notInURL && strings.HasSuffix(s[:m[2*p.keyGroup]], "//") {
 			continue
 		}
 		vs, ve := m[2*p.valGroup], m[2*p.valGroup+1]
