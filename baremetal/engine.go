@@ -341,7 +341,7 @@ func (c *Conductor) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != lifecycleNew {
-		return fmt.Errorf("baremetal: conductor %s: Start called twice", c.host)
+		return fmt.Errorf("baremetal: conductor %s: Start called twice or after Stop", c.host)
 	}
 	if _, err := c.store.ClearTargetPowerStateOf(ctx, c.host,
 		fmt.Sprintf("Pending power operation was aborted due to conductor %s restart", c.host)); err != nil {
@@ -403,9 +403,19 @@ func (c *Conductor) hardwareInterfaces() []HardwareInterface {
 // Stop stops accepting work, lets the running operations finish until ctx
 // ends (then cancels them: the nodes are left for the next start-up to
 // fail or resume), releases the conductor's reservations and unregisters
-// it. Intents still queued stay in the database for the next owner.
+// it. Intents still queued stay in the database for the next owner. Last,
+// it ends every Subscribe and closes every Watch channel, waiting for their
+// goroutines to return.
 func (c *Conductor) Stop(ctx context.Context) error {
 	c.mu.Lock()
+	if c.state == lifecycleNew {
+		// A conductor stopped before it started still owns the Watches
+		// and subscriptions made on it; it cannot be started afterwards.
+		c.state = lifecycleStopped
+		c.mu.Unlock()
+		c.hub.close()
+		return nil
+	}
 	if c.state != lifecycleRunning {
 		c.mu.Unlock()
 		return nil
@@ -440,6 +450,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("unregister: %w", err))
 	}
 	c.announceMembership(cleanup)
+	c.hub.close()
 	c.log.Info("conductor stopped")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)

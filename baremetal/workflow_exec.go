@@ -388,7 +388,7 @@ func (c *Conductor) planAndRun(ctx context.Context, t *task, kind steps.Kind) er
 			Templates: c.templates(), InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)})
 	}
 	if err != nil {
-		return c.stepsFailed(ctx, t, kind, fmt.Sprintf("Cannot %s node %s: %s", kindVerb(kind), n.UUID, describeErr(err)), false)
+		return c.stepsFailed(ctx, t, kind, planFailedMessage(kind, n.UUID, describeErr(err)), false)
 	}
 	if pl.Skip {
 		return c.finishSteps(ctx, t, kind)

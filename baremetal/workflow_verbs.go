@@ -63,22 +63,37 @@ func (c *Conductor) checkRunning() error {
 // Enroll creates n in the enroll state after resolving its interfaces:
 // every interface left empty gets the hardware type's default, and the
 // defaults are written into the node as Ironic does. It returns the stored
-// node.
+// node. Everything is checked before the node is stored: the name (see
+// ValidNodeName), the driver and interfaces, and the provision and power
+// states. An error names the node by what the caller gave, its UUID or
+// its name, or says it is an unnamed node that was not stored.
 func (c *Conductor) Enroll(ctx context.Context, n *Node) (*Node, error) {
 	if n == nil {
 		return nil, &InvalidFieldError{Kind: "node", Field: "node", Expected: "a node"}
 	}
 	n = n.Clone()
+	label := newNodeLabel(n)
+	if err := CheckNodeName(label, n.Name); err != nil {
+		return nil, err
+	}
 	if n.Driver == "" {
-		return nil, &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "driver", Expected: "a hardware type name"}
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "driver", Expected: "a hardware type name"}
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: enroll node %s: %w", nodeLabel(n), err)
+		return nil, fmt.Errorf("baremetal: enroll node %s: %w", label, err)
 	}
 	n.SetInterfaces(ifs)
 	if n.ProvisionState != "" && n.ProvisionState != string(statemachine.Enroll) {
-		return nil, &InvalidFieldError{Kind: "node", Ident: nodeLabel(n), Field: "provision_state", Expected: "empty or enroll for a new node"}
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "provision_state", Expected: "empty or enroll for a new node"}
+	}
+	if _, err := statemachine.ParsePowerState(n.PowerState); err != nil {
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "power_state",
+			Expected: "a known power state, or empty for unknown", Err: err}
+	}
+	if n.TargetPowerState != "" {
+		return nil, &InvalidFieldError{Kind: "node", Ident: label, Field: "target_power_state",
+			Expected: "empty for a new node (power actions go through SetPowerState)"}
 	}
 	n.ProvisionState = string(statemachine.Enroll)
 	n.TargetProvisionState = ""
@@ -91,21 +106,26 @@ func (c *Conductor) Enroll(ctx context.Context, n *Node) (*Node, error) {
 	return n, nil
 }
 
-func nodeLabel(n *Node) string {
+// newNodeLabel names a node that is not stored yet by what its creator
+// gave: its UUID, else its name, else a phrase that says it has neither
+// and was not stored (a UUID the store would generate is never named,
+// since no node has it).
+func newNodeLabel(n *Node) string {
 	if n.UUID != "" {
 		return n.UUID
 	}
 	if n.Name != "" {
 		return n.Name
 	}
-	return "(new)"
+	return "(unnamed, not stored)"
 }
 
 // Update applies change to node ident under its reservation and saves it.
 // It is refused with ErrUpdateInProgress while a transition is in progress
 // (a target is set and the state is not one Ironic allows updates in).
-// Interfaces are resolved again, so an invalid interface name is refused.
-// change must not touch the provision or power states.
+// Interfaces are resolved again, so an invalid interface name is refused,
+// and a changed name must follow the rules of ValidNodeName. change must
+// not touch the provision or power states.
 func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node) error) (*Node, error) {
 	t, err := c.acquire(ctx, ident)
 	if err != nil {
@@ -125,6 +145,11 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*Node)
 		n.PowerState != before.PowerState || n.TargetPowerState != before.TargetPowerState || n.UUID != before.UUID {
 		return nil, &VerbError{Verb: "update", Node: n.UUID, State: before.ProvisionState,
 			Reason: "provision and power states, and the UUID, change only through verbs"}
+	}
+	if n.Name != before.Name {
+		if err := CheckNodeName(n.UUID, n.Name); err != nil {
+			return nil, err
+		}
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
@@ -194,7 +219,8 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		case err == nil:
 		case errors.Is(err, ErrNodeLocked):
 			outcome = "locked"
-		case errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, ErrVerbRefused), errors.Is(err, ErrConcurrentActionLimit):
+		case errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, ErrVerbRefused), errors.Is(err, ErrConcurrentActionLimit),
+			errors.Is(err, ErrInvalidInput):
 			outcome = "refused"
 		default:
 			outcome = "error"
@@ -348,13 +374,19 @@ func (c *Conductor) Rebuild(ctx context.Context, ident string, o DeployOptions) 
 }
 
 func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev statemachine.Event, o DeployOptions) error {
+	// What needs no node is checked before the node is read: the config
+	// drive's form (and an image's decoded size) and the user steps
+	// against Ironic's request schema.
 	cd, err := configdrive.Parse(o.ConfigDrive)
 	if err != nil {
-		return fmt.Errorf("baremetal: %s of node %s: %w", name, ident, err)
+		return &InvalidFieldError{Kind: "node", Ident: ident, Field: "configdrive", Expected: configDriveExpected, Err: err}
+	}
+	if err := checkDeployStepsSchema(ident, o.DeploySteps); err != nil {
+		return err
 	}
 	raw, err := stepsToJSON(o.DeploySteps)
 	if err != nil {
-		return err
+		return &InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "steps whose arguments are JSON values", Err: err}
 	}
 	return c.accept(ctx, ident, verb{name: name, event: ev, op: opDeploy, limit: limitDeploy,
 		args: map[string]any{"deploy_steps": raw, "rebuild": ev == statemachine.EventRebuild},
@@ -366,6 +398,9 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 			if ev == statemachine.EventRebuild && n.Protected {
 				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, Reason: "the node is protected"}
 			}
+			if err := c.validateDeployRequest(ctx, t, cd, o.DeploySteps); err != nil {
+				return err
+			}
 			if n.InstanceInfo == nil {
 				n.InstanceInfo = map[string]any{}
 			}
@@ -375,16 +410,111 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 			case configdrive.KindContents:
 				b, err := json.Marshal(cd.Contents)
 				if err != nil {
-					return fmt.Errorf("baremetal: node %s: configdrive: %w", n.UUID, err)
+					return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
 				}
 				var m map[string]any
 				if err := json.Unmarshal(b, &m); err != nil {
-					return fmt.Errorf("baremetal: node %s: configdrive: %w", n.UUID, err)
+					return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
 				}
 				n.InstanceInfo["configdrive"] = m
 			}
 			return nil
 		}})
+}
+
+// configDriveExpected is what a deploy's configdrive is refused with.
+const configDriveExpected = "a base64 gzipped ISO 9660 image, an http or https URL, or an object with meta_data, network_data, user_data and vendor_data, of at most 64 MiB"
+
+// checkDeployStepsSchema checks user deploy steps as Ironic's API schema
+// does (steps.ParseUserSteps: an interface of the deploying table, a
+// non-empty step name, a non-negative priority; nil Args stand for {}),
+// and the arguments of reserved steps as the conductor will read them.
+func checkDeployStepsSchema(ident string, user []steps.Step) error {
+	if len(user) == 0 {
+		return nil
+	}
+	type apiStep struct {
+		Interface string         `json:"interface"`
+		Step      string         `json:"step"`
+		Args      map[string]any `json:"args"`
+		Priority  int            `json:"priority"`
+	}
+	api := make([]apiStep, len(user))
+	for i, s := range user {
+		args := s.Args
+		if args == nil {
+			args = map[string]any{}
+		}
+		api[i] = apiStep{Interface: s.Interface, Step: s.Name, Args: args, Priority: s.Priority}
+	}
+	b, err := json.Marshal(api)
+	if err != nil {
+		return &InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "steps whose arguments are JSON values", Err: err}
+	}
+	if _, err := steps.ParseUserSteps(steps.Deploy, b); err != nil {
+		return &InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps",
+			Expected: "steps with an interface of the deploy table, a step name and a priority of 0 or more", Err: err}
+	}
+	for _, s := range user {
+		if err := steps.CheckReservedArgs(steps.Deploy, s); err != nil {
+			return &InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "arguments of the types the step reads", Err: err}
+		}
+	}
+	return nil
+}
+
+// validateDeployRequest is Ironic's validation in do_node_deploy, before
+// the request is accepted: the config drive contents fit in 64 MiB, the
+// user deploy steps and the deploy templates matching the instance traits
+// are valid for the node's driver (in-band steps are checked again once
+// the agent has reported them, as for Clean and Service), and the deploy
+// interface's Validate accepts the node as it is about to be deployed
+// (direct needs instance_info.image_source). It writes nothing.
+func (c *Conductor) validateDeployRequest(ctx context.Context, t *task, cd configdrive.Value, user []steps.Step) error {
+	n := t.node
+	if cd.Kind == configdrive.KindContents {
+		if err := configdrive.CheckSize(configdrive.Node{UUID: n.UUID, Name: n.Name}, *cd.Contents); err != nil {
+			return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
+		}
+	}
+	src, err := c.stepSource(ctx, t, steps.Deploy)
+	if err != nil {
+		return err
+	}
+	if _, err := c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: user,
+		Templates: c.templates(), InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)}); err != nil {
+		return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "deploy_steps",
+			Expected: "steps the node's interfaces provide, with the arguments they declare", Err: err}
+	}
+	d, err := t.driver()
+	if err != nil {
+		return err
+	}
+	dep := d.Deploy()
+	if dep == nil {
+		return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "deploy_interface", Expected: "a deploy interface"}
+	}
+	v, err := t.view(ctx)
+	if err != nil {
+		return err
+	}
+	// The view is what the interface will see once deploying; it is
+	// discarded, so Validate cannot change the node.
+	v.ProvisionState = string(statemachine.Deploying)
+	if err := dep.Validate(ctx, v); err != nil {
+		var mp *driver.MissingParameterError
+		if errors.As(err, &mp) {
+			field := mp.Field
+			if len(mp.Missing) == 1 {
+				field += "." + mp.Missing[0]
+			}
+			return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: field,
+				Expected: "the parameters the " + mp.Impl + " deploy interface requires: " + fmt.Sprint(mp.Missing), Err: err}
+		}
+		return &InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "instance_info",
+			Expected: "what the deploy interface's validation accepts", Err: err}
+	}
+	return nil
 }
 
 // Undeploy tears an active (or failed, or rescued) node down; it then goes
@@ -649,7 +779,9 @@ func stepsFromJSON(v any) ([]steps.Step, error) {
 }
 
 // validateUserSteps checks user clean or service steps against the node's
-// driver steps (agent steps are validated again once the agent reports).
+// driver steps (agent steps are validated again once the agent reports);
+// a refusal is an *InvalidFieldError on clean_steps or service_steps that
+// wraps the planner's error.
 func (c *Conductor) validateUserSteps(ctx context.Context, t *task, kind steps.Kind, user []steps.Step, disableRamdisk bool) error {
 	src, err := c.stepSource(ctx, t, kind)
 	if err != nil {
@@ -662,7 +794,23 @@ func (c *Conductor) validateUserSteps(ctx context.Context, t *task, kind steps.K
 		_, err = c.planner().Service(req)
 	}
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: %w", t.uuid(), err)
+		return &InvalidFieldError{Kind: "node", Ident: t.uuid(), Field: string(kind) + "_steps",
+			Expected: "steps the node's interfaces provide, with the arguments they declare", Err: err}
 	}
 	return nil
+}
+
+// planFailedMessage is the last_error of a clean, deploy or service whose
+// steps could not be planned, in Ironic's words (cleaning.py,
+// deployments.py and servicing.py of Ironic master): "Cannot clean node
+// <uuid>: <why>", "Cannot get deploy steps; failed to deploy: <why>" and
+// "Cannot service node <uuid>: <why>".
+func planFailedMessage(kind steps.Kind, uuid, why string) string {
+	switch kind {
+	case steps.Clean:
+		return fmt.Sprintf("Cannot clean node %s: %s", uuid, why)
+	case steps.Deploy:
+		return "Cannot get deploy steps; failed to deploy: " + why
+	}
+	return fmt.Sprintf("Cannot service node %s: %s", uuid, why)
 }

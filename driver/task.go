@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/anvilmetal/anvil/internal/mask"
 )
 
 // Port is a network port of a node as a driver sees it.
@@ -270,39 +272,14 @@ func (t *Task) String() string {
 	return "node " + t.NodeUUID
 }
 
-// secretMarkers are the key fragments whose values Mask hides, following
-// oslo.utils' mask_dict_password.
-var secretMarkers = []string{"password", "passwd", "secret", "token", "credential", "private_key", "auth_key", "key_pass"}
-
-// Mask returns a copy of m with the values of secret-looking keys (password,
-// secret, token, credential, private key) replaced by "***", recursively.
-func Mask(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		lk := strings.ToLower(k)
-		secret := false
-		for _, s := range secretMarkers {
-			if strings.Contains(lk, s) {
-				secret = true
-				break
-			}
-		}
-		switch {
-		case secret:
-			out[k] = "***"
-		default:
-			if sub, ok := v.(map[string]any); ok {
-				out[k] = Mask(sub)
-			} else {
-				out[k] = v
-			}
-		}
-	}
-	return out
-}
+// Mask returns a deep copy of m with the value of every secret key
+// replaced by "******" (nil values stay nil), recursively through nested
+// maps and lists, and secrets written inside other strings masked too.
+// The key list and the text rules are Anvil's one masker's (oslo.utils'
+// mask_dict_password list plus passwd, pass as a last word, credential,
+// api_key and the like; see baremetal.IsSensitiveKey), so a driver's log
+// hides what a node view hides. Mask(nil) is nil.
+func Mask(m map[string]any) map[string]any { return mask.Map(m) }
 
 func stringValue(m map[string]any, key string) (string, bool) {
 	v, ok := m[key]

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,13 @@ func Parse(raw json.RawMessage) (Value, error) {
 		}
 		return ParseString(s)
 	case '{':
-		var fields map[string]json.RawMessage
+		// One decoding pass over the whole object: a config drive may be
+		// tens of megabytes, and a second pass per field doubled the time
+		// a request spent before an oversized one was refused.
+		if lb := userDataLowerBound(trimmed) * len(versionDirs); lb > MaxSize {
+			return Value{}, &Error{Field: "user_data", Reason: fmt.Sprintf("contents of at least %d bytes exceed %d bytes", lb, MaxSize), Err: ErrTooLarge}
+		}
+		var fields map[string]any
 		if err := json.Unmarshal(trimmed, &fields); err != nil {
 			return Value{}, invalid("", "expected a string or an object", err)
 		}
@@ -130,9 +137,9 @@ func Parse(raw json.RawMessage) (Value, error) {
 		for k, v := range fields {
 			switch k {
 			case "meta_data", "network_data", "vendor_data":
-				m, err := decodeObject(k, v)
-				if err != nil {
-					return Value{}, err
+				m, ok := v.(map[string]any)
+				if !ok && v != nil {
+					return Value{}, invalid(k, "expected an object", nil)
 				}
 				switch k {
 				case "meta_data":
@@ -143,13 +150,9 @@ func Parse(raw json.RawMessage) (Value, error) {
 					c.VendorData = m
 				}
 			case "user_data":
-				var ud any
-				if err := json.Unmarshal(v, &ud); err != nil {
-					return Value{}, invalid(k, "expected an object, an array, a string or null", err)
-				}
-				switch ud.(type) {
+				switch v.(type) {
 				case nil, string, map[string]any, []any:
-					c.UserData = ud
+					c.UserData = v
 				default:
 					return Value{}, invalid(k, "expected an object, an array, a string or null", nil)
 				}
@@ -163,35 +166,166 @@ func Parse(raw json.RawMessage) (Value, error) {
 	}
 }
 
-func decodeObject(field string, v json.RawMessage) (map[string]any, error) {
-	t := bytes.TrimSpace(v)
-	if string(t) == "null" {
-		return nil, nil
+// userDataLowerBound returns, without decoding the object, a lower bound of
+// the bytes the user_data file built from the contents object raw takes:
+// the decoded length of a string user_data (its last occurrence, as
+// decoding keeps the last of duplicate keys), counting every escape as one
+// byte, the least it decodes to. A user_data of another type counts 0. It
+// lets Parse refuse a config drive of tens of megabytes at the speed of a
+// byte scan instead of a JSON decoding. On malformed input it returns 0
+// and leaves the error to the decoder.
+func userDataLowerBound(raw []byte) int {
+	i := 0
+	ws := func() {
+		for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
 	}
-	if len(t) == 0 || t[0] != '{' {
-		return nil, invalid(field, "expected an object", nil)
+	// str scans the string starting at raw[i] == '"' and returns its
+	// decoded length's lower bound; i ends after the closing quote.
+	str := func() (int, bool) {
+		n := 0
+		for i++; i < len(raw); i++ {
+			switch raw[i] {
+			case '"':
+				i++
+				return n, true
+			case '\\':
+				// An escape decodes to at least one byte: skip it
+				// whole (\uXXXX is six bytes).
+				if i+1 < len(raw) && raw[i+1] == 'u' {
+					i += 5
+				} else {
+					i++
+				}
+			}
+			n++
+		}
+		return 0, false
 	}
-	var m map[string]any
-	if err := json.Unmarshal(t, &m); err != nil {
-		return nil, invalid(field, "expected an object", err)
+	// skip scans any value starting at raw[i].
+	skip := func() bool {
+		depth := 0
+		for i < len(raw) {
+			switch raw[i] {
+			case '"':
+				if _, ok := str(); !ok {
+					return false
+				}
+				if depth == 0 {
+					return true
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth < 0 {
+					return false
+				}
+				if depth == 0 {
+					i++
+					return true
+				}
+			case ',', ' ', '\t', '\n', '\r', ':':
+				if depth == 0 {
+					return true
+				}
+			}
+			i++
+		}
+		return depth == 0
 	}
-	return m, nil
+	ws()
+	if i >= len(raw) || raw[i] != '{' {
+		return 0
+	}
+	i++
+	last := 0
+	for {
+		ws()
+		if i >= len(raw) || raw[i] != '"' {
+			return last
+		}
+		start := i
+		if _, ok := str(); !ok {
+			return 0
+		}
+		var key string
+		if json.Unmarshal(raw[start:i], &key) != nil {
+			return 0
+		}
+		ws()
+		if i >= len(raw) || raw[i] != ':' {
+			return 0
+		}
+		i++
+		ws()
+		if i >= len(raw) {
+			return 0
+		}
+		if key == "user_data" {
+			if raw[i] == '"' {
+				n, ok := str()
+				if !ok {
+					return 0
+				}
+				last = n
+			} else {
+				last = 0
+				if !skip() {
+					return 0
+				}
+			}
+		} else if !skip() {
+			return 0
+		}
+		ws()
+		if i >= len(raw) || raw[i] != ',' {
+			return last
+		}
+		i++
+	}
 }
 
 // ParseString classifies a string config drive: a URL (contains "://") or a
 // base64 gzipped image, which is decoded to check it is one and that it fits
-// in MaxSize.
+// in MaxSize. A URL must be http or https with a host, the schemes the
+// agent downloads a config drive over; any other (file:///etc/passwd,
+// ftp://, gopher://) is refused with an *Error matching ErrInvalid, where
+// Ironic stores any string with "://" and the deploy fails later.
 func ParseString(s string) (Value, error) {
 	if s == "" {
 		return Value{Kind: KindNone}, nil
 	}
 	if strings.Contains(s, "://") {
+		if err := checkURL(s); err != nil {
+			return Value{}, err
+		}
 		return Value{Kind: KindURL, Image: s}, nil
 	}
-	if _, err := Decode(s); err != nil {
+	if err := checkImage(s, MaxSize); err != nil {
 		return Value{}, err
 	}
 	return Value{Kind: KindImage, Image: s}, nil
+}
+
+// checkURL accepts an absolute http or https URL with a host. The error
+// names the scheme only: the rest of the URL may carry credentials.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return invalid("", "expected an http or https URL (the URL does not parse)", nil)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return invalid("", fmt.Sprintf("expected an http or https URL, got scheme %q", u.Scheme), nil)
+	}
+	if u.Host == "" {
+		return invalid("", "expected an http or https URL with a host", nil)
+	}
+	return nil
 }
 
 // Decode reverses the encoding of an image config drive: it base64-decodes
@@ -199,7 +333,8 @@ func ParseString(s string) (Value, error) {
 // MaxSize bytes.
 func Decode(s string) ([]byte, error) { return decode(s, MaxSize) }
 
-func decode(s string, limit int) ([]byte, error) {
+// gunzipper opens the gzip stream of a base64 encoded image.
+func gunzipper(s string) (*gzip.Reader, error) {
 	clean := strings.Map(func(r rune) rune {
 		switch r {
 		case ' ', '\n', '\r', '\t':
@@ -214,6 +349,32 @@ func decode(s string, limit int) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		return nil, invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
+	}
+	return zr, nil
+}
+
+// checkImage is decode without keeping the image: it decompresses into
+// nothing, counting, so checking a request costs no image-sized buffer.
+func checkImage(s string, limit int) error {
+	zr, err := gunzipper(s)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit)+1))
+	if err != nil {
+		return invalid("", "corrupt gzip stream", err)
+	}
+	if n > int64(limit) {
+		return &Error{Reason: fmt.Sprintf("decoded image exceeds %d bytes", limit), Err: ErrTooLarge}
+	}
+	return nil
+}
+
+func decode(s string, limit int) ([]byte, error) {
+	zr, err := gunzipper(s)
+	if err != nil {
+		return nil, err
 	}
 	defer zr.Close()
 	img, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
@@ -247,12 +408,8 @@ func build(ctx context.Context, node Node, c Contents, limit int) (string, error
 	if err != nil {
 		return "", err
 	}
-	var total int
-	for _, f := range files {
-		total += len(f.data)
-	}
-	if total > limit {
-		return "", &Error{Reason: fmt.Sprintf("contents exceed %d bytes", limit), Err: ErrTooLarge}
+	if err := checkFiles(files, limit); err != nil {
+		return "", err
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("configdrive: %w", err)
@@ -273,6 +430,31 @@ func build(ctx context.Context, node Node, c Contents, limit int) (string, error
 		return "", fmt.Errorf("configdrive: compress: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// CheckSize refuses, with an *Error matching ErrTooLarge, contents for node
+// whose files (written once per version directory) exceed MaxSize: the
+// first check Build makes, without building anything, so a provision
+// request can be refused before it is stored. It also refuses contents
+// Build could not serialise. The built image is checked against MaxSize
+// again by Build, since the ISO 9660 structures add a little.
+func CheckSize(node Node, c Contents) error {
+	files, err := renderFiles(node, c)
+	if err != nil {
+		return err
+	}
+	return checkFiles(files, MaxSize)
+}
+
+func checkFiles(files []driveFile, limit int) error {
+	var total int
+	for _, f := range files {
+		total += len(f.data)
+	}
+	if total > limit {
+		return &Error{Reason: fmt.Sprintf("contents of %d bytes exceed %d bytes", total, limit), Err: ErrTooLarge}
+	}
+	return nil
 }
 
 type driveFile struct {

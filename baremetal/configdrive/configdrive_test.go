@@ -108,6 +108,15 @@ func TestParse(t *testing.T) {
 		{"unknown key", `{"foo":{}}`, 0, configdrive.ErrInvalid, "foo"},
 		{"meta not object", `{"meta_data":"x"}`, 0, configdrive.ErrInvalid, "meta_data"},
 		{"user_data number", `{"user_data":3}`, 0, configdrive.ErrInvalid, "user_data"},
+		{"https url", `"HTTPS://10.0.0.1:8080/cd.iso?x=1"`, configdrive.KindURL, nil, ""},
+		{"url with credentials", `"http://u:p@10.0.0.1/cd.iso"`, configdrive.KindURL, nil, ""},
+		{"file url", `"file:///etc/passwd"`, 0, configdrive.ErrInvalid, ""},
+		{"ftp url", `"ftp://10.0.0.1/cd.iso"`, 0, configdrive.ErrInvalid, ""},
+		{"gopher url", `"gopher://10.0.0.1/cd"`, 0, configdrive.ErrInvalid, ""},
+		{"url without host", `"http:///cd.iso"`, 0, configdrive.ErrInvalid, ""},
+		{"scheme-less ://", `"://x"`, 0, configdrive.ErrInvalid, ""},
+		{"user_data over the limit", `{"user_data":"` + strings.Repeat("x", configdrive.MaxSize/2+1) + `"}`, 0, configdrive.ErrTooLarge, "user_data"},
+		{"user_data at the limit", `{"user_data":"` + strings.Repeat("x", configdrive.MaxSize/2) + `"}`, configdrive.KindContents, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,11 +4,14 @@
 //
 // A provision request carries a config drive in one of three forms, as in
 // Ironic: a base64 encoded gzip compressed image (stored and passed on as
-// is), a URL the agent downloads, or a dictionary with meta_data,
-// network_data, user_data and vendor_data from which Build renders the
-// image. Parse classifies and validates the request value; every rejection
-// is an *Error matching ErrInvalid or ErrTooLarge with errors.Is. A decoded
-// image may not exceed MaxSize (64 MiB).
+// is), an http or https URL the agent downloads (beyond Ironic, which
+// takes any string with "://", other schemes are refused), or a
+// dictionary with meta_data, network_data, user_data and vendor_data from
+// which Build renders the image. Parse classifies and validates the
+// request value; every rejection is an *Error matching ErrInvalid or
+// ErrTooLarge with errors.Is. A decoded image may not exceed MaxSize
+// (64 MiB); CheckSize refuses dictionary contents that cannot fit before
+// anything is built or stored.
 //
 // # Usage
 //

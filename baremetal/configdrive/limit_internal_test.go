@@ -37,3 +37,25 @@ func TestSizeLimit(t *testing.T) {
 		t.Fatalf("build(tiny, limit 4096) err = %v, want ErrTooLarge for the image", err)
 	}
 }
+
+// TestCheckImageAgreesWithDecode checks the counting check ParseString
+// uses refuses and accepts exactly what decode does.
+func TestCheckImageAgreesWithDecode(t *testing.T) {
+	for _, n := range []int{0, 1, 4095, 4096, 4097, 10000} {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(make([]byte, n))
+		zw.Close()
+		enc := base64.StdEncoding.EncodeToString(buf.Bytes())
+		_, derr := decode(enc, 4096)
+		cerr := checkImage(enc, 4096)
+		if errors.Is(derr, ErrTooLarge) != errors.Is(cerr, ErrTooLarge) || (derr == nil) != (cerr == nil) {
+			t.Errorf("%d bytes: decode %v, checkImage %v", n, derr, cerr)
+		}
+	}
+	for _, bad := range []string{"!!!", base64.StdEncoding.EncodeToString([]byte("plain"))} {
+		if err := checkImage(bad, 4096); !errors.Is(err, ErrInvalid) {
+			t.Errorf("checkImage(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

@@ -19,23 +19,28 @@ const defaultProvisionState = "enroll"
 // 65 columns it stays under both databases' bind-parameter limits.
 const insertBatch = 200
 
-// validNameChar reports whether c may appear in a node or port name: the
-// unreserved characters of RFC 3986, as Ironic allows.
-func validNameChar(c rune) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
-}
+// validName reports whether s is a valid node or port name, by the rules
+// of baremetal.ValidNodeName (Ironic's, and not "." or "..").
+func validName(s string) bool { return baremetal.ValidNodeName(s) }
 
-func validName(s string) bool {
-	if s == "" || isUUID(s) {
-		return false
+// nameExpected is what an invalid name is refused with.
+const nameExpected = "1 to 255 of letters, digits, '-', '.', '_' or '~', not \".\" or \"..\", and not UUID-like"
+
+// unstoredLabel makes an *InvalidFieldError about a node created without
+// a UUID name it by what the caller gave (its name) or say it is unnamed
+// and not stored, instead of naming the UUID prepareNewNode generated for
+// a node that never reached the database.
+func unstoredLabel(err error, orig *baremetal.Node) error {
+	var ife *baremetal.InvalidFieldError
+	if orig.UUID != "" || !errors.As(err, &ife) {
+		return err
 	}
-	for _, c := range s {
-		if !validNameChar(c) {
-			return false
-		}
+	c := *ife
+	c.Ident = orig.Name
+	if c.Ident == "" {
+		c.Ident = "(unnamed, not stored)"
 	}
-	return true
+	return &c
 }
 
 // prepareNewNode fills the store-assigned fields of a node about to be
@@ -52,7 +57,7 @@ func (s *Store) prepareNewNode(n *baremetal.Node) error {
 		n.UUID = strings.ToLower(n.UUID)
 	}
 	if n.Name != "" && !validName(n.Name) {
-		return invalid(n, "name", "letters, digits, '-', '.', '_' or '~', and not a UUID", nil)
+		return invalid(n, "name", nameExpected, nil)
 	}
 	if n.InstanceUUID != "" && !isUUID(n.InstanceUUID) {
 		return invalid(n, "instance_uuid", "a UUID", nil)
@@ -76,7 +81,7 @@ func checkUpdate(n *baremetal.Node) error {
 		return &baremetal.InvalidFieldError{Kind: "node", Field: "node", Expected: "a non-nil node"}
 	}
 	if n.Name != "" && !validName(n.Name) {
-		return invalid(n, "name", "letters, digits, '-', '.', '_' or '~', and not a UUID", nil)
+		return invalid(n, "name", nameExpected, nil)
 	}
 	if n.InstanceUUID != "" && !isUUID(n.InstanceUUID) {
 		return invalid(n, "instance_uuid", "a UUID", nil)
@@ -112,7 +117,7 @@ func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error 
 		}
 		n := *orig
 		if err := s.prepareNewNode(&n); err != nil {
-			return err
+			return unstoredLabel(err, orig)
 		}
 		for _, u := range [][2]string{{"uuid", n.UUID}, {"name", n.Name}, {"instance_uuid", n.InstanceUUID}} {
 			if u[1] == "" {
@@ -127,7 +132,7 @@ func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error 
 		n.CreatedAt, n.UpdatedAt, n.ProvisionUpdatedAt, n.Version = now, now, now, 1
 		a, err := nodeArgs(&n)
 		if err != nil {
-			return err
+			return unstoredLabel(err, orig)
 		}
 		work[i], args[i] = &n, a
 	}
