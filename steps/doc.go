@@ -21,7 +21,8 @@
 //
 // Gather collects a node's steps of one kind from its driver's interfaces
 // and the agent (a Source), applies priority overrides keyed
-// "interface.step", drops disabled (priority 0) steps for automated runs
+// "interface.step" (an override of 0 disables the step, as in Ironic),
+// drops disabled (priority 0) steps for automated runs
 // and sorts them by priority and then by the interface tie-break of the
 // kind (cleaning and deploying: vendor > power > management > firmware >
 // deploy > bios > raid; verifying has its own table). A Planner, built from

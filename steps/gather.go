@@ -33,8 +33,11 @@ type GatherOptions struct {
 	// Sorted orders the result by priority, then the interface tie-break
 	// of the kind, descending; stable for equal keys.
 	Sorted bool
-	// Overrides replaces priorities, keyed "interface.step"; as in Ironic
-	// only a non-zero value overrides.
+	// Overrides replaces priorities, keyed "interface.step". Every value
+	// present applies, 0 included: an override of 0 disables the step for
+	// automated runs and is the priority a manual clean copies, as
+	// Ironic's [conductor]clean_step_priority_override does (its values
+	// are strings, so "0" is a set value there too).
 	Overrides map[string]int
 }
 
@@ -74,7 +77,7 @@ func Gather(kind Kind, src Source, opts GatherOptions) []Step {
 		}
 	}
 	for i := range out {
-		if p := opts.Overrides[out[i].Key()]; p != 0 {
+		if p, ok := opts.Overrides[out[i].Key()]; ok {
 			out[i].Priority = p
 		}
 	}

@@ -15,8 +15,10 @@ const (
 // function follow. The zero value is Ironic's defaults.
 type Config struct {
 	// CleanPriorityOverrides is [conductor]clean_step_priority_override:
-	// "interface.step" → priority. A non-zero value replaces the
-	// declared priority of driver and agent steps for automated cleaning.
+	// "interface.step" → priority. The value replaces the declared
+	// priority of driver and agent steps; 0 disables the step for
+	// automated cleaning, and a manual clean copies the overridden
+	// priority, 0 included.
 	CleanPriorityOverrides map[string]int `json:"clean_priority_overrides,omitempty"`
 	// VerifyPriorityOverrides is [conductor]verify_step_priority_override.
 	VerifyPriorityOverrides map[string]int `json:"verify_priority_overrides,omitempty"`
