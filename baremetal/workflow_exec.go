@@ -52,6 +52,7 @@ func (c *Conductor) planner() *steps.Planner {
 			c.log.Error("invalid step configuration; using defaults", "error", err)
 			p, _ = steps.NewPlanner(steps.Config{})
 		}
+		warnIgnoredOverrides(c.log, p)
 		c.plan = p
 	})
 	return c.plan
