@@ -64,6 +64,35 @@
 // deploy and service equivalents); CurrentColumn and StepFromColumn
 // convert the node's <kind>_step column; Wipe clears a finished run.
 //
+// # Differences from Ironic
+//
+// The planner follows Ironic's ironic/conductor/steps.py on master, and
+// differs from it on purpose in these points:
+//
+//   - Ironic master, not a release: the firmware interface has its place
+//     in the tie-break tables and vendor and firmware steps are accepted
+//     in user steps; the reserved step names power_on, power_off, reboot,
+//     hold and wait are run by the conductor. Ironic 21.4 (the Debian
+//     package the planner was compared with) rejects those firmware and
+//     vendor steps and reports the reserved names as unknown steps.
+//   - When both the user's deploy steps and the steps of matching deploy
+//     templates are invalid, Ironic reports the user's problems only (it
+//     stops there); ValidationError reports both groups, each with
+//     Ironic's prefix, joined by "; ", so one request shows every
+//     problem.
+//   - Missing required arguments are listed in declaration order, as in
+//     Ironic (Step.ArgsOrder, filled from the argsinfo object's key order
+//     when a step is decoded from JSON, or by WithArg). Once a step list
+//     has been stored in driver_internal_info and read back through Go
+//     maps, that order is lost and the names come sorted. Unexpected
+//     arguments are sorted (Ironic's order there is a set's, arbitrary),
+//     and the Python repr of a step's args in messages lists the keys
+//     sorted.
+//   - A priority override key that no step can have (boot.x, or a key
+//     without an interface) is dropped and reported by Planner.Ignored
+//     so the conductor can warn about it; Ironic keeps it silently. The
+//     other keys apply in both.
+//
 // # Usage
 //
 //	planner, err := steps.NewPlanner(steps.Config{

@@ -100,7 +100,8 @@ func validateUserSteps(kind Kind, user, available []Step, opts ValidateOptions) 
 		}
 		if kind != Deploy || us.Priority > 0 {
 			var missingNames, missing []string
-			for _, a := range sortedArgNames(ds.ArgsInfo) {
+			// Ironic lists them in the order the step declares them.
+			for _, a := range ds.ArgNames() {
 				info := ds.ArgsInfo[a]
 				if _, given := us.Args[a]; info.Required && !given {
 					missingNames = append(missingNames, a)
