@@ -637,12 +637,3 @@ func (c *Conductor) worker() {
 		}
 	}
 }
-
-// warnIgnoredOverrides logs one warning per priority override key the
-// planner ignored, naming the option and the key, so that a misspelt key
-// is heard of while the others keep working.
-func warnIgnoredOverrides(log *slog.Logger, p *steps.Planner) {
-	for _, ig := range p.Ignored() {
-		log.Warn("ignoring a step priority override that no step can match", "option", ig.Option, "key", ig.Key, "reason", ig.Reason)
-	}
-}

@@ -83,6 +83,7 @@ func (c *Conductor) stepSource(_ context.Context, t *task, kind steps.Kind) (ste
 			return steps.Source{}, err
 		}
 		src.Agent = cache
+		src.InBand = inBandInterfaces(d)
 	}
 	return src, nil
 }

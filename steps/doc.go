@@ -20,7 +20,11 @@
 // # Planning
 //
 // Gather collects a node's steps of one kind from its driver's interfaces
-// and the agent (a Source), applies priority overrides keyed
+// and the agent (a Source), taking from each interface what the decision
+// table Contributes gives it (an agent-based interface contributes the
+// agent's steps only, except the deploy steps of the deploy interface:
+// its declared steps, then the agent's it does not shadow; agent RAID
+// steps are read only with an agent-based RAID interface), applies priority overrides keyed
 // "interface.step" (an override of 0 disables the step, as in Ironic),
 // drops disabled (priority 0) steps for automated runs
 // and sorts them by priority and then by the interface tie-break of the
@@ -88,6 +92,11 @@
 //     arguments are sorted (Ironic's order there is a set's, arbitrary),
 //     and the Python repr of a step's args in messages lists the keys
 //     sorted.
+//   - Service steps follow the same table as clean steps. Ironic's agent
+//     deploy interface returns the agent's service steps of every
+//     interface, and its agent RAID interface its own declared service
+//     step; Anvil reads the agent's RAID service steps through an
+//     agent-based RAID interface, as for clean and deploy steps.
 //   - A priority override key that no step can have (boot.x, or a key
 //     without an interface) is dropped and reported by Planner.Ignored
 //     so the conductor can warn about it; Ironic keeps it silently. The
@@ -102,7 +111,7 @@
 //		return err
 //	}
 //	plan, err := planner.AutomatedClean(steps.AutomatedCleanRequest{
-//		Source: steps.Source{Driver: driverSteps, Agent: agentSteps},
+//		Source: steps.Source{Driver: driverSteps, Agent: agentSteps, InBand: []string{"deploy"}},
 //	})
 //	if err != nil {
 //		return err
