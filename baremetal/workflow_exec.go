@@ -10,6 +10,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -147,7 +148,8 @@ func writeNodeProgress(n *Node, p steps.Progress) error {
 		return err
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	// The step's arguments keep their numbers exactly.
+	if err := jsonexact.Decode(b, &m); err != nil {
 		return err
 	}
 	*col = m

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -364,4 +365,26 @@ func fmtBoolPtr(b *bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// TestWaitSecondsExactNumbers checks the seconds of a wait step kept as
+// json.Number (written 10.0): Ironic applies int() to the float Python
+// read, so 10.0 waits 10 seconds; 2.5 is refused, as the planner refuses
+// a fractional float64.
+func TestWaitSecondsExactNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want int
+		ok   bool
+	}{
+		{json.Number("10.0"), 10, true},
+		{json.Number("1e1"), 10, true},
+		{json.Number("2.5"), 0, false},
+		{json.Number("-1.0"), 0, false},
+		{float64(7), 7, true},
+	} {
+		if got, ok := waitSeconds(tc.in); got != tc.want || ok != tc.ok {
+			t.Errorf("waitSeconds(%#v) = %d, %v, want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // Kind names a family of steps: the operation a step list belongs to.
@@ -114,11 +116,17 @@ func (s Step) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes a step and records the order of its argsinfo
-// keys in ArgsOrder.
+// keys in ArgsOrder. Numbers in Args are kept exactly (see
+// internal/jsonexact): float64 when float64 writes back the same text,
+// json.Number otherwise, so 9007199254740993 and 1.0 stay what they are,
+// as in Ironic and IPA, which are Python.
 func (s *Step) UnmarshalJSON(data []byte) error {
 	var p stepJSON
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := jsonexact.Unmarshal(data, &p); err != nil {
 		return err
+	}
+	if p.Args != nil {
+		jsonexact.Normalize(p.Args)
 	}
 	p.ArgsOrder = nil
 	if len(p.ArgsInfo) > 0 {
