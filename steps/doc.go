@@ -42,7 +42,10 @@
 //   - Verify: enabled verify steps in order.
 //
 // User steps come from ParseUserSteps, which checks the API's request
-// schema. Validation (ValidateUserSteps, used by the planners) reports every
+// schema. Step arguments keep their numbers exactly, as Ironic and IPA
+// (Python) do: decoding keeps a number as float64 only when float64
+// writes back the same text, and as json.Number otherwise, so
+// 9007199254740993 and 1.0 reach the agent as the user wrote them. Validation (ValidateUserSteps, used by the planners) reports every
 // problem of a request, worded as Ironic words it, in one *ValidationError:
 // unknown step, unexpected or missing arguments, ramdisk required while
 // disabled, the core deploy.deploy step overridden, duplicated deploy steps,
