@@ -77,11 +77,41 @@ func Normalize(v any) any {
 // exactFloat parses s and reports whether encoding/json writes the result
 // back as s.
 func exactFloat(s string) (float64, bool) {
+	if isShortInt(s) {
+		// At most 15 digits: float64 holds it and writes it back as is
+		// (-0 included).
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		if n == 0 && s[0] == '-' {
+			return math.Copysign(0, -1), true
+		}
+		return float64(n), true
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return 0, false
 	}
 	return f, formatFloat(f) == s
+}
+
+// isShortInt reports whether s is a JSON integer literal of at most 15
+// digits.
+func isShortInt(s string) bool {
+	d := s
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // formatFloat writes f the way encoding/json does.

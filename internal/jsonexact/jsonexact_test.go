@@ -66,3 +66,27 @@ func TestUnmarshalRefusesTrailingData(t *testing.T) {
 		t.Errorf("trailing space refused: %v", err)
 	}
 }
+
+// benchDoc is a driver_internal_info of a node in the middle of a clean:
+// an agent step cache, a step list with arguments and a few flags.
+var benchDoc = []byte(`{"agent_cached_clean_steps":{"deploy":[{"abortable":true,"interface":"deploy","priority":99,"requires_ramdisk":true,"step":"erase_devices_metadata"},{"abortable":true,"interface":"deploy","priority":10,"requires_ramdisk":true,"step":"erase_devices"},{"abortable":true,"interface":"deploy","priority":0,"requires_ramdisk":true,"step":"burnin_cpu"}]},"clean_steps":[{"abortable":true,"args":{"count":9007199254740993,"ratio":1.0,"n":3},"interface":"deploy","priority":99,"step":"erase_devices_metadata"}],"clean_step_index":0,"agent_url":"https://127.0.0.1:9999","agent_last_heartbeat":"2026-12-01T20:36:00.955838","hardware_manager_version":{"generic_hardware_manager":"1.2"}}`)
+
+// BenchmarkDecode and BenchmarkStdUnmarshal compare Decode with
+// json.Unmarshal on benchDoc.
+func BenchmarkDecode(b *testing.B) {
+	for b.Loop() {
+		var m map[string]any
+		if err := Decode(benchDoc, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStdUnmarshal(b *testing.B) {
+	for b.Loop() {
+		var m map[string]any
+		if err := json.Unmarshal(benchDoc, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
