@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // Defaults of Ironic's [agent] options the client honours.
@@ -454,7 +456,7 @@ func sameJSON(a, b map[string]any) bool {
 			return nil
 		}
 		var v any
-		if json.Unmarshal(bs, &v) != nil {
+		if jsonexact.Decode(bs, &v) != nil {
 			return nil
 		}
 		return v

@@ -121,7 +121,10 @@ type Options struct {
 	// allow_deleting_available_nodes = False).
 	RefuseDeletingAvailable bool
 	// CleanStepPriorityOverride maps "interface.step" to a priority for
-	// automated cleaning (0 disables the step).
+	// automated cleaning (0 disables the step); a manual clean runs a step
+	// at its overridden priority. A key no clean step can have (boot.x,
+	// or one without an interface) is ignored with a warning naming it,
+	// and the other keys still apply, as in Ironic.
 	CleanStepPriorityOverride map[string]int
 	// DeployTemplates are the deploy templates, matched by name against
 	// instance_info traits.

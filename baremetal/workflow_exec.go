@@ -10,6 +10,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -52,6 +53,7 @@ func (c *Conductor) planner() *steps.Planner {
 			c.log.Error("invalid step configuration; using defaults", "error", err)
 			p, _ = steps.NewPlanner(steps.Config{})
 		}
+		warnIgnoredOverrides(c.log, p)
 		c.plan = p
 	})
 	return c.plan
@@ -82,6 +84,7 @@ func (c *Conductor) stepSource(_ context.Context, t *task, kind steps.Kind) (ste
 			return steps.Source{}, err
 		}
 		src.Agent = cache
+		src.InBand = inBandInterfaces(d)
 	}
 	return src, nil
 }
@@ -145,7 +148,8 @@ func writeNodeProgress(n *Node, p steps.Progress) error {
 		return err
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	// The step's arguments keep their numbers exactly.
+	if err := jsonexact.Decode(b, &m); err != nil {
 		return err
 	}
 	*col = m

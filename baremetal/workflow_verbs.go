@@ -10,6 +10,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -757,7 +758,8 @@ func stepsToJSON(list []steps.Step) ([]any, error) {
 		return nil, fmt.Errorf("baremetal: steps: %w", err)
 	}
 	var out []any
-	if err := json.Unmarshal(b, &out); err != nil {
+	// Step arguments keep their numbers exactly (9007199254740993, 1.0).
+	if err := jsonexact.Decode(b, &out); err != nil {
 		return nil, fmt.Errorf("baremetal: steps: %w", err)
 	}
 	return out, nil

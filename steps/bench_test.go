@@ -8,7 +8,7 @@ import (
 // benchSource returns n steps on each of the seven cleaning interfaces,
 // half of them enabled, plus n agent steps on the deploy interface.
 func benchSource(n int) Source {
-	src := Source{Driver: map[string][]Step{}, Agent: map[string][]Step{}}
+	src := Source{Driver: map[string][]Step{}, Agent: map[string][]Step{}, InBand: []string{"deploy"}}
 	for _, iface := range Clean.Interfaces() {
 		for i := 0; i < n; i++ {
 			src.Driver[iface] = append(src.Driver[iface], Step{Interface: iface, Name: fmt.Sprintf("s%d", i), Priority: (i % 2) * (i % 7) * 10})

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -360,6 +361,15 @@ func finish(prog Progress) Action {
 // waitSeconds reads the seconds argument of a wait step: a non-negative
 // integer, or a string holding one (Ironic applies int()).
 func waitSeconds(v any) (int, bool) {
+	if n, ok := v.(json.Number); ok {
+		// A number float64 would change (10.0, 1e1): Ironic's int() of
+		// the float Python read.
+		f, err := n.Float64()
+		if err != nil {
+			return 0, false
+		}
+		v = f
+	}
 	switch t := v.(type) {
 	case float64:
 		if t < 0 || t != math.Trunc(t) || t > math.MaxInt32 {

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -279,14 +280,67 @@ func TestNewPlannerRejects(t *testing.T) {
 	for _, cfg := range []Config{
 		{MaxWaitStepSeconds: 1801},
 		{MaxWaitStepSeconds: -1},
-		{CleanPriorityOverrides: map[string]int{"erase_devices": 1}},
-		{VerifyPriorityOverrides: map[string]int{"bogus.x": 1}},
+		{DisallowCleanSteps: []string{"boot.x"}},
 		{DisallowDeploySteps: []string{"network.x"}},
 		{DisallowServiceSteps: []string{".x"}},
 	} {
 		if _, err := NewPlanner(cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewPlanner(%+v) error = %v, want ErrInvalidConfig", cfg, err)
 		}
+	}
+}
+
+// TestNewPlannerIgnoresBadOverrideKeys checks that an override key no step
+// can match is dropped and reported while the other keys are kept, as
+// Ironic keeps applying the rest of the option.
+func TestNewPlannerIgnoresBadOverrideKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cfg         Config
+		clean       map[string]int
+		verify      map[string]int
+		wantIgnored []IgnoredKey
+	}{
+		{
+			name:  "interface outside the table",
+			cfg:   Config{CleanPriorityOverrides: map[string]int{"boot.x": 5, "deploy.erase_devices": 0}},
+			clean: map[string]int{"deploy.erase_devices": 0},
+			wantIgnored: []IgnoredKey{{Option: "clean_step_priority_override", Key: "boot.x",
+				Reason: `interface "boot" has no clean steps`}},
+		},
+		{
+			name:  "no interface",
+			cfg:   Config{CleanPriorityOverrides: map[string]int{"erase_devices": 1, "raid.x": 2}},
+			clean: map[string]int{"raid.x": 2},
+			wantIgnored: []IgnoredKey{{Option: "clean_step_priority_override", Key: "erase_devices",
+				Reason: `want "interface.step"`}},
+		},
+		{
+			name:   "verify table",
+			cfg:    Config{VerifyPriorityOverrides: map[string]int{"bogus.x": 1, "boot.y": 3}},
+			verify: map[string]int{"boot.y": 3},
+			wantIgnored: []IgnoredKey{{Option: "verify_step_priority_override", Key: "bogus.x",
+				Reason: `interface "bogus" has no verify steps`}},
+		},
+		{
+			name:  "all usable",
+			cfg:   Config{CleanPriorityOverrides: map[string]int{"bios.factory_reset": 9}},
+			clean: map[string]int{"bios.factory_reset": 9},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPlanner(tc.cfg)
+			if err != nil {
+				t.Fatalf("NewPlanner: %v", err)
+			}
+			got := p.Config()
+			if !reflect.DeepEqual(got.CleanPriorityOverrides, tc.clean) || !reflect.DeepEqual(got.VerifyPriorityOverrides, tc.verify) {
+				t.Errorf("kept clean %v verify %v, want %v and %v", got.CleanPriorityOverrides, got.VerifyPriorityOverrides, tc.clean, tc.verify)
+			}
+			if ig := p.Ignored(); !reflect.DeepEqual(ig, tc.wantIgnored) {
+				t.Errorf("Ignored() = %+v, want %+v", ig, tc.wantIgnored)
+			}
+		})
 	}
 }
 
@@ -311,4 +365,26 @@ func fmtBoolPtr(b *bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// TestWaitSecondsExactNumbers checks the seconds of a wait step kept as
+// json.Number (written 10.0): Ironic applies int() to the float Python
+// read, so 10.0 waits 10 seconds; 2.5 is refused, as the planner refuses
+// a fractional float64.
+func TestWaitSecondsExactNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want int
+		ok   bool
+	}{
+		{json.Number("10.0"), 10, true},
+		{json.Number("1e1"), 10, true},
+		{json.Number("2.5"), 0, false},
+		{json.Number("-1.0"), 0, false},
+		{float64(7), 7, true},
+	} {
+		if got, ok := waitSeconds(tc.in); got != tc.want || ok != tc.ok {
+			t.Errorf("waitSeconds(%#v) = %d, %v, want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
 }

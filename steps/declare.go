@@ -11,14 +11,44 @@ type Option func(*declaration)
 
 type declaration struct {
 	argsInfo        map[string]ArgInfo
+	argsOrder       []string
 	abortable       *bool
 	requiresRamdisk *bool
 }
 
-// WithArgsInfo declares the arguments the step accepts. Every argument
-// needs a non-empty description.
+// WithArgsInfo declares the arguments the step accepts (several
+// WithArgsInfo and WithArg options add up). Every argument needs a
+// non-empty description. A map has no order: these arguments are listed
+// sorted, after those declared with WithArg.
 func WithArgsInfo(info map[string]ArgInfo) Option {
-	return func(d *declaration) { d.argsInfo = info }
+	return func(d *declaration) {
+		m := make(map[string]ArgInfo, len(d.argsInfo)+len(info))
+		for k, v := range d.argsInfo {
+			m[k] = v
+		}
+		for k, v := range info {
+			m[k] = v
+		}
+		d.argsInfo = m
+	}
+}
+
+// WithArg declares one argument the step accepts. Arguments declared with
+// WithArg keep their declaration order, which Ironic's messages follow
+// (missing required arguments are listed in it); it may be combined with
+// WithArgsInfo, whose arguments come after, sorted.
+func WithArg(name string, info ArgInfo) Option {
+	return func(d *declaration) {
+		m := make(map[string]ArgInfo, len(d.argsInfo)+1)
+		for k, v := range d.argsInfo {
+			m[k] = v
+		}
+		m[name] = info
+		d.argsInfo = m
+		if !containsString(d.argsOrder, name) {
+			d.argsOrder = append(d.argsOrder, name)
+		}
+	}
 }
 
 // WithAbortable overrides the kind's default abortable flag (false for
@@ -86,6 +116,7 @@ func Declare(kind Kind, iface, name string, priority int, opts ...Option) (Step,
 		for k, v := range d.argsInfo {
 			s.ArgsInfo[k] = v
 		}
+		s.ArgsOrder = append([]string(nil), d.argsOrder...)
 	}
 	if err := Check(kind, s); err != nil {
 		return Step{}, err

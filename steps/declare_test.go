@@ -1,8 +1,10 @@
 package steps
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -139,5 +141,56 @@ func TestAgentSteps(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("AgentSteps = %+v, want %+v", got, want)
+	}
+}
+
+// TestArgsOrderSurvivesJSON checks that the declaration order of a step's
+// arguments (WithArg) is kept when the step is encoded and decoded, and
+// that missing required arguments are reported in it, as Ironic lists
+// them in the order of its argsinfo dictionary.
+func TestArgsOrderSurvivesJSON(t *testing.T) {
+	s := MustDeclare(Clean, InterfaceBIOS, "configure", 0,
+		WithArg("zeta", ArgInfo{Description: "z", Required: true}),
+		WithArg("alpha", ArgInfo{Description: "a", Required: true}),
+		WithArgsInfo(map[string]ArgInfo{"mid": {Description: "m", Required: true}, "beta": {Description: "b", Required: true}}))
+	if got, want := strings.Join(s.ArgNames(), ","), "zeta,alpha,beta,mid"; got != want {
+		t.Fatalf("ArgNames() = %s, want %s", got, want)
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"argsinfo":{"zeta":`) || strings.Index(string(raw), `"alpha"`) > strings.Index(string(raw), `"beta"`) {
+		t.Fatalf("argsinfo not in declaration order: %s", raw)
+	}
+	var back Step
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(back.ArgsOrder, ","); got != "zeta,alpha,beta,mid" {
+		t.Fatalf("decoded ArgsOrder = %s", got)
+	}
+	_, err = ValidateUserSteps(Clean, []Step{{Interface: InterfaceBIOS, Name: "configure"}}, []Step{back}, ValidateOptions{})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 {
+		t.Fatalf("validation = %v", err)
+	}
+	if got := strings.Join(ve.Problems[0].Names, ","); got != "zeta,alpha,beta,mid" {
+		t.Errorf("missing names = %s, want declaration order", got)
+	}
+	if !strings.HasSuffix(ve.Problems[0].Message, "is missing these required arguments: zeta (z), alpha (a), beta (b), mid (m)") {
+		t.Errorf("message = %q", ve.Problems[0].Message)
+	}
+}
+
+// TestDeployPrefixHasNoSpace checks Ironic's exact text for invalid user
+// deploy steps: its prefix ends at the full stop and the first problem
+// follows without a space ("failed.node does not support ...").
+func TestDeployPrefixHasNoSpace(t *testing.T) {
+	e := &ValidationError{Kind: Deploy, Problems: []Problem{{Code: ProblemUnknownStep, Origin: OriginUser,
+		Message: "node does not support this deploy step: {'interface': 'bios', 'step': 'x', 'args': {}, 'priority': 1}"}}}
+	want := `Validation of deploy steps from "deploy steps" argument failed.node does not support this deploy step: {'interface': 'bios', 'step': 'x', 'args': {}, 'priority': 1}`
+	if got := e.Message(); got != want {
+		t.Errorf("Message() =\n%s\nwant\n%s", got, want)
 	}
 }

@@ -20,8 +20,13 @@
 // # Planning
 //
 // Gather collects a node's steps of one kind from its driver's interfaces
-// and the agent (a Source), applies priority overrides keyed
-// "interface.step", drops disabled (priority 0) steps for automated runs
+// and the agent (a Source), taking from each interface what the decision
+// table Contributes gives it (an agent-based interface contributes the
+// agent's steps only, except the deploy steps of the deploy interface:
+// its declared steps, then the agent's it does not shadow; agent RAID
+// steps are read only with an agent-based RAID interface), applies priority overrides keyed
+// "interface.step" (an override of 0 disables the step, as in Ironic),
+// drops disabled (priority 0) steps for automated runs
 // and sorts them by priority and then by the interface tie-break of the
 // kind (cleaning and deploying: vendor > power > management > firmware >
 // deploy > bios > raid; verifying has its own table). A Planner, built from
@@ -37,7 +42,10 @@
 //   - Verify: enabled verify steps in order.
 //
 // User steps come from ParseUserSteps, which checks the API's request
-// schema. Validation (ValidateUserSteps, used by the planners) reports every
+// schema. Step arguments keep their numbers exactly, as Ironic and IPA
+// (Python) do: decoding keeps a number as float64 only when float64
+// writes back the same text, and as json.Number otherwise, so
+// 9007199254740993 and 1.0 reach the agent as the user wrote them. Validation (ValidateUserSteps, used by the planners) reports every
 // problem of a request, worded as Ironic words it, in one *ValidationError:
 // unknown step, unexpected or missing arguments, ramdisk required while
 // disabled, the core deploy.deploy step overridden, duplicated deploy steps,
@@ -63,6 +71,40 @@
 // deploy and service equivalents); CurrentColumn and StepFromColumn
 // convert the node's <kind>_step column; Wipe clears a finished run.
 //
+// # Differences from Ironic
+//
+// The planner follows Ironic's ironic/conductor/steps.py on master, and
+// differs from it on purpose in these points:
+//
+//   - Ironic master, not a release: the firmware interface has its place
+//     in the tie-break tables and vendor and firmware steps are accepted
+//     in user steps; the reserved step names power_on, power_off, reboot,
+//     hold and wait are run by the conductor. Ironic 21.4 (the Debian
+//     package the planner was compared with) rejects those firmware and
+//     vendor steps and reports the reserved names as unknown steps.
+//   - When both the user's deploy steps and the steps of matching deploy
+//     templates are invalid, Ironic reports the user's problems only (it
+//     stops there); ValidationError reports both groups, each with
+//     Ironic's prefix, joined by "; ", so one request shows every
+//     problem.
+//   - Missing required arguments are listed in declaration order, as in
+//     Ironic (Step.ArgsOrder, filled from the argsinfo object's key order
+//     when a step is decoded from JSON, or by WithArg). Once a step list
+//     has been stored in driver_internal_info and read back through Go
+//     maps, that order is lost and the names come sorted. Unexpected
+//     arguments are sorted (Ironic's order there is a set's, arbitrary),
+//     and the Python repr of a step's args in messages lists the keys
+//     sorted.
+//   - Service steps follow the same table as clean steps. Ironic's agent
+//     deploy interface returns the agent's service steps of every
+//     interface, and its agent RAID interface its own declared service
+//     step; Anvil reads the agent's RAID service steps through an
+//     agent-based RAID interface, as for clean and deploy steps.
+//   - A priority override key that no step can have (boot.x, or a key
+//     without an interface) is dropped and reported by Planner.Ignored
+//     so the conductor can warn about it; Ironic keeps it silently. The
+//     other keys apply in both.
+//
 // # Usage
 //
 //	planner, err := steps.NewPlanner(steps.Config{
@@ -72,7 +114,7 @@
 //		return err
 //	}
 //	plan, err := planner.AutomatedClean(steps.AutomatedCleanRequest{
-//		Source: steps.Source{Driver: driverSteps, Agent: agentSteps},
+//		Source: steps.Source{Driver: driverSteps, Agent: agentSteps, InBand: []string{"deploy"}},
 //	})
 //	if err != nil {
 //		return err

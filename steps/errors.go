@@ -105,7 +105,10 @@ type ValidationError struct {
 
 // Message returns the text Ironic would put in InvalidParameterValue:
 // per origin an optional prefix and the problems joined with "; "
-// (origins are joined the same way).
+// (origins are joined the same way). When both the user's deploy steps
+// and deploy template steps are invalid, Ironic reports the user's steps
+// only (it validates the templates after the user's steps succeeded);
+// Anvil reports both, so one request shows every problem.
 func (e *ValidationError) Message() string {
 	var groups []string
 	for _, o := range []Origin{OriginUser, OriginRunbook, OriginTemplate} {
@@ -122,7 +125,8 @@ func (e *ValidationError) Message() string {
 		if e.Kind == Deploy {
 			switch o {
 			case OriginUser:
-				prefix = `Validation of deploy steps from "deploy steps" argument failed. `
+				// Ironic's prefix ends at the full stop: no space follows it.
+				prefix = `Validation of deploy steps from "deploy steps" argument failed.`
 			case OriginTemplate:
 				prefix = "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: " +
 					strings.Join(e.Templates, ",") + ". Errors: "

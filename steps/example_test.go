@@ -43,7 +43,7 @@ func ExamplePlanner_AutomatedClean() {
 			{Interface: "deploy", Name: "erase_pstore", Priority: 0, Abortable: true},
 		},
 	})
-	plan, err := planner.AutomatedClean(steps.AutomatedCleanRequest{Source: steps.Source{Agent: agent}})
+	plan, err := planner.AutomatedClean(steps.AutomatedCleanRequest{Source: steps.Source{Agent: agent, InBand: []string{"deploy"}}})
 	if err != nil {
 		panic(err)
 	}

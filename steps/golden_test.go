@@ -40,6 +40,9 @@ func runScenario(sc scenario) string {
 		fmt.Fprintf(&b, "config error: %v\n", err)
 		return b.String()
 	}
+	for _, ig := range planner.Ignored() {
+		fmt.Fprintf(&b, "ignored: %s key %q: %s\n", ig.Option, ig.Key, ig.Reason)
+	}
 	var user []Step
 	if len(sc.UserSteps) > 0 {
 		kind := Clean

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // ParseUserSteps decodes a user step list as the API receives it
@@ -100,7 +102,7 @@ func parseUserStep(kind Kind, i int, raw json.RawMessage) (Step, []ParseProblem)
 		if kind == Deploy {
 			bad("args", "is required for deploy steps")
 		}
-	} else if err := json.Unmarshal(v, &s.Args); err != nil || s.Args == nil {
+	} else if err := jsonexact.Decode(v, &s.Args); err != nil || s.Args == nil {
 		bad("args", "want an object, got %s", rawTypeName(v))
 	}
 	if kind == Deploy {

@@ -15,8 +15,10 @@ const (
 // function follow. The zero value is Ironic's defaults.
 type Config struct {
 	// CleanPriorityOverrides is [conductor]clean_step_priority_override:
-	// "interface.step" → priority. A non-zero value replaces the
-	// declared priority of driver and agent steps for automated cleaning.
+	// "interface.step" → priority. The value replaces the declared
+	// priority of driver and agent steps; 0 disables the step for
+	// automated cleaning, and a manual clean copies the overridden
+	// priority, 0 included.
 	CleanPriorityOverrides map[string]int `json:"clean_priority_overrides,omitempty"`
 	// VerifyPriorityOverrides is [conductor]verify_step_priority_override.
 	VerifyPriorityOverrides map[string]int `json:"verify_priority_overrides,omitempty"`
@@ -57,52 +59,89 @@ func (c Config) maxWait() int {
 // Planner computes step plans and decides what a conductor does next. It
 // is an immutable value, safe for concurrent use.
 type Planner struct {
-	cfg Config
+	cfg     Config
+	ignored []IgnoredKey
 }
 
-// NewPlanner checks cfg and returns a planner following it. Override and
-// disallow keys must be "interface.step" with an interface of the right
-// kind; MaxWaitStepSeconds must lie in [0, 1800].
+// IgnoredKey is a priority override entry the planner ignores because no
+// step can ever have its key: the key is not "interface.step", or its
+// interface contributes no steps of the option's kind (boot.x for
+// clean_step_priority_override). Ironic keeps such entries in its option
+// and they simply never match; the planner drops them and reports them so
+// the conductor can warn about a misspelt key instead of losing the rest.
+type IgnoredKey struct {
+	// Option is the option the key came from,
+	// "clean_step_priority_override" or "verify_step_priority_override".
+	Option string `json:"option"`
+	// Key is the key as configured.
+	Key string `json:"key"`
+	// Reason says why no step matches it.
+	Reason string `json:"reason"`
+}
+
+// NewPlanner checks cfg and returns a planner following it. Priority
+// override keys that no step can match (see IgnoredKey) are dropped and
+// listed by Planner.Ignored; they do not make cfg invalid. Disallow keys
+// must be "interface.step" with an interface of the right kind, and
+// MaxWaitStepSeconds must lie in [0, 1800]; otherwise NewPlanner fails
+// with ErrInvalidConfig.
 func NewPlanner(cfg Config) (*Planner, error) {
 	bad := func(format string, a ...any) (*Planner, error) {
 		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...)
 	}
-	checkKeys := func(option string, kind Kind, keys []string) error {
-		for _, k := range keys {
-			iface, _, ok := splitKey(k)
-			if !ok {
-				return fmt.Errorf("%w: %s: key %q: want \"interface.step\"", ErrInvalidConfig, option, k)
-			}
-			if _, ok := kind.InterfacePriority(iface); !ok {
-				return fmt.Errorf("%w: %s: key %q: interface %q has no %s steps", ErrInvalidConfig, option, k, iface, kind)
-			}
+	keyProblem := func(kind Kind, k string) string {
+		iface, _, ok := splitKey(k)
+		if !ok {
+			return `want "interface.step"`
 		}
-		return nil
-	}
-	if err := checkKeys("clean_step_priority_override", Clean, mapKeys(cfg.CleanPriorityOverrides)); err != nil {
-		return nil, err
-	}
-	if err := checkKeys("verify_step_priority_override", Verify, mapKeys(cfg.VerifyPriorityOverrides)); err != nil {
-		return nil, err
+		if _, ok := kind.InterfacePriority(iface); !ok {
+			return fmt.Sprintf("interface %q has no %s steps", iface, kind)
+		}
+		return ""
 	}
 	for kind, list := range map[Kind][]string{Clean: cfg.DisallowCleanSteps, Deploy: cfg.DisallowDeploySteps, Service: cfg.DisallowServiceSteps} {
-		if err := checkKeys("disallow_"+string(kind)+"_steps", kind, list); err != nil {
-			return nil, err
+		for _, k := range list {
+			if problem := keyProblem(kind, k); problem != "" {
+				return bad("disallow_%s_steps: key %q: %s", kind, k, problem)
+			}
 		}
 	}
 	if cfg.MaxWaitStepSeconds < 0 || cfg.MaxWaitStepSeconds > HardMaxWaitStepSeconds {
 		return bad("max_conductor_wait_step_seconds: %d is outside [0, %d]", cfg.MaxWaitStepSeconds, HardMaxWaitStepSeconds)
 	}
+	p := &Planner{}
+	usable := func(option string, kind Kind, m map[string]int) map[string]int {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]int, len(m))
+		for _, k := range mapKeys(m) {
+			if problem := keyProblem(kind, k); problem != "" {
+				p.ignored = append(p.ignored, IgnoredKey{Option: option, Key: k, Reason: problem})
+				continue
+			}
+			out[k] = m[k]
+		}
+		return out
+	}
 	c := cfg
-	c.CleanPriorityOverrides = copyIntMap(cfg.CleanPriorityOverrides)
-	c.VerifyPriorityOverrides = copyIntMap(cfg.VerifyPriorityOverrides)
+	c.CleanPriorityOverrides = usable("clean_step_priority_override", Clean, cfg.CleanPriorityOverrides)
+	c.VerifyPriorityOverrides = usable("verify_step_priority_override", Verify, cfg.VerifyPriorityOverrides)
 	c.DisallowCleanSteps = append([]string(nil), cfg.DisallowCleanSteps...)
 	c.DisallowDeploySteps = append([]string(nil), cfg.DisallowDeploySteps...)
 	c.DisallowServiceSteps = append([]string(nil), cfg.DisallowServiceSteps...)
-	return &Planner{cfg: c}, nil
+	p.cfg = c
+	return p, nil
 }
 
-// Config returns a copy of the planner's configuration.
+// Ignored returns the priority override keys NewPlanner dropped, ordered
+// by option and key; nil when every key is usable.
+func (p *Planner) Ignored() []IgnoredKey {
+	return append([]IgnoredKey(nil), p.ignored...)
+}
+
+// Config returns a copy of the planner's configuration, without the
+// ignored override keys.
 func (p *Planner) Config() Config {
 	c := p.cfg
 	c.CleanPriorityOverrides = copyIntMap(p.cfg.CleanPriorityOverrides)

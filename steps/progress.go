@@ -3,6 +3,8 @@ package steps
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // ProgressKeys are the driver_internal_info keys Ironic keeps for one
@@ -152,8 +154,9 @@ func ReadProgress(kind Kind, info map[string]any, current *Step) (Progress, erro
 // flags are set when true and removed when false, and the skip flag is
 // removed when nil. The node's <kind>_step column is p.Current, which the
 // caller stores itself. Values written are plain JSON values ([]any,
-// map[string]any, float64 numbers), so info marshals and compares like a
-// map decoded from the database.
+// map[string]any, float64 numbers, json.Number for numbers float64 would
+// change), so info marshals and compares like a map decoded from the
+// database.
 func (p Progress) Write(info map[string]any) error {
 	keys, ok := p.Kind.Keys()
 	if !ok {
@@ -263,14 +266,17 @@ func WriteAgentCache(kind Kind, info map[string]any, steps map[string][]Step, re
 	return nil
 }
 
-// toJSONValue converts a Go value to its generic JSON form.
+// toJSONValue converts a Go value to its generic JSON form, the form a
+// map decoded from the database has: numbers float64 holds exactly are
+// float64, the others json.Number, so step arguments are stored exactly
+// (see internal/jsonexact).
 func toJSONValue(v any) (any, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	var out any
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := jsonexact.Decode(raw, &out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 func TestProgressKeys(t *testing.T) {
@@ -272,4 +274,45 @@ func FuzzReadProgress(f *testing.F) {
 			_ = planner.Decide(again, Outcome{Kind: o})
 		}
 	})
+}
+
+// TestStepArgsKeepExactNumbers follows user step arguments through
+// ParseUserSteps, Progress.Write, a database-like JSON round trip and
+// ReadProgress: 9007199254740993 and 1.0 must come out as they went in
+// (before, they passed through float64 and became 9007199254740992 and
+// 1), while an ordinary integer stays a float64 for code reading it.
+func TestStepArgsKeepExactNumbers(t *testing.T) {
+	user, err := ParseUserSteps(Clean, []byte(`[{"interface": "deploy", "step": "x", "args": {"n": 9007199254740993, "f": 1.0, "i": 7}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := user[0].Args["i"].(float64); !ok {
+		t.Errorf("args.i = %#v, want float64 7", user[0].Args["i"])
+	}
+	info := map[string]any{}
+	if err := (Progress{Kind: Clean, Steps: user}).Write(info); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]any
+	if err := jsonexact.Decode(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ReadProgress(Clean, stored, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(prog.Steps[0].Args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"f":1.0,"i":7,"n":9007199254740993}`; string(out) != want {
+		t.Errorf("args after storage = %s, want %s", out, want)
+	}
+	if got := userStepRepr(Clean, prog.Steps[0]); got != "{'interface': 'deploy', 'step': 'x', 'args': {'f': 1.0, 'i': 7, 'n': 9007199254740993}}" {
+		t.Errorf("repr in messages = %s", got)
+	}
 }

@@ -1,6 +1,13 @@
 package steps
 
-import "strings"
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
+)
 
 // Kind names a family of steps: the operation a step list belongs to.
 type Kind string
@@ -23,14 +30,21 @@ type ArgInfo struct {
 // plan, the arguments it is run with. The JSON shape is the one Ironic
 // keeps in driver_internal_info and exchanges with the agent.
 type Step struct {
-	Interface       string             `json:"interface"`
-	Name            string             `json:"step"`
-	Priority        int                `json:"priority"`
-	Args            map[string]any     `json:"args,omitempty"`
-	ArgsInfo        map[string]ArgInfo `json:"argsinfo,omitempty"`
-	Abortable       bool               `json:"abortable"`
-	RequiresRamdisk bool               `json:"requires_ramdisk,omitempty"`
-	RebootRequested bool               `json:"reboot_requested,omitempty"`
+	Interface string             `json:"interface"`
+	Name      string             `json:"step"`
+	Priority  int                `json:"priority"`
+	Args      map[string]any     `json:"args,omitempty"`
+	ArgsInfo  map[string]ArgInfo `json:"argsinfo,omitempty"`
+	// ArgsOrder is the order in which the step's arguments were declared
+	// (Ironic keeps argsinfo as an ordered dictionary and lists missing
+	// arguments in that order). Decoding a step from JSON fills it from
+	// the order of the argsinfo object's keys, encoding writes argsinfo in
+	// it, and WithArg builds it; names of ArgsInfo missing from it come
+	// after, sorted (ArgNames).
+	ArgsOrder       []string `json:"-"`
+	Abortable       bool     `json:"abortable"`
+	RequiresRamdisk bool     `json:"requires_ramdisk,omitempty"`
+	RebootRequested bool     `json:"reboot_requested,omitempty"`
 
 	// AbortAfter is set on the running step when an abort was requested
 	// while a non-abortable step ran: the operation is aborted once the
@@ -43,6 +57,114 @@ type Step struct {
 	// LimitChildNodeExecution restricts ExecuteOnChildNodes to the named
 	// child nodes.
 	LimitChildNodeExecution []string `json:"limit_child_node_execution,omitempty"`
+}
+
+// ArgNames returns the names of the step's declared arguments in
+// declaration order: those of ArgsOrder that ArgsInfo holds, then the
+// remaining ones sorted.
+func (s Step) ArgNames() []string {
+	names := make([]string, 0, len(s.ArgsInfo))
+	seen := make(map[string]bool, len(s.ArgsInfo))
+	for _, n := range s.ArgsOrder {
+		if _, ok := s.ArgsInfo[n]; ok && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	rest := len(names)
+	for n := range s.ArgsInfo {
+		if !seen[n] {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names[rest:])
+	return names
+}
+
+// stepJSON is Step without its methods, for the JSON codec.
+type stepJSON Step
+
+// MarshalJSON encodes the step in Ironic's shape, with argsinfo's keys in
+// declaration order (ArgNames).
+func (s Step) MarshalJSON() ([]byte, error) {
+	if len(s.ArgsInfo) == 0 {
+		return json.Marshal(stepJSON(s))
+	}
+	var info bytes.Buffer
+	info.WriteByte('{')
+	for i, n := range s.ArgNames() {
+		if i > 0 {
+			info.WriteByte(',')
+		}
+		k, err := json.Marshal(n)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(s.ArgsInfo[n])
+		if err != nil {
+			return nil, err
+		}
+		info.Write(k)
+		info.WriteByte(':')
+		info.Write(v)
+	}
+	info.WriteByte('}')
+	return json.Marshal(struct {
+		stepJSON
+		ArgsInfo json.RawMessage `json:"argsinfo"`
+	}{stepJSON(s), info.Bytes()})
+}
+
+// UnmarshalJSON decodes a step and records the order of its argsinfo
+// keys in ArgsOrder. Numbers in Args are kept exactly (see
+// internal/jsonexact): float64 when float64 writes back the same text,
+// json.Number otherwise, so 9007199254740993 and 1.0 stay what they are,
+// as in Ironic and IPA, which are Python.
+func (s *Step) UnmarshalJSON(data []byte) error {
+	var p stepJSON
+	if err := jsonexact.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	if p.Args != nil {
+		jsonexact.Normalize(p.Args)
+	}
+	p.ArgsOrder = nil
+	if len(p.ArgsInfo) > 0 {
+		var raw struct {
+			ArgsInfo json.RawMessage `json:"argsinfo"`
+		}
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return err
+		}
+		p.ArgsOrder = objectKeys(raw.ArgsInfo)
+	}
+	*s = Step(p)
+	return nil
+}
+
+// objectKeys returns the keys of a JSON object in the order they appear
+// (a repeated key is listed once); nil if data is not an object.
+func objectKeys(data []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		if !containsString(keys, k) {
+			keys = append(keys, k)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
 }
 
 // Key returns the step's identity, "<interface>.<step>", the form used by
@@ -87,6 +209,9 @@ func (s Step) clone() Step {
 		for k, v := range s.ArgsInfo {
 			c.ArgsInfo[k] = v
 		}
+	}
+	if s.ArgsOrder != nil {
+		c.ArgsOrder = append([]string(nil), s.ArgsOrder...)
 	}
 	if s.LimitChildNodeExecution != nil {
 		c.LimitChildNodeExecution = append([]string(nil), s.LimitChildNodeExecution...)

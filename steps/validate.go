@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -100,7 +101,8 @@ func validateUserSteps(kind Kind, user, available []Step, opts ValidateOptions) 
 		}
 		if kind != Deploy || us.Priority > 0 {
 			var missingNames, missing []string
-			for _, a := range sortedArgNames(ds.ArgsInfo) {
+			// Ironic lists them in the order the step declares them.
+			for _, a := range ds.ArgNames() {
 				info := ds.ArgsInfo[a]
 				if _, given := us.Args[a]; info.Required && !given {
 					missingNames = append(missingNames, a)
@@ -185,6 +187,43 @@ func userStepRepr(kind Kind, s Step) string {
 	return b.String()
 }
 
+// pyFloatRepr writes f as Python's repr of a float does: fixed notation
+// with at least one decimal for exponents from -4 to 15, scientific
+// notation (two exponent digits at least) otherwise.
+func pyFloatRepr(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	exp := int(math.Floor(math.Log10(math.Abs(f))))
+	sci := strconv.FormatFloat(f, 'e', -1, 64)
+	if i := strings.LastIndexByte(sci, 'e'); i >= 0 {
+		// The decimal exponent of the shortest digits, which Log10 can
+		// miss by one near powers of ten.
+		if e, err := strconv.Atoi(sci[i+1:]); err == nil {
+			exp = e
+		}
+	}
+	if exp < -4 || exp >= 16 {
+		return sci
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
 // writePyRepr writes a JSON-like value as Python's repr would print it
 // after json.loads; map keys are sorted.
 func writePyRepr(b *strings.Builder, v any) {
@@ -223,18 +262,26 @@ func writePyRepr(b *strings.Builder, v any) {
 			}
 		}
 		b.WriteByte(q)
+	case json.Number:
+		// The exact text read: an integer literal is a Python int, any
+		// other a Python float.
+		s := string(t)
+		if strings.ContainsAny(s, ".eE") {
+			f, _ := strconv.ParseFloat(s, 64)
+			b.WriteString(pyFloatRepr(f))
+		} else if s == "-0" {
+			b.WriteString("0")
+		} else {
+			b.WriteString(s)
+		}
 	case float64:
-		switch {
-		case math.IsInf(t, 1):
-			b.WriteString("inf")
-		case math.IsInf(t, -1):
-			b.WriteString("-inf")
-		case math.IsNaN(t):
-			b.WriteString("nan")
-		case t == math.Trunc(t) && math.Abs(t) < 1e16:
+		// A float64 in step arguments holds a number encoding/json writes
+		// back as the text read (see internal/jsonexact): an integral
+		// value was an integer literal, a Python int.
+		if t == math.Trunc(t) && math.Abs(t) < 1e21 {
 			b.WriteString(strconv.FormatFloat(t, 'f', -1, 64))
-		default:
-			b.WriteString(strconv.FormatFloat(t, 'g', -1, 64))
+		} else {
+			b.WriteString(pyFloatRepr(t))
 		}
 	case int:
 		b.WriteString(strconv.Itoa(t))

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -19,7 +20,16 @@ func TestPyRepr(t *testing.T) {
 		{"tab\there\n\x01", `'tab\there\n\x01'`},
 		{3.0, "3"},
 		{2.5, "2.5"},
-		{1e20, "1e+20"},
+		{1e20, "100000000000000000000"},
+		{json.Number("9007199254740993"), "9007199254740993"},
+		{json.Number("1.0"), "1.0"},
+		{json.Number("2.50"), "2.5"},
+		{json.Number("1e20"), "1e+20"},
+		{json.Number("1e16"), "1e+16"},
+		{json.Number("1e15"), "1000000000000000.0"},
+		{json.Number("1e-5"), "1e-05"},
+		{json.Number("0.0001"), "0.0001"},
+		{json.Number("-0"), "0"},
 		{7, "7"},
 		{int64(-8), "-8"},
 		{[]any{1.0, "x", nil}, "[1, 'x', None]"},

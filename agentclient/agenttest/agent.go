@@ -72,7 +72,11 @@ type Execution struct {
 	Command string // full name, e.g. "clean.execute_clean_step"
 	Params  map[string]any
 	// Step is the step of an execute_<kind>_step command, else nil.
-	Step       *steps.Step
+	Step *steps.Step
+	// Body is the request body exactly as the agent received it, for
+	// checks that decoded Params cannot make (the exact text of a
+	// number: IPA, in Python, keeps 9007199254740993 and 1.0 as sent).
+	Body       []byte
 	Status     agentclient.CommandStatus
 	Error      *agentclient.AgentError
 	StartedAt  time.Time
@@ -84,6 +88,7 @@ type command struct {
 	res      agentclient.CommandResult
 	full     string
 	step     *steps.Step
+	body     []byte
 	started  time.Time
 	finished time.Time
 	done     chan struct{}
@@ -225,7 +230,7 @@ func (a *Agent) Executed() []Execution {
 	defer a.mu.Unlock()
 	out := make([]Execution, 0, len(a.commands))
 	for _, c := range a.commands {
-		e := Execution{ID: c.res.ID, Command: c.full, Params: maps.Clone(c.res.Params), Status: c.res.Status, StartedAt: c.started, FinishedAt: c.finished}
+		e := Execution{ID: c.res.ID, Command: c.full, Params: maps.Clone(c.res.Params), Body: slices.Clone(c.body), Status: c.res.Status, StartedAt: c.started, FinishedAt: c.finished}
 		if c.step != nil {
 			s := *c.step
 			e.Step = &s
@@ -535,6 +540,7 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 		res:     agentclient.CommandResult{ID: uuid.NewString(), Name: name, Params: params, Status: agentclient.StatusRunning},
 		full:    full,
 		step:    step,
+		body:    body,
 		started: a.clock.Now(),
 		done:    make(chan struct{}),
 	}

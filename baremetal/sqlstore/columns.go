@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // nodeCol maps one column of the nodes table to a Node field: how to
@@ -107,7 +108,10 @@ func jsonMap(name string, f func(n *baremetal.Node) *map[string]any) nodeCol {
 				return nil
 			}
 			var m map[string]any
-			if err := json.Unmarshal([]byte(ns.String), &m); err != nil {
+			// Numbers float64 would change (step arguments such as
+			// 9007199254740993 or 1.0) come back as json.Number, the
+			// others as float64 (see internal/jsonexact).
+			if err := jsonexact.Decode([]byte(ns.String), &m); err != nil {
 				return fmt.Errorf("sqlstore: node %s: decoding %s: %w", n.UUID, name, err)
 			}
 			*f(n) = m

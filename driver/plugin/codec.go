@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/driver"
 	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // invokeArgs carries the arguments of every operation; each operation
@@ -42,7 +43,9 @@ func unmarshalMap(b []byte) (map[string]any, error) {
 		return nil, nil
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	// Numbers float64 would change (step arguments such as
+	// 9007199254740993 or 1.0) cross the process boundary exactly.
+	if err := jsonexact.Decode(b, &m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -162,7 +165,7 @@ func decodeChanges(in *pb.Changes) (driver.Changes, error) {
 			continue
 		}
 		m := map[string]any{}
-		if err := json.Unmarshal(f.b, &m); err != nil {
+		if err := jsonexact.Decode(f.b, &m); err != nil {
 			return c, err
 		}
 		*f.dst = m
