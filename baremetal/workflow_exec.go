@@ -1114,7 +1114,8 @@ func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) e
 
 // prepareRamdiskBoot readies the node to boot the agent ramdisk for
 // purpose: its network, the boot interface's ramdisk (with params, the
-// ramdisk's kernel parameters), a one-time PXE boot, and the previous
+// ramdisk's kernel parameters, and the boot device the boot interface
+// chooses and sets), and the previous
 // agent's token and URL forgotten (unless the token is pre-generated), so
 // the booting agent finds no stale token.
 func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose driver.NetworkPurpose, params map[string]any) error {
@@ -1125,12 +1126,10 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 			}
 		}
 		if b := d.Boot(); b != nil {
+			// The boot interface sets the boot device itself (PXE for
+			// network boot, CD for virtual media), as in Ironic: a PXE
+			// override here would undo a virtual-media boot.
 			if err := b.PrepareRamdisk(ctx, v, params); err != nil {
-				return err
-			}
-		}
-		if m := d.Management(); m != nil {
-			if err := m.SetBootDevice(ctx, v, driver.BootPXE, false); err != nil {
 				return err
 			}
 		}

@@ -253,7 +253,15 @@ type Power struct {
 func (p *Power) follow(t *driver.Task) error {
 	state, _ := t.InternalString(driver.FakePowerStateKey)
 	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
-	if state == string(driver.PowerOn) && prepared == "ramdisk" {
+	// Like a real machine, the node boots the ramdisk only from a device
+	// that can carry it (the fake BMC's boot device; PXE when none was
+	// set): one left on disk boots the disk, whatever was prepared.
+	device, ok := t.InternalString(driver.FakeBootDeviceKey)
+	if !ok {
+		device = string(driver.BootPXE)
+	}
+	bootable := device == string(driver.BootPXE) || device == string(driver.BootCDROM)
+	if state == string(driver.PowerOn) && prepared == "ramdisk" && bootable {
 		var macs []string
 		for _, port := range t.Ports {
 			macs = append(macs, port.Address)
