@@ -425,6 +425,30 @@ func (c *Conductor) revalidateDeploySteps(ctx context.Context, t *task, prog ste
 	return out, nil
 }
 
+// mergeLiveAgentSteps fetches the deploy steps of an agent that is
+// already up (fast track: deploy.deploy finished without booting the
+// ramdisk, so no heartbeat in wait call-back fetched them) and merges them
+// into the plan before the next step, as Ironic's fast-track deploy
+// refreshes the in-band steps and re-validates. Without it write_image ran
+// before the agent's steps were known and an agent deploy step of
+// non-zero priority never ran. It does nothing once the steps are
+// validated, for other kinds, or while no agent is recorded (the
+// heartbeat path fetches them then). ok is false when the run failed (err
+// is the failure's).
+func (c *Conductor) mergeLiveAgentSteps(ctx context.Context, t *task, kind steps.Kind, prog steps.Progress) (steps.Progress, bool, error) {
+	if kind != steps.Deploy || prog.StepsValidated || !c.agentBased(t) {
+		return prog, true, nil
+	}
+	if url, _ := t.node.DriverInternalInfo["agent_url"].(string); url == "" {
+		return prog, true, nil
+	}
+	if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {
+		return prog, false, c.stepsFailed(ctx, t, steps.Deploy,
+			fmt.Sprintf("Failed to get deploy steps from the agent of node %s: %s", t.uuid(), describeErr(err)), false)
+	}
+	return c.revalidateOrFail(ctx, t, prog)
+}
+
 // stepIndex finds a step by interface and name.
 func stepIndex(list []steps.Step, s steps.Step) int {
 	for i, x := range list {
@@ -533,6 +557,11 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			if out.Kind == steps.StepDone {
 				c.metrics.stepDuration.WithLabelValues(string(kind), a.Step.Key()).Observe(c.clock.Now().Sub(start).Seconds())
 				c.stepEvent(t, EventStepEnd, kind, a.Step, "")
+				next, ok, err := c.mergeLiveAgentSteps(ctx, t, kind, prog)
+				if !ok {
+					return err
+				}
+				prog = next
 			}
 			if out.Kind == steps.StepFailed {
 				c.metrics.stepFailures.WithLabelValues(string(kind), a.Step.Key()).Inc()
