@@ -465,3 +465,112 @@ func retryPending(prog steps.Progress, last agentclient.CommandResult, kind step
 	sr, err := agentclient.DecodeStepResult(kind, &last)
 	return err == nil && sr.Step.Interface != "" && (sr.Step.Interface != prog.Current.Interface || sr.Step.Name != prog.Current.Name)
 }
+
+// syncAgent flushes the disks of the node's running agent (standby.sync)
+// before the node loses power out of band, as Ironic does before a hard
+// power off under an agent. It does nothing when no agent (URL and token)
+// is recorded or the node is not powered on. A failure is logged and
+// recorded in the node's history, and does not stop the power action: a
+// node must stay controllable when its agent hangs.
+func (c *Conductor) syncAgent(ctx context.Context, t *task) {
+	n := t.node
+	a := agentOf(n)
+	if a.URL == "" || a.Token == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+		return
+	}
+	if _, err := c.agent.Client.Sync(ctx, a); err != nil {
+		c.log.Warn("agent did not flush the disks before the power off", "node", n.UUID, "error", err)
+		c.history(ctx, n.UUID, "agent sync failed", "provisioning",
+			fmt.Sprintf("Failed to flush the file system of node %s before powering it off: %s", n.UUID, describeErr(err)), HistoryWarning)
+	}
+}
+
+// powerOffAgent powers off a node whose agent runs, in Ironic's
+// tear_down_agent order: the disks are flushed (standby.sync), the agent
+// is asked to power the machine off (standby.power_off, unless
+// ForceOOBPowerOff), the power state is polled for up to PowerOffWait,
+// and only a node still on is powered off out of band. Without an agent
+// it is a plain out-of-band power off.
+func (c *Conductor) powerOffAgent(ctx context.Context, t *task) error {
+	n := t.node
+	a := agentOf(n)
+	if a.URL == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+		return c.powerAction(ctx, t, driver.PowerOff, 0)
+	}
+	c.syncAgent(ctx, t)
+	if !c.agent.ForceOOBPowerOff && !n.DisablePowerOff {
+		if res, err := c.agent.Client.PowerOff(ctx, a); err != nil {
+			c.log.Warn("agent did not accept the soft power off; powering off out of band", "node", n.UUID, "error", err)
+		} else if failed := c.agentCommandFailed(ctx, a, res); failed != nil {
+			c.log.Warn("agent's soft power off failed; powering off out of band", "node", n.UUID, "error", failed)
+		} else if c.waitPoweredOff(ctx, t) {
+			c.powerChanged(t, driver.PowerOff, driver.PowerOff)
+			return nil
+		} else {
+			c.log.Warn("node did not power off in time after its agent's power off; powering off out of band",
+				"node", n.UUID, "wait", c.agent.PowerOffWait)
+		}
+	}
+	// The disks were flushed above: power off without a second sync.
+	url := n.DriverInternalInfo["agent_url"]
+	delete(n.DriverInternalInfo, "agent_url")
+	if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+		n.DriverInternalInfo["agent_url"] = url
+		return err
+	}
+	return nil
+}
+
+// agentCommandFailed waits (at most PowerOffWait) for the agent's
+// asynchronous command to end and returns its error when it FAILED. An
+// agent that goes away while powering off (the expected end) or does not
+// answer in time is not a failure: the power state decides.
+func (c *Conductor) agentCommandFailed(ctx context.Context, a agentclient.Agent, res *agentclient.CommandResult) error {
+	if res == nil || res.ID == "" {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.agent.PowerOffWait)
+	defer cancel()
+	got, err := c.agent.Client.GetCommandStatus(wctx, a, res.ID, true)
+	if err != nil || got == nil || got.Status != agentclient.StatusFailed {
+		return nil
+	}
+	msg := "unknown error"
+	if got.Error != nil {
+		msg = got.Error.String()
+	}
+	return fmt.Errorf("%s: %s", got.Name, MaskText(msg))
+}
+
+// waitPoweredOff polls the node's power state until it reads power off or
+// PowerOffWait has passed (or ctx ends).
+func (c *Conductor) waitPoweredOff(ctx context.Context, t *task) bool {
+	deadline := c.clock.Now().Add(c.agent.PowerOffWait)
+	for {
+		var ps driver.PowerState
+		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			p := d.Power()
+			if p == nil {
+				return fmt.Errorf("no power interface")
+			}
+			var err error
+			ps, err = p.GetPowerState(ctx, v)
+			return err
+		})
+		if err == nil && ps == driver.PowerOff {
+			return true
+		}
+		wait := c.agent.PowerOffPollInterval
+		if left := deadline.Sub(c.clock.Now()); left <= 0 {
+			return false
+		} else if left < wait {
+			wait = left
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.clock.After(wait):
+		}
+	}
+}
+

@@ -626,9 +626,9 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				return nil
 			})
 			if err == nil {
-				if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
-					delete(n.DriverInternalInfo, "agent_secret_token")
-				}
+				// The reboot flushes the agent's disks first and then
+				// forgets its token (unless pre-generated), so the
+				// rebooted agent obtains a new one.
 				err = c.powerAction(ctx, t, driver.Reboot, 0)
 			}
 			if err != nil {
@@ -896,6 +896,15 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	n := t.node
+	if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" && n.PowerState == string(driver.PowerOn) {
+		// An agent still runs (a failed deploy): shut it down in
+		// Ironic's order before the node is torn down and rebooted.
+		if err := c.powerOffAgent(ctx, t); err != nil {
+			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+			t.fail(ctx, msg, false)
+			return err
+		}
+	}
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		dep := d.Deploy()
 		if dep == nil {
@@ -1084,6 +1093,11 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 	if (target == driver.PowerOff || target == driver.SoftPowerOff) && n.DisablePowerOff {
 		return fmt.Errorf("power off refused: disable_power_off is set on node %s", n.UUID)
 	}
+	if target == driver.PowerOff || target == driver.Reboot {
+		// A hard power off (or power cycle) under a running agent is
+		// preceded by a flush of its disks.
+		c.syncAgent(ctx, t)
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var got driver.PowerState
@@ -1108,6 +1122,16 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 		c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState, Error: describeErr(err)})
 		return err
 	}
+	c.powerChanged(t, target, got)
+	return nil
+}
+
+// powerChanged records a finished power action in the node (unsaved): the
+// power state read afterwards and, unless the node was powered on, the
+// agent's URL, token and cached steps forgotten (unless the token is
+// pre-generated), and publishes it.
+func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
+	n := t.node
 	n.PowerState = string(got)
 	if target != driver.PowerOn {
 		if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
@@ -1119,7 +1143,6 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 		}
 	}
 	c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState})
-	return nil
 }
 
 func networkPurpose(kind steps.Kind) driver.NetworkPurpose {
@@ -1220,7 +1243,7 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "tear_down_agent":
-		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+		if err := c.powerOffAgent(ctx, t); err != nil {
 			return err
 		}
 		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
