@@ -255,6 +255,11 @@ var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
 // A Conductor is built with New, started with Start and stopped with Stop.
 // Its methods are safe for concurrent use.
 type Conductor struct {
+	// bootTokens holds the token desk of each node this conductor is
+	// powering into a ramdisk (node UUID to *tokenDesk), so a lookup
+	// during the power action needs no lock (see EnsureAgentToken).
+	bootTokens sync.Map
+
 	store   Store
 	drivers *driver.Registry
 	agent   AgentSettings

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
@@ -50,6 +51,11 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 	// asking for its token is about to post its inspection data, which
 	// Ironic's continue_inspection handles under a lock taken with the
 	// usual retries: wait for it the same way.
+	if created, ok := c.depositToken(nodeUUID, candidate); ok {
+		// This conductor holds the node while powering it into the
+		// ramdisk whose agent asks: answer now instead of 409.
+		return created, nil
+	}
 	policy := NoRetry()
 	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == string(statemachine.InspectWait) {
 		policy = inspectionLockPolicy()
@@ -91,6 +97,11 @@ func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartb
 
 func (c *Conductor) agentNode(n *Node) agentclient.Node {
 	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	if pending := c.pendingToken(n.UUID); pending != "" {
+		// Issued by a lookup during a power action still in progress:
+		// the stored token (if any) is the previous boot's.
+		tok = pending
+	}
 	url, _ := n.DriverInternalInfo["agent_url"].(string)
 	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
 	return agentclient.Node{
@@ -574,3 +585,96 @@ func (c *Conductor) waitPoweredOff(ctx context.Context, t *task) bool {
 	}
 }
 
+// tokenDesk issues the agent token of a node while the conductor holding
+// the node's lock powers it into a ramdisk. Ironic's lookup takes the
+// node's exclusive lock without retry, so an agent that boots quickly
+// (before the power action returns) met a locked node, got 409 and slept
+// 5 s. The holder opens a desk before the power action: a lookup then
+// deposits its candidate token here (the first one wins, later lookups
+// get the masked value, as for a stored token), the holder writes it into
+// the node and saves it once the power action returns, and only then
+// closes the desk. The desk exists only in the process holding the lock,
+// so the one-time disclosure and the holder's fenced write are kept.
+type tokenDesk struct {
+	mu     sync.Mutex
+	token  string
+	closed bool
+}
+
+// depositToken offers candidate to the node's open desk. ok is false when
+// no desk is open; created is true when candidate became the token.
+func (c *Conductor) depositToken(uuid, candidate string) (created, ok bool) {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return false, false
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, false
+	}
+	if d.token != "" {
+		return false, true
+	}
+	d.token = candidate
+	return true, true
+}
+
+// pendingToken is the token deposited on the node's open desk, or "".
+func (c *Conductor) pendingToken(uuid string) string {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return ""
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ""
+	}
+	return d.token
+}
+
+// powerBootingAgent runs a power action (power on or reboot) that boots
+// the node into a ramdisk whose agent will look the node up. When the
+// node has no token (it was wiped for this boot), a lookup during the
+// action is answered at once through a token desk, and the token it was
+// given is saved with the node before the desk closes.
+func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target driver.PowerState) error {
+	n := t.node
+	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok != "" {
+		return c.powerAction(ctx, t, target, 0)
+	}
+	d := &tokenDesk{}
+	if _, busy := c.bootTokens.LoadOrStore(n.UUID, d); busy {
+		// Cannot happen while this conductor holds the node's lock.
+		return c.powerAction(ctx, t, target, 0)
+	}
+	defer func() {
+		d.mu.Lock()
+		d.closed = true
+		d.mu.Unlock()
+		c.bootTokens.CompareAndDelete(n.UUID, d)
+	}()
+	err := c.powerAction(ctx, t, target, 0)
+	d.mu.Lock()
+	tok := d.token
+	if tok == "" {
+		// No lookup came: later ones take the usual path (the lock,
+		// then the stored token).
+		d.closed = true
+	}
+	d.mu.Unlock()
+	if tok == "" {
+		return err
+	}
+	// The desk stays open (later lookups get the masked token, and
+	// heartbeats are checked against it) until the token is saved.
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo["agent_secret_token"] = tok
+	if serr := t.save(ctx); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}

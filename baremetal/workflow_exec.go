@@ -629,7 +629,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				// The reboot flushes the agent's disks first and then
 				// forgets its token (unless pre-generated), so the
 				// rebooted agent obtains a new one.
-				err = c.powerAction(ctx, t, driver.Reboot, 0)
+				err = c.powerBootingAgent(ctx, t, driver.Reboot)
 			}
 			if err != nil {
 				a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: describeErr(err)})
@@ -1202,9 +1202,9 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 // boot is prepared.
 func (c *Conductor) powerIntoRamdisk(ctx context.Context, t *task) error {
 	if t.node.PowerState == string(driver.PowerOn) {
-		return c.powerAction(ctx, t, driver.Reboot, 0)
+		return c.powerBootingAgent(ctx, t, driver.Reboot)
 	}
-	return c.powerAction(ctx, t, driver.PowerOn, 0)
+	return c.powerBootingAgent(ctx, t, driver.PowerOn)
 }
 
 // shutdownRamdisk ends an agent-based clean or service run: power off and
