@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +149,14 @@ func lsblkShim(t *testing.T, dir string) string {
 	if err := os.WriteFile(filepath.Join(bin, "lsblk"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A second guard behind the test's stand-by extension: the host's
+	// shutdown commands are never reachable through the agent's PATH.
+	for _, name := range []string{"poweroff", "reboot", "shutdown", "halt"} {
+		guard := "#!/bin/sh\necho \"anvil realipa: " + name + " refused on the test host\" >&2\nexit 0\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(guard), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return bin
 }
 
@@ -247,6 +256,29 @@ func startIPA(t *testing.T, src, python, pyDir, apiURL, device string, port int)
 // disks (standby.sync, run by the real IPA) before the out-of-band power
 // off (ForceOOBPowerOff: the agent's own power_off would run poweroff).
 func TestRealIPADirectDeploy(t *testing.T) {
+	names := deployWithRealIPA(t, true)
+	if slices.Contains(names, "power_off:SUCCEEDED") {
+		t.Fatalf("agent commands %v: standby.power_off sent although ForceOOBPowerOff is set", names)
+	}
+}
+
+// TestRealIPASoftPowerOff is the same deploy with the agent asked to power
+// the node off at tear_down_agent, in Ironic's order: the real agent runs
+// standby.sync, then standby.power_off (the test's stand-by extension
+// makes that a log line, so the node stays on), and the conductor powers
+// the node off out of band once PowerOffWait has passed.
+func TestRealIPASoftPowerOff(t *testing.T) {
+	names := deployWithRealIPA(t, false)
+	syncAt, offAt := slices.Index(names, "sync:SUCCEEDED"), slices.Index(names, "power_off:SUCCEEDED")
+	if syncAt < 0 || offAt < syncAt {
+		t.Fatalf("agent commands %v: want sync SUCCEEDED, then power_off SUCCEEDED", names)
+	}
+}
+
+// deployWithRealIPA runs the deploy of TestRealIPADirectDeploy and returns
+// the commands the real agent ran ("name:STATUS", in its order).
+func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
+	t.Helper()
 	src, python := requireIPA(t)
 	dir, err := os.MkdirTemp("", "anvil-realipa-")
 	if err != nil {
@@ -299,7 +331,8 @@ func TestRealIPADirectDeploy(t *testing.T) {
 	apiURL := "http://" + api.Listener.Addr().String()
 	condLog := &syncBuffer{}
 	c, err := baremetal.New(store, reg,
-		baremetal.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: true},
+		baremetal.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
+			PowerOffWait: 2 * time.Second, PowerOffPollInterval: 200 * time.Millisecond},
 		baremetal.Options{Hostname: "realipa-conductor", DisableAutomatedClean: true,
 			Logger: slog.New(slog.NewTextHandler(condLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -442,6 +475,7 @@ func TestRealIPADirectDeploy(t *testing.T) {
 	if strings.Contains(condLog.String(), token) {
 		t.Error("the agent token appears in the conductor's log")
 	}
+	return names
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
