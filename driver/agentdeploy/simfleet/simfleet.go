@@ -103,7 +103,7 @@ func New(cfg Config) (*Fleet, error) {
 	def(&cfg.CommandDelay, 5*time.Millisecond)
 	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{}, inspections: map[string]int{},
 		powerCalls: map[string][]PowerCall{},
-		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		hc:         &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
 		if err != nil {
