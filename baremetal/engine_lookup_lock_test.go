@@ -78,12 +78,25 @@ func (p *lookingUpPower) Reboot(ctx context.Context, t *driver.Task, timeout tim
 }
 
 // TestLookupDuringPowerOnAnswersPromptly boots a node into the cleaning
-// ramdisk with a power interface that looks the node up while the
-// conductor's power-on still holds the node's lock: the lookup must answer
+// ramdisk (by a power-on, and by a reboot of a node that is on) with a
+// power interface that looks the node up while the conductor's power
+// action still holds the node's lock: the lookup must answer
 // 200 with a fresh token at once (not 409, after which IPA sleeps 5 s),
 // the token must be the one the conductor stores, and a second lookup
 // must get the masked value only.
 func TestLookupDuringPowerOnAnswersPromptly(t *testing.T) {
+	for _, poweredOn := range []bool{false, true} {
+		name := "power on"
+		if poweredOn {
+			name = "reboot"
+		}
+		t.Run(name, func(t *testing.T) { lookupDuringPowerAction(t, poweredOn) })
+	}
+}
+
+// lookupDuringPowerAction is TestLookupDuringPowerOnAnswersPromptly with
+// the node off (the conductor powers it on) or on (it reboots it).
+func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +149,13 @@ func TestLookupDuringPowerOnAnswersPromptly(t *testing.T) {
 	hs.must(err)
 	hs.must(c.Manage(ctx, n.UUID))
 	hs.waitFor(n.UUID, statemachine.Manageable)
+	if poweredOn {
+		cur, err := store.GetNode(ctx, n.UUID)
+		hs.must(err)
+		cur.DriverInternalInfo[driver.FakePowerStateKey] = string(driver.PowerOn)
+		cur.PowerState = string(driver.PowerOn)
+		hs.must(store.UpdateNode(ctx, cur, ""))
+	}
 	hs.must(c.Provide(ctx, n.UUID))
 	w := hs.waitFor(n.UUID, statemachine.CleanWait)
 

@@ -638,12 +638,17 @@ func (c *Conductor) pendingToken(uuid string) string {
 
 // powerBootingAgent runs a power action (power on or reboot) that boots
 // the node into a ramdisk whose agent will look the node up. When the
-// node has no token (it was wiped for this boot), a lookup during the
-// action is answered at once through a token desk, and the token it was
-// given is saved with the node before the desk closes.
+// node will have no token after the action (it was wiped for this boot,
+// or the reboot wipes it; a pre-generated token stays), a lookup during
+// the action is answered at once through a token desk, and the token it
+// was given is saved with the node before the desk closes.
 func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target driver.PowerState) error {
 	n := t.node
-	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok != "" {
+	_, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]
+	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	// A reboot forgets the token (unless pre-generated); a power-on
+	// keeps whatever token the node has.
+	if pre || (tok != "" && target != driver.Reboot) {
 		return c.powerAction(ctx, t, target, 0)
 	}
 	d := &tokenDesk{}
@@ -659,7 +664,7 @@ func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target drive
 	}()
 	err := c.powerAction(ctx, t, target, 0)
 	d.mu.Lock()
-	tok := d.token
+	tok = d.token
 	if tok == "" {
 		// No lookup came: later ones take the usual path (the lock,
 		// then the stored token).
