@@ -179,6 +179,10 @@ type AgentSettings struct {
 	// agent is not asked to power the node off; its disks are flushed
 	// (standby.sync) and the node is powered off out of band.
 	ForceOOBPowerOff bool
+	// SyncTimeout bounds the flush (standby.sync, retries included)
+	// before a hard power off, so a hung agent delays a power action by
+	// at most this long; default 30 s.
+	SyncTimeout time.Duration
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -327,6 +331,9 @@ func New(store Store, drivers *driver.Registry, agent AgentSettings, opts Option
 	}
 	if agent.PowerOffPollInterval <= 0 {
 		agent.PowerOffPollInterval = 5 * time.Second
+	}
+	if agent.SyncTimeout <= 0 {
+		agent.SyncTimeout = 30 * time.Second
 	}
 	c := &Conductor{
 		store:         store,

@@ -128,3 +128,40 @@ func commandNames(ex []agenttest.Execution) []string {
 	}
 	return out
 }
+
+// TestTearDownHungSyncIsBounded gives the deploy's agent a standby.sync
+// that never answers: the power off waits at most SyncTimeout for it,
+// records the failed flush in the node's history, and the deploy still
+// reaches active (a node must stay controllable when its agent hangs).
+func TestTearDownHungSyncIsBounded(t *testing.T) {
+	rec := &agentRecorder{}
+	factory := func(uuid string) *agenttest.Agent {
+		a := rec.factory(uuid)
+		a.SetBehavior(agentclient.CmdSync, agenttest.Behavior{Delay: time.Hour})
+		return a
+	}
+	h := newAgentHarnessWith(t, baremetal.Options{DisableAutomatedClean: true}, baremetal.AgentSettings{
+		ForceOOBPowerOff: true, SyncTimeout: 300 * time.Millisecond}, factory)
+	n := h.enrollAgentNode("hung-sync")
+	h.must(h.c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Available)
+	start := time.Now()
+	h.must(h.c.Deploy(h.ctx, n.UUID, baremetal.DeployOptions{}))
+	h.waitFor(n.UUID, statemachine.Active)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("deploy took %v with a hung sync", d)
+	}
+	hist, err := h.store.ListHistory(h.ctx, n.UUID, 0)
+	h.must(err)
+	found := false
+	for _, e := range hist {
+		if e.Event == "agent sync failed" && e.Severity == baremetal.HistoryWarning {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the failed flush is not in the node's history")
+	}
+}

@@ -489,7 +489,9 @@ func (c *Conductor) syncAgent(ctx context.Context, t *task) {
 	if a.URL == "" || a.Token == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
 		return
 	}
-	if _, err := c.agent.Client.Sync(ctx, a); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, c.agent.SyncTimeout)
+	defer cancel()
+	if _, err := c.agent.Client.Sync(sctx, a); err != nil {
 		c.log.Warn("agent did not flush the disks before the power off", "node", n.UUID, "error", err)
 		c.history(ctx, n.UUID, "agent sync failed", "provisioning",
 			fmt.Sprintf("Failed to flush the file system of node %s before powering it off: %s", n.UUID, describeErr(err)), HistoryWarning)
