@@ -316,6 +316,15 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 		if err == nil && wait && reboot {
 			err = c.bootRamdisk(ctx, t, kind)
 		}
+		if err == nil && !wait && c.agentBased(t) {
+			// The agent is already up (fast track): fetch its steps
+			// now, as Ironic's fast-track prepare_cleaning does; no
+			// heartbeat in a wait state will (the cache was wiped
+			// above).
+			if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" {
+				err = c.refreshAgentSteps(ctx, t, kind)
+			}
+		}
 		if err != nil {
 			return c.stepsFailed(ctx, t, kind, fmt.Sprintf("Failed to prepare node %s for %s: %s", n.UUID, kindVerb(kind), describeErr(err)), false)
 		}
