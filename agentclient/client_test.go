@@ -136,7 +136,7 @@ func TestClientDeployAndServiceSteps(t *testing.T) {
 			write = s
 		}
 	}
-	write.Args = map[string]any{"image_info": map[string]any{"id": "img"}, "configdrive": "H4sI"}
+	write.Args = map[string]any{"image_info": map[string]any{"id": "img", "urls": []any{"http://127.0.0.1/img"}, "checksum": "0123456789abcdef0123456789abcdef"}, "configdrive": "H4sI"}
 	if _, err := e.client.ExecuteDeployStep(ctx, e.target, write, maskedNode, ports, ds.HardwareManagerVersion); err != nil {
 		t.Fatal(err)
 	}

@@ -169,6 +169,23 @@ type AgentSettings struct {
 	// is booted with ipa-inspection-callback-url set to
 	// APIURL/v1/continue_inspection.
 	APIURL string
+	// PowerOffWait bounds the wait for a node to power off after its
+	// agent was asked to (standby.power_off) at the end of a deploy,
+	// before the conductor powers it off out of band (Ironic's
+	// [agent]post_deploy_get_power_state_retries times
+	// post_deploy_get_power_state_retry_interval); default 30 s.
+	PowerOffWait time.Duration
+	// PowerOffPollInterval is how often the power state is read during
+	// that wait; default 5 s.
+	PowerOffPollInterval time.Duration
+	// ForceOOBPowerOff is Ironic's [agent]deploy_forces_oob_reboot: the
+	// agent is not asked to power the node off; its disks are flushed
+	// (standby.sync) and the node is powered off out of band.
+	ForceOOBPowerOff bool
+	// SyncTimeout bounds the flush (standby.sync, retries included)
+	// before a hard power off, so a hung agent delays a power action by
+	// at most this long; default 30 s.
+	SyncTimeout time.Duration
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -245,6 +262,11 @@ var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
 // A Conductor is built with New, started with Start and stopped with Stop.
 // Its methods are safe for concurrent use.
 type Conductor struct {
+	// bootTokens holds the token desk of each node this conductor is
+	// powering into a ramdisk (node UUID to *tokenDesk), so a lookup
+	// during the power action needs no lock (see EnsureAgentToken).
+	bootTokens sync.Map
+
 	store   Store
 	drivers *driver.Registry
 	agent   AgentSettings
@@ -306,6 +328,15 @@ func New(store Store, drivers *driver.Registry, agent AgentSettings, opts Option
 	}
 	if agent.FastTrackTimeout <= 0 {
 		agent.FastTrackTimeout = 300 * time.Second
+	}
+	if agent.PowerOffWait <= 0 {
+		agent.PowerOffWait = 30 * time.Second
+	}
+	if agent.PowerOffPollInterval <= 0 {
+		agent.PowerOffPollInterval = 5 * time.Second
+	}
+	if agent.SyncTimeout <= 0 {
+		agent.SyncTimeout = 30 * time.Second
 	}
 	c := &Conductor{
 		store:         store,

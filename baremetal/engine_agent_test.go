@@ -125,7 +125,7 @@ func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {
 	h.t.Helper()
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
-		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2"}})
+		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func (h *harness) must(err error) {
 func (h *harness) manageable(name, deploy string) *baremetal.Node {
 	h.t.Helper()
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, DeployInterface: deploy,
-		InstanceInfo: map[string]any{"image_source": "http://images.example/img"}})
+		InstanceInfo: map[string]any{"image_source": "http://images.example/img", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	h.must(err)
 	h.must(h.c.Manage(h.ctx, n.UUID))
 	return h.waitFor(n.UUID, statemachine.Manageable)

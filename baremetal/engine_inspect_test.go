@@ -30,7 +30,7 @@ func (h *agentHarness) enrollInspectNode(name, power string, driverInfo map[stri
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
 		PowerInterface: power, DeployInterface: agentdeploy.Name, InspectInterface: agentdeploy.InspectName,
 		DriverInfo:   driverInfo,
-		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2"}})
+		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	if err != nil {
 		h.t.Fatal(err)
 	}

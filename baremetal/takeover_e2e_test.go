@@ -260,7 +260,7 @@ func agentNodeOwnedBy(t *testing.T, c *baremetal.Conductor, host string) *bareme
 	for i := 0; i < 64; i++ {
 		n, err := c.Enroll(context.Background(), &baremetal.Node{Driver: driver.FakeHardware,
 			PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
-			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2"}})
+			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 		if err != nil {
 			t.Fatal(err)
 		}

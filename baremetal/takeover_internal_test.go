@@ -134,7 +134,7 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 	c, srv := resumableFixture(t)
 	const token = "right-token"
 	writeImage := steps.Step{Interface: "deploy", Name: agentdeploy.StepWriteImage, Priority: 80,
-		Args: map[string]any{"image_info": map[string]any{"id": "image"}}}
+		Args: map[string]any{"image_info": map[string]any{"id": "image", "urls": []any{"http://127.0.0.1:1/image"}, "checksum": "0123456789abcdef0123456789abcdef"}}}
 	applyRAID := steps.Step{Interface: "raid", Name: "apply_configuration", Priority: 90,
 		Args: map[string]any{"raid_config": map[string]any{"logical_disks": []any{}}}}
 	// agentWith registers an agent that received sent (in order) and

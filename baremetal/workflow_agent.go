@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
@@ -50,6 +51,11 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 	// asking for its token is about to post its inspection data, which
 	// Ironic's continue_inspection handles under a lock taken with the
 	// usual retries: wait for it the same way.
+	if created, ok := c.depositToken(nodeUUID, candidate); ok {
+		// This conductor holds the node while powering it into the
+		// ramdisk whose agent asks: answer now instead of 409.
+		return created, nil
+	}
 	policy := NoRetry()
 	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == string(statemachine.InspectWait) {
 		policy = inspectionLockPolicy()
@@ -91,6 +97,11 @@ func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartb
 
 func (c *Conductor) agentNode(n *Node) agentclient.Node {
 	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	if pending := c.pendingToken(n.UUID); pending != "" {
+		// Issued by a lookup during a power action still in progress:
+		// the stored token (if any) is the previous boot's.
+		tok = pending
+	}
 	url, _ := n.DriverInternalInfo["agent_url"].(string)
 	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
 	return agentclient.Node{
@@ -464,4 +475,213 @@ func retryPending(prog steps.Progress, last agentclient.CommandResult, kind step
 	}
 	sr, err := agentclient.DecodeStepResult(kind, &last)
 	return err == nil && sr.Step.Interface != "" && (sr.Step.Interface != prog.Current.Interface || sr.Step.Name != prog.Current.Name)
+}
+
+// syncAgent flushes the disks of the node's running agent (standby.sync)
+// before the node loses power out of band, as Ironic does before a hard
+// power off under an agent. It does nothing when no agent (URL and token)
+// is recorded or the node is not powered on. A failure is logged and
+// recorded in the node's history, and does not stop the power action: a
+// node must stay controllable when its agent hangs.
+func (c *Conductor) syncAgent(ctx context.Context, t *task) {
+	n := t.node
+	a := agentOf(n)
+	if a.URL == "" || a.Token == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.agent.SyncTimeout)
+	defer cancel()
+	if _, err := c.agent.Client.Sync(sctx, a); err != nil {
+		c.log.Warn("agent did not flush the disks before the power off", "node", n.UUID, "error", err)
+		c.history(ctx, n.UUID, "agent sync failed", "provisioning",
+			fmt.Sprintf("Failed to flush the file system of node %s before powering it off: %s", n.UUID, describeErr(err)), HistoryWarning)
+	}
+}
+
+// powerOffAgent powers off a node whose agent runs, in Ironic's
+// tear_down_agent order: the disks are flushed (standby.sync), the agent
+// is asked to power the machine off (standby.power_off, unless
+// ForceOOBPowerOff), the power state is polled for up to PowerOffWait,
+// and only a node still on is powered off out of band. Without an agent
+// it is a plain out-of-band power off.
+func (c *Conductor) powerOffAgent(ctx context.Context, t *task) error {
+	n := t.node
+	a := agentOf(n)
+	if a.URL == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+		return c.powerAction(ctx, t, driver.PowerOff, 0)
+	}
+	c.syncAgent(ctx, t)
+	if !c.agent.ForceOOBPowerOff && !n.DisablePowerOff {
+		if res, err := c.agent.Client.PowerOff(ctx, a); err != nil {
+			c.log.Warn("agent did not accept the soft power off; powering off out of band", "node", n.UUID, "error", err)
+		} else if failed := c.agentCommandFailed(ctx, a, res); failed != nil {
+			c.log.Warn("agent's soft power off failed; powering off out of band", "node", n.UUID, "error", failed)
+		} else if c.waitPoweredOff(ctx, t) {
+			c.powerChanged(t, driver.PowerOff, driver.PowerOff)
+			return nil
+		} else {
+			c.log.Warn("node did not power off in time after its agent's power off; powering off out of band",
+				"node", n.UUID, "wait", c.agent.PowerOffWait)
+		}
+	}
+	// The disks were flushed above: power off without a second sync.
+	url := n.DriverInternalInfo["agent_url"]
+	delete(n.DriverInternalInfo, "agent_url")
+	if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+		n.DriverInternalInfo["agent_url"] = url
+		return err
+	}
+	return nil
+}
+
+// agentCommandFailed waits (at most PowerOffWait) for the agent's
+// asynchronous command to end and returns its error when it FAILED. An
+// agent that goes away while powering off (the expected end) or does not
+// answer in time is not a failure: the power state decides.
+func (c *Conductor) agentCommandFailed(ctx context.Context, a agentclient.Agent, res *agentclient.CommandResult) error {
+	if res == nil || res.ID == "" {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.agent.PowerOffWait)
+	defer cancel()
+	got, err := c.agent.Client.GetCommandStatus(wctx, a, res.ID, true)
+	if err != nil || got == nil || got.Status != agentclient.StatusFailed {
+		return nil
+	}
+	msg := "unknown error"
+	if got.Error != nil {
+		msg = got.Error.String()
+	}
+	return fmt.Errorf("%s: %s", got.Name, MaskText(msg))
+}
+
+// waitPoweredOff polls the node's power state until it reads power off or
+// PowerOffWait has passed (or ctx ends).
+func (c *Conductor) waitPoweredOff(ctx context.Context, t *task) bool {
+	deadline := c.clock.Now().Add(c.agent.PowerOffWait)
+	for {
+		var ps driver.PowerState
+		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			p := d.Power()
+			if p == nil {
+				return fmt.Errorf("no power interface")
+			}
+			var err error
+			ps, err = p.GetPowerState(ctx, v)
+			return err
+		})
+		if err == nil && ps == driver.PowerOff {
+			return true
+		}
+		wait := c.agent.PowerOffPollInterval
+		if left := deadline.Sub(c.clock.Now()); left <= 0 {
+			return false
+		} else if left < wait {
+			wait = left
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// tokenDesk issues the agent token of a node while the conductor holding
+// the node's lock powers it into a ramdisk. Ironic's lookup takes the
+// node's exclusive lock without retry, so an agent that boots quickly
+// (before the power action returns) met a locked node, got 409 and slept
+// 5 s. The holder opens a desk before the power action: a lookup then
+// deposits its candidate token here (the first one wins, later lookups
+// get the masked value, as for a stored token), the holder writes it into
+// the node and saves it once the power action returns, and only then
+// closes the desk. The desk exists only in the process holding the lock,
+// so the one-time disclosure and the holder's fenced write are kept.
+type tokenDesk struct {
+	mu     sync.Mutex
+	token  string
+	closed bool
+}
+
+// depositToken offers candidate to the node's open desk. ok is false when
+// no desk is open; created is true when candidate became the token.
+func (c *Conductor) depositToken(uuid, candidate string) (created, ok bool) {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return false, false
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, false
+	}
+	if d.token != "" {
+		return false, true
+	}
+	d.token = candidate
+	return true, true
+}
+
+// pendingToken is the token deposited on the node's open desk, or "".
+func (c *Conductor) pendingToken(uuid string) string {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return ""
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ""
+	}
+	return d.token
+}
+
+// powerBootingAgent runs a power action (power on or reboot) that boots
+// the node into a ramdisk whose agent will look the node up. When the
+// node will have no token after the action (it was wiped for this boot,
+// or the reboot wipes it; a pre-generated token stays), a lookup during
+// the action is answered at once through a token desk, and the token it
+// was given is saved with the node before the desk closes.
+func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target driver.PowerState) error {
+	n := t.node
+	_, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]
+	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	// A reboot forgets the token (unless pre-generated); a power-on
+	// keeps whatever token the node has.
+	if pre || (tok != "" && target != driver.Reboot) {
+		return c.powerAction(ctx, t, target, 0)
+	}
+	d := &tokenDesk{}
+	if _, busy := c.bootTokens.LoadOrStore(n.UUID, d); busy {
+		// Cannot happen while this conductor holds the node's lock.
+		return c.powerAction(ctx, t, target, 0)
+	}
+	defer func() {
+		d.mu.Lock()
+		d.closed = true
+		d.mu.Unlock()
+		c.bootTokens.CompareAndDelete(n.UUID, d)
+	}()
+	err := c.powerAction(ctx, t, target, 0)
+	d.mu.Lock()
+	tok = d.token
+	if tok == "" {
+		// No lookup came: later ones take the usual path (the lock,
+		// then the stored token).
+		d.closed = true
+	}
+	d.mu.Unlock()
+	if tok == "" {
+		return err
+	}
+	// The desk stays open (later lookups get the masked token, and
+	// heartbeats are checked against it) until the token is saved.
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo["agent_secret_token"] = tok
+	if serr := t.save(ctx); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
 }

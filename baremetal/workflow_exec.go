@@ -337,6 +337,15 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 		if err == nil && wait && reboot {
 			err = c.bootRamdisk(ctx, t, kind)
 		}
+		if err == nil && !wait && c.agentBased(t) {
+			// The agent is already up (fast track): fetch its steps
+			// now, as Ironic's fast-track prepare_cleaning does; no
+			// heartbeat in a wait state will (the cache was wiped
+			// above).
+			if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" {
+				err = c.refreshAgentSteps(ctx, t, kind)
+			}
+		}
 		if err != nil {
 			return c.stepsFailed(ctx, t, kind, fmt.Sprintf("Failed to prepare node %s for %s: %s", n.UUID, kindVerb(kind), describeErr(err)), false)
 		}
@@ -444,6 +453,30 @@ func (c *Conductor) revalidateDeploySteps(ctx context.Context, t *task, prog ste
 		out.Index = &i
 	}
 	return out, nil
+}
+
+// mergeLiveAgentSteps fetches the deploy steps of an agent that is
+// already up (fast track: deploy.deploy finished without booting the
+// ramdisk, so no heartbeat in wait call-back fetched them) and merges them
+// into the plan before the next step, as Ironic's fast-track deploy
+// refreshes the in-band steps and re-validates. Without it write_image ran
+// before the agent's steps were known and an agent deploy step of
+// non-zero priority never ran. It does nothing once the steps are
+// validated, for other kinds, or while no agent is recorded (the
+// heartbeat path fetches them then). ok is false when the run failed (err
+// is the failure's).
+func (c *Conductor) mergeLiveAgentSteps(ctx context.Context, t *task, kind steps.Kind, prog steps.Progress) (steps.Progress, bool, error) {
+	if kind != steps.Deploy || prog.StepsValidated || !c.agentBased(t) {
+		return prog, true, nil
+	}
+	if url, _ := t.node.DriverInternalInfo["agent_url"].(string); url == "" {
+		return prog, true, nil
+	}
+	if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {
+		return prog, false, c.stepsFailed(ctx, t, steps.Deploy,
+			fmt.Sprintf("Failed to get deploy steps from the agent of node %s: %s", t.uuid(), describeErr(err)), false)
+	}
+	return c.revalidateOrFail(ctx, t, prog)
 }
 
 // stepIndex finds a step by interface and name.
@@ -554,6 +587,11 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			if out.Kind == steps.StepDone {
 				c.metrics.stepDuration.WithLabelValues(string(kind), a.Step.Key()).Observe(c.clock.Now().Sub(start).Seconds())
 				c.stepEvent(t, EventStepEnd, kind, a.Step, "")
+				next, ok, err := c.mergeLiveAgentSteps(ctx, t, kind, prog)
+				if !ok {
+					return err
+				}
+				prog = next
 			}
 			if out.Kind == steps.StepFailed {
 				c.metrics.stepFailures.WithLabelValues(string(kind), a.Step.Key()).Inc()
@@ -618,10 +656,10 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				return nil
 			})
 			if err == nil {
-				if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
-					delete(n.DriverInternalInfo, "agent_secret_token")
-				}
-				err = c.powerAction(ctx, t, driver.Reboot, 0)
+				// The reboot flushes the agent's disks first and then
+				// forgets its token (unless pre-generated), so the
+				// rebooted agent obtains a new one.
+				err = c.powerBootingAgent(ctx, t, driver.Reboot)
 			}
 			if err != nil {
 				a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: describeErr(err)})
@@ -888,6 +926,15 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	n := t.node
+	if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" && n.PowerState == string(driver.PowerOn) {
+		// An agent still runs (a failed deploy): shut it down in
+		// Ironic's order before the node is torn down and rebooted.
+		if err := c.powerOffAgent(ctx, t); err != nil {
+			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+			t.fail(ctx, msg, false)
+			return err
+		}
+	}
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		dep := d.Deploy()
 		if dep == nil {
@@ -1076,6 +1123,11 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 	if (target == driver.PowerOff || target == driver.SoftPowerOff) && n.DisablePowerOff {
 		return fmt.Errorf("power off refused: disable_power_off is set on node %s", n.UUID)
 	}
+	if target == driver.PowerOff || target == driver.Reboot {
+		// A hard power off (or power cycle) under a running agent is
+		// preceded by a flush of its disks.
+		c.syncAgent(ctx, t)
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var got driver.PowerState
@@ -1100,6 +1152,16 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 		c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState, Error: describeErr(err)})
 		return err
 	}
+	c.powerChanged(t, target, got)
+	return nil
+}
+
+// powerChanged records a finished power action in the node (unsaved): the
+// power state read afterwards and, unless the node was powered on, the
+// agent's URL, token and cached steps forgotten (unless the token is
+// pre-generated), and publishes it.
+func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
+	n := t.node
 	n.PowerState = string(got)
 	if target != driver.PowerOn {
 		if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
@@ -1111,7 +1173,6 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 		}
 	}
 	c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState})
-	return nil
 }
 
 func networkPurpose(kind steps.Kind) driver.NetworkPurpose {
@@ -1135,7 +1196,8 @@ func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) e
 
 // prepareRamdiskBoot readies the node to boot the agent ramdisk for
 // purpose: its network, the boot interface's ramdisk (with params, the
-// ramdisk's kernel parameters), a one-time PXE boot, and the previous
+// ramdisk's kernel parameters, and the boot device the boot interface
+// chooses and sets), and the previous
 // agent's token and URL forgotten (unless the token is pre-generated), so
 // the booting agent finds no stale token.
 func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose driver.NetworkPurpose, params map[string]any) error {
@@ -1146,12 +1208,10 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 			}
 		}
 		if b := d.Boot(); b != nil {
+			// The boot interface sets the boot device itself (PXE for
+			// network boot, CD for virtual media), as in Ironic: a PXE
+			// override here would undo a virtual-media boot.
 			if err := b.PrepareRamdisk(ctx, v, params); err != nil {
-				return err
-			}
-		}
-		if m := d.Management(); m != nil {
-			if err := m.SetBootDevice(ctx, v, driver.BootPXE, false); err != nil {
 				return err
 			}
 		}
@@ -1172,9 +1232,9 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 // boot is prepared.
 func (c *Conductor) powerIntoRamdisk(ctx context.Context, t *task) error {
 	if t.node.PowerState == string(driver.PowerOn) {
-		return c.powerAction(ctx, t, driver.Reboot, 0)
+		return c.powerBootingAgent(ctx, t, driver.Reboot)
 	}
-	return c.powerAction(ctx, t, driver.PowerOn, 0)
+	return c.powerBootingAgent(ctx, t, driver.PowerOn)
 }
 
 // shutdownRamdisk ends an agent-based clean or service run: power off and
@@ -1213,7 +1273,7 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "tear_down_agent":
-		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+		if err := c.powerOffAgent(ctx, t); err != nil {
 			return err
 		}
 		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {

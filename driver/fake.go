@@ -345,11 +345,16 @@ type FakeBoot struct{ fakeBase }
 // NewFakeBoot returns the "fake" boot implementation.
 func NewFakeBoot(cfg FakeConfig) *FakeBoot { return &FakeBoot{fakeBase{KindBoot, cfg}} }
 
-// PrepareRamdisk records "ramdisk" and the ramdisk parameters.
+// PrepareRamdisk records "ramdisk" and the ramdisk parameters, and sets a
+// one-time network boot in the fake BMC's record (the keys FakeManagement
+// reads), as a PXE-family boot interface sets the boot device itself: the
+// conductor leaves the boot device to the boot interface.
 func (f *FakeBoot) PrepareRamdisk(ctx context.Context, t *Task, params map[string]any) error {
 	if err := f.begin(ctx, t, "prepare_ramdisk"); err != nil {
 		return err
 	}
+	t.SetDriverInternalInfo(FakeBootDeviceKey, string(BootPXE))
+	t.SetDriverInternalInfo(FakeBootPersistentKey, false)
 	t.SetDriverInternalInfo(FakeBootPreparedKey, "ramdisk")
 	if len(params) > 0 {
 		t.SetDriverInternalInfo(FakeBootRamdiskParamsKey, cloneMap(params))

@@ -794,6 +794,11 @@ func (a *Agent) runStep(kind steps.Kind, c *command, beh Behavior) (any, *agentc
 			Details: "Could not find method: " + step.Name,
 		}, agentclient.StatusFailed
 	}
+	if kind == steps.Deploy && step.Interface == "deploy" && step.Name == "write_image" {
+		if err := writeImageArgs(step.Args); err != nil {
+			return nil, err, agentclient.StatusFailed
+		}
+	}
 	if beh.Fail != nil {
 		return nil, beh.Fail, agentclient.StatusFailed
 	}
@@ -807,6 +812,144 @@ func (a *Agent) runStep(kind steps.Kind, c *command, beh Behavior) (any, *agentc
 		a.mu.Unlock()
 	}
 	return map[string]any{string(kind) + "_result": beh.Result, string(kind) + "_step": step}, nil, agentclient.StatusSucceeded
+}
+
+// writeImageArgs checks the arguments of the in-band deploy.write_image
+// step as IPA 2023.1 does: its GenericHardwareManager.write_image(node,
+// ports, image_info, configdrive=None) is called with the step's args as
+// keyword arguments (a TypeError there becomes a DeploymentError), then
+// standby.prepare_image validates image_info (ValidateImageInfo).
+func writeImageArgs(args map[string]any) *agentclient.AgentError {
+	unexpected := func(msg string) *agentclient.AgentError {
+		return &agentclient.AgentError{Type: "DeploymentError", Code: 500, Message: "Deploy step failed",
+			Details: "Unexpected exception performing deploy step write_image. TypeError: " + msg}
+	}
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if k != "image_info" && k != "configdrive" {
+			return unexpected(fmt.Sprintf("write_image() got an unexpected keyword argument '%s'", k))
+		}
+	}
+	info, ok := args["image_info"]
+	if !ok {
+		return unexpected("write_image() missing 1 required positional argument: 'image_info'")
+	}
+	return ValidateImageInfo(info)
+}
+
+// ValidateImageInfo validates the image_info of a write_image step as IPA
+// 2023.1's standby._validate_image_info does, with the same rules in the
+// same order and the same error (InvalidCommandParamsError, code 400,
+// "Invalid command parameters" and IPA's details): id and urls must be
+// present, urls a non-empty list, a checksum present must be a non-empty
+// string, an os_hash_algo or os_hash_value present (truthy in Python)
+// needs both as non-empty strings, and one of the two checksum forms must
+// be given. It returns nil when IPA would accept image_info. Values that
+// are not JSON objects fail as Python would on them.
+func ValidateImageInfo(imageInfo any) *agentclient.AgentError {
+	invalid := func(details string) *agentclient.AgentError {
+		return &agentclient.AgentError{Type: "InvalidCommandParamsError", Code: 400, Message: "Invalid command parameters", Details: details}
+	}
+	info, isMap := imageInfo.(map[string]any)
+	switch {
+	case imageInfo == nil || (isMap && len(info) == 0) || imageInfo == false:
+		// Python's "image_info or {}".
+		info = map[string]any{}
+	case !isMap:
+		switch v := imageInfo.(type) {
+		case []any:
+			// "'id' not in [...]" is true for a list of anything but "id".
+			if !slices.Contains(v, any("id")) {
+				return invalid("Image is missing 'id' field.")
+			}
+			if !slices.Contains(v, any("urls")) {
+				return invalid("Image is missing 'urls' field.")
+			}
+			return &agentclient.AgentError{Type: "DeploymentError", Code: 500, Message: "Deploy step failed",
+				Details: "Unexpected exception performing deploy step write_image. TypeError: list indices must be integers or slices, not str"}
+		case string:
+			if !strings.Contains(v, "id") {
+				return invalid("Image is missing 'id' field.")
+			}
+			if !strings.Contains(v, "urls") {
+				return invalid("Image is missing 'urls' field.")
+			}
+			return &agentclient.AgentError{Type: "DeploymentError", Code: 500, Message: "Deploy step failed",
+				Details: "Unexpected exception performing deploy step write_image. TypeError: string indices must be integers"}
+		}
+		return &agentclient.AgentError{Type: "DeploymentError", Code: 500, Message: "Deploy step failed",
+			Details: fmt.Sprintf("Unexpected exception performing deploy step write_image. TypeError: argument of type '%s' is not iterable", pythonType(imageInfo))}
+	}
+	for _, field := range []string{"id", "urls"} {
+		if _, ok := info[field]; !ok {
+			return invalid(fmt.Sprintf("Image is missing '%s' field.", field))
+		}
+	}
+	if urls, ok := info["urls"].([]any); !ok || len(urls) == 0 {
+		return invalid("Image 'urls' must be a list with at least one element.")
+	}
+	checksumAvail := false
+	if c, ok := info["checksum"]; ok && c != nil {
+		if s, isStr := c.(string); !isStr || s == "" {
+			return invalid("Image 'checksum' must be a non-empty string.")
+		}
+		checksumAvail = true
+	}
+	hashAvail := false
+	algo, value := info["os_hash_algo"], info["os_hash_value"]
+	if pythonTruthy(algo) || pythonTruthy(value) {
+		if s, isStr := algo.(string); !isStr || s == "" {
+			return invalid("Image 'os_hash_algo' must be a non-empty string.")
+		}
+		if s, isStr := value.(string); !isStr || s == "" {
+			return invalid("Image 'os_hash_value' must be a non-empty string.")
+		}
+		hashAvail = true
+	}
+	if !checksumAvail && !hashAvail {
+		return invalid("Image checksum is not available, either the 'checksum' field or the 'os_hash_algo' and 'os_hash_value' fields pair must be set for image verification.")
+	}
+	return nil
+}
+
+// pythonTruthy is Python's truth value of a JSON-decoded value.
+func pythonTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case json.Number:
+		f, err := x.Float64()
+		return err != nil || f != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
+// pythonType names the Python type a JSON-decoded value becomes.
+func pythonType(v any) string {
+	switch x := v.(type) {
+	case bool:
+		return "bool"
+	case float64:
+		if x == float64(int64(x)) {
+			return "int"
+		}
+		return "float"
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return "int"
+		}
+		return "float"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // sameVersions compares a sent version map with the current one.

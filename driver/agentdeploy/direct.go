@@ -2,7 +2,12 @@ package agentdeploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -62,16 +67,18 @@ func (*Direct) Properties() []driver.Property {
 	}
 }
 
-// Validate requires instance_info.image_source when the node is being
-// deployed.
+// Validate checks, when the node is being deployed, that instance_info
+// makes an image_info IPA accepts (see ImageInfo).
 func (*Direct) Validate(ctx context.Context, t *driver.Task) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if t.ProvisionState == "deploying" {
-		if _, ok := t.InstanceString("image_source"); !ok {
-			return &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Missing: []string{"image_source"}}
-		}
+		// The image_info the agent will get must be complete now: a
+		// deploy that IPA would refuse at write_image fails here, before
+		// the node is booted.
+		_, err := ImageInfo(t)
+		return err
 	}
 	return nil
 }
@@ -189,26 +196,262 @@ func (*Direct) StepHandsOffToAgent(kind steps.Kind, step string) bool {
 	return kind == steps.Deploy && step == StepWriteImage
 }
 
+// The image download sources of Ironic's [agent]image_download_source
+// (overridden per node by instance_info or driver_info
+// image_download_source). Anvil has no Glance and no conductor-side image
+// cache, so only "http" (the agent downloads image_url itself) is
+// supported; "local" and "swift" are refused with a typed error rather
+// than sending the agent a URL it cannot use.
+const (
+	ImageDownloadHTTP  = "http"
+	ImageDownloadLocal = "local"
+	ImageDownloadSwift = "swift"
+)
+
+// The image types of instance_info.image_type.
+const (
+	ImageTypeWholeDisk = "whole-disk"
+	ImageTypePartition = "partition"
+)
+
+// imageHashAlgorithms are the os_hash_algo values IPA's hashlib accepts
+// that Glance uses.
+var imageHashAlgorithms = []string{"md5", "sha1", "sha224", "sha256", "sha384", "sha512"}
+
 // ImageInfo builds the image_info argument of the agent's write_image
-// step from instance_info.
-func ImageInfo(t *driver.Task) map[string]any {
-	info := map[string]any{"id": t.NodeUUID}
-	for _, k := range []string{"image_source", "image_url", "image_checksum", "image_os_hash_algo", "image_os_hash_value",
-		"image_disk_format", "image_container_format", "root_gb", "swap_mb", "ephemeral_mb"} {
-		if v, ok := t.InstanceInfo[k]; ok {
-			info[k] = v
+// step from instance_info the way Ironic's agent deploy does, so that
+// IPA's standby._validate_image_info accepts it: id (the last path
+// segment of image_source, which IPA uses to recognise an image it
+// already wrote), urls (a one-element list: image_url, or image_source
+// when it is an http(s) URL), checksum and/or os_hash_algo and
+// os_hash_value, disk_format and container_format (null when unknown, so
+// IPA detects the format instead of streaming a qcow2 as raw),
+// stream_raw_images, node_uuid, the proxies of driver_info
+// image_http_proxy, image_https_proxy and image_no_proxy, and image_type
+// with, for a partition image, the partition fields (kernel, ramdisk,
+// root_gb, root_mb, swap_mb, ephemeral_mb, ephemeral_format,
+// preserve_ephemeral, image_mtu, deploy_boot_mode, boot_option,
+// disk_label). Root device hints travel in the node's properties, where
+// IPA's get_os_install_device reads them. Bad or missing input is a
+// *driver.MissingParameterError or *driver.InvalidParameterError naming
+// the node and the key.
+func ImageInfo(t *driver.Task) (map[string]any, error) {
+	invalid := func(field, key, expected string) error {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: field, Key: key, Expected: expected}
+	}
+	src, ok := t.InstanceString("image_source")
+	if !ok || src == "" {
+		return nil, &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Missing: []string{"image_source"}}
+	}
+	source, field := any(ImageDownloadHTTP), ""
+	if v, ok := t.InstanceInfo["image_download_source"]; ok {
+		field, source = "instance_info", v
+	} else if v, ok := t.DriverInfo["image_download_source"]; ok {
+		field, source = "driver_info", v
+	}
+	if source != ImageDownloadHTTP {
+		return nil, invalid(field, "image_download_source", fmt.Sprintf("%q (the agent downloads the image URL itself; Anvil has no Glance (%q) and no conductor image cache (%q)), got %v",
+			ImageDownloadHTTP, ImageDownloadSwift, ImageDownloadLocal, source))
+	}
+	urlKey, url := "image_source", src
+	if v, ok := t.InstanceInfo["image_url"]; ok && v != nil {
+		s, isStr := v.(string)
+		if !isStr || s == "" {
+			return nil, invalid("instance_info", "image_url", "a non-empty http(s) URL string")
+		}
+		urlKey, url = "image_url", s
+	}
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return nil, invalid("instance_info", urlKey, fmt.Sprintf("an http(s) URL the agent can download (image_download_source %q), got %q", ImageDownloadHTTP, url))
+	}
+	id := src
+	if i := strings.LastIndex(strings.TrimRight(src, "/"), "/"); i >= 0 {
+		id = strings.TrimRight(src, "/")[i+1:]
+	}
+	info := map[string]any{
+		"id":                id,
+		"urls":              []any{url},
+		"disk_format":       t.InstanceInfo["image_disk_format"],
+		"container_format":  t.InstanceInfo["image_container_format"],
+		"stream_raw_images": true,
+		"node_uuid":         t.NodeUUID,
+	}
+	for _, k := range []string{"image_disk_format", "image_container_format"} {
+		if v, ok := t.InstanceInfo[k]; ok && v != nil {
+			if s, isStr := v.(string); !isStr || s == "" {
+				return nil, invalid("instance_info", k, "a non-empty string such as \"raw\", \"qcow2\" or \"bare\"")
+			}
 		}
 	}
-	if src, ok := t.InstanceString("image_source"); ok {
-		if _, has := info["image_url"]; !has {
-			info["urls"] = []any{src}
+	haveChecksum := false
+	if v, ok := t.InstanceInfo["image_checksum"]; ok && v != nil {
+		s, isStr := v.(string)
+		if !isStr || s == "" {
+			return nil, invalid("instance_info", "image_checksum", "a non-empty string (a checksum or the URL of a checksum file)")
+		}
+		info["checksum"] = s
+		haveChecksum = true
+	}
+	algo, hasAlgo := t.InstanceInfo["image_os_hash_algo"]
+	value, hasValue := t.InstanceInfo["image_os_hash_value"]
+	if (hasAlgo && algo != nil) || (hasValue && value != nil) {
+		a, aok := algo.(string)
+		if !aok || !slices.Contains(imageHashAlgorithms, a) {
+			return nil, invalid("instance_info", "image_os_hash_algo", fmt.Sprintf("one of %v with image_os_hash_value, got %v", imageHashAlgorithms, algo))
+		}
+		v, vok := value.(string)
+		if !vok || v == "" {
+			return nil, invalid("instance_info", "image_os_hash_value", "the non-empty hex digest for image_os_hash_algo "+a)
+		}
+		info["os_hash_algo"], info["os_hash_value"] = a, v
+		haveChecksum = true
+	}
+	if !haveChecksum {
+		return nil, &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info",
+			Missing: []string{"image_checksum (or image_os_hash_algo and image_os_hash_value)"}}
+	}
+	proxies := map[string]any{}
+	for _, scheme := range []string{"http", "https"} {
+		if p, ok := t.DriverInfoString("image_" + scheme + "_proxy"); ok && p != "" {
+			proxies[scheme] = p
 		}
 	}
-	if _, ok := info["image_disk_format"]; !ok {
-		info["disk_format"] = "raw"
+	if len(proxies) > 0 {
+		info["proxies"] = proxies
+		if np, ok := t.DriverInfo["image_no_proxy"]; ok && np != nil {
+			info["no_proxy"] = np
+		}
 	}
-	info["stream_raw_images"] = true
-	return info
+	typ, err := imageType(t)
+	if err != nil {
+		return nil, err
+	}
+	info["image_type"] = typ
+	if typ == ImageTypePartition {
+		if err := partitionFields(t, info); err != nil {
+			return nil, err
+		}
+	}
+	return info, nil
+}
+
+// imageType is instance_info.image_type when set, else Ironic's
+// is_whole_disk_image record, else "partition" exactly when both a kernel
+// and a ramdisk are given (Ironic's rule for images not in Glance).
+func imageType(t *driver.Task) (string, error) {
+	if v, ok := t.InstanceInfo["image_type"]; ok && v != nil {
+		s, _ := v.(string)
+		if s != ImageTypeWholeDisk && s != ImageTypePartition {
+			return "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Key: "image_type",
+				Expected: fmt.Sprintf("%q or %q, got %v", ImageTypeWholeDisk, ImageTypePartition, v)}
+		}
+		return s, nil
+	}
+	if wd, ok := t.DriverInternalInfo["is_whole_disk_image"].(bool); ok {
+		if wd {
+			return ImageTypeWholeDisk, nil
+		}
+		return ImageTypePartition, nil
+	}
+	k, _ := t.InstanceString("kernel")
+	r, _ := t.InstanceString("ramdisk")
+	if k != "" && r != "" {
+		return ImageTypePartition, nil
+	}
+	return ImageTypeWholeDisk, nil
+}
+
+// partitionFields adds the fields IPA's partition image writer reads;
+// root_gb is required (IPA sizes the root partition from root_mb).
+func partitionFields(t *driver.Task, info map[string]any) error {
+	invalid := func(key, expected string) error {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Key: key, Expected: expected}
+	}
+	raw, ok := t.InstanceInfo["root_gb"]
+	if !ok || raw == nil {
+		return &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Missing: []string{"root_gb"}}
+	}
+	rootGB, ok := wholeNumber(raw)
+	if !ok || rootGB <= 0 {
+		return invalid("root_gb", fmt.Sprintf("a positive whole number of GiB for the partition image's root partition, got %v", raw))
+	}
+	info["root_gb"] = rootGB
+	info["root_mb"] = rootGB * 1024
+	for _, k := range []string{"swap_mb", "ephemeral_mb"} {
+		if v, ok := t.InstanceInfo[k]; ok && v != nil {
+			n, ok := wholeNumber(v)
+			if !ok || n < 0 {
+				return invalid(k, fmt.Sprintf("a whole number of MiB, got %v", v))
+			}
+			info[k] = n
+		} else {
+			info[k] = int64(0)
+		}
+	}
+	for _, k := range []string{"kernel", "ramdisk", "ephemeral_format", "preserve_ephemeral", "image_mtu"} {
+		info[k] = t.InstanceInfo[k]
+	}
+	mode := "uefi"
+	if m, ok := t.InstanceString("deploy_boot_mode"); ok && m != "" {
+		mode = m
+	} else if m := capability(t.InstanceInfo["capabilities"], "boot_mode"); m != "" {
+		mode = m
+	} else if m := capability(t.Properties["capabilities"], "boot_mode"); m != "" {
+		mode = m
+	}
+	if mode != "uefi" && mode != "bios" {
+		return invalid("deploy_boot_mode", fmt.Sprintf("\"uefi\" or \"bios\", got %q", mode))
+	}
+	info["deploy_boot_mode"] = mode
+	info["boot_option"] = "local"
+	if l := capability(t.InstanceInfo["capabilities"], "disk_label"); l != "" {
+		info["disk_label"] = l
+	} else if l := capability(t.Properties["capabilities"], "disk_label"); l != "" {
+		info["disk_label"] = l
+	}
+	return nil
+}
+
+// capability reads one key of Ironic's capabilities: an object, or the
+// "k1:v1,k2:v2" string form.
+func capability(raw any, key string) string {
+	switch c := raw.(type) {
+	case map[string]any:
+		s, _ := c[key].(string)
+		return s
+	case string:
+		for _, kv := range strings.Split(c, ",") {
+			if k, v, ok := strings.Cut(kv, ":"); ok && strings.TrimSpace(k) == key {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return ""
+}
+
+// wholeNumber reads an integer that came through JSON (float64,
+// json.Number), Go code (int kinds) or a string.
+func wholeNumber(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return 0, false
+		}
+		return int64(x), true
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepResult, error) {
@@ -221,12 +464,19 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 	if url == "" {
 		return driver.StepResult{}, fmt.Errorf("deploy/direct: node %s: %w: no agent URL recorded", t.NodeUUID, agentclient.ErrConnectionFailed)
 	}
-	args := map[string]any{"image_info": ImageInfo(t)}
+	info, err := ImageInfo(t)
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	args := map[string]any{"image_info": info}
 	if cd, ok := t.InstanceInfo["configdrive"]; ok {
 		args["configdrive"] = cd
 	}
 	step := steps.Step{Interface: string(driver.KindDeploy), Name: StepWriteImage, Args: args, Priority: 80}
-	node := map[string]any{"uuid": t.NodeUUID, "instance_info": map[string]any{"configdrive": t.InstanceInfo["configdrive"]}}
+	// IPA caches this node and reads the root device hints from its
+	// properties (get_os_install_device).
+	node := map[string]any{"uuid": t.NodeUUID, "properties": t.Properties,
+		"instance_info": map[string]any{"configdrive": t.InstanceInfo["configdrive"]}}
 	version := map[string]string{}
 	if raw, ok := t.DriverInternalInfo[steps.HardwareManagerVersionKey].(map[string]any); ok {
 		for k, v := range raw {

@@ -13,6 +13,23 @@
 // run in-band by the conductor; this interface only asks for the ramdisk
 // to be booted first (PrepareSteps).
 //
+// # The image
+//
+// instance_info names the image the agent writes: image_source (an http
+// or https URL; its last path segment is the image id IPA caches by),
+// optionally image_url (where the agent downloads it, default
+// image_source), and a checksum: image_checksum, or image_os_hash_algo
+// (md5, sha1, sha224, sha256, sha384 or sha512) with image_os_hash_value.
+// image_disk_format and image_container_format are passed on when set
+// (a raw image is streamed to disk; anything else IPA converts). A
+// partition image (instance_info.image_type "partition", or kernel and
+// ramdisk both set) needs root_gb. ImageInfo turns these into the
+// image_info IPA's write_image validates, and Validate refuses a deploy
+// whose image_info IPA would refuse, before the ramdisk boots. Only
+// image_download_source "http" exists: Anvil has no Glance and no
+// conductor-side image cache. Root device hints
+// (properties.root_device) reach the agent with the node's properties.
+//
 // # Usage
 //
 //	client, _ := agentclient.NewClient(agentclient.ClientConfig{})

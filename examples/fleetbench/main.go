@@ -286,7 +286,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	}
 	node := func(i int) *baremetal.Node {
 		n := &baremetal.Node{Name: fmt.Sprintf("bench-%s-%06d", runID, i), Driver: driver.FakeHardware,
-			InstanceInfo: map[string]any{"image_source": "http://images.example.com/img.qcow2"}}
+			InstanceInfo: map[string]any{"image_source": "http://images.example.com/img.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}}
 		if cfg.agent {
 			n.PowerInterface, n.DeployInterface = simfleet.PowerName, agentdeploy.Name
 		} else {

@@ -367,6 +367,7 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
 				n.InstanceInfo = map[string]any{}
 			}
 			n.InstanceInfo["image_source"] = "http://images.example/ubuntu.qcow2"
+			n.InstanceInfo["image_checksum"] = "0123456789abcdef0123456789abcdef"
 			return nil
 		})
 		if err == nil {

@@ -147,7 +147,7 @@ func EnrollFleet(ctx context.Context, store baremetal.Store, labURL, prefix stri
 	for i := range nodes {
 		nd := &baremetal.Node{Name: fmt.Sprintf("%s-%04d", prefix, i), Driver: LabHardwareType,
 			PowerInterface: LabPowerName, DeployInterface: agentdeploy.Name,
-			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2"}}
+			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}}
 		ifs, err := reg.FillDefaults(driver.NodeInterfaces{Node: nd.Name, HardwareType: nd.Driver,
 			Interfaces: map[driver.Kind]string{driver.KindPower: LabPowerName, driver.KindDeploy: agentdeploy.Name}})
 		if err != nil {

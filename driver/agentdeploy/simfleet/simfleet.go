@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
 )
@@ -75,6 +76,7 @@ type Fleet struct {
 	running     map[string]*boot
 	boots       map[string]int
 	inspections map[string]int
+	powerCalls  map[string][]PowerCall
 	closed      bool
 	wg          sync.WaitGroup
 }
@@ -100,7 +102,8 @@ func New(cfg Config) (*Fleet, error) {
 	def(&cfg.RetryInterval, 50*time.Millisecond)
 	def(&cfg.CommandDelay, 5*time.Millisecond)
 	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{}, inspections: map[string]int{},
-		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		powerCalls: map[string][]PowerCall{},
+		hc:         &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
 		if err != nil {
@@ -253,7 +256,15 @@ type Power struct {
 func (p *Power) follow(t *driver.Task) error {
 	state, _ := t.InternalString(driver.FakePowerStateKey)
 	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
-	if state == string(driver.PowerOn) && prepared == "ramdisk" {
+	// Like a real machine, the node boots the ramdisk only from a device
+	// that can carry it (the fake BMC's boot device; PXE when none was
+	// set): one left on disk boots the disk, whatever was prepared.
+	device, ok := t.InternalString(driver.FakeBootDeviceKey)
+	if !ok {
+		device = string(driver.BootPXE)
+	}
+	bootable := device == string(driver.BootPXE) || device == string(driver.BootCDROM)
+	if state == string(driver.PowerOn) && prepared == "ramdisk" && bootable {
 		var macs []string
 		for _, port := range t.Ports {
 			macs = append(macs, port.Address)
@@ -269,8 +280,45 @@ func (p *Power) follow(t *driver.Task) error {
 	return nil
 }
 
+// GetPowerState reports the fake power state, except that a node whose
+// agent powered the machine off (standby.power_off succeeded) reads power
+// off, as the BMC of a machine that shut itself down does.
+func (p *Power) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
+	if a := p.fleet.Agent(t.NodeUUID); a != nil && a.IsGone() && a.CommandRuns(agentclient.CmdPowerOff) > 0 {
+		if _, err := p.FakePower.GetPowerState(ctx, t); err != nil {
+			return "", err
+		}
+		t.SetDriverInternalInfo(driver.FakePowerStateKey, string(driver.PowerOff))
+		p.fleet.Halt(t.NodeUUID)
+		return driver.PowerOff, nil
+	}
+	return p.FakePower.GetPowerState(ctx, t)
+}
+
+// PowerCall is one out-of-band power action the fleet's power interface
+// carried out: its target (a power state, or driver.Reboot) and when.
+type PowerCall struct {
+	Target driver.PowerState
+	At     time.Time
+}
+
+// PowerCalls returns the node's out-of-band power actions in order, so a
+// test can check them against what the node's agents ran.
+func (f *Fleet) PowerCalls(nodeUUID string) []PowerCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]PowerCall(nil), f.powerCalls[nodeUUID]...)
+}
+
+func (f *Fleet) recordPower(nodeUUID string, target driver.PowerState) {
+	f.mu.Lock()
+	f.powerCalls[nodeUUID] = append(f.powerCalls[nodeUUID], PowerCall{Target: target, At: time.Now()})
+	f.mu.Unlock()
+}
+
 // SetPowerState sets the fake power state and boots or halts the ramdisk.
 func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
+	p.fleet.recordPower(t.NodeUUID, target)
 	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
 		return err
 	}
@@ -279,6 +327,7 @@ func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver
 
 // Reboot power-cycles the node: the ramdisk (if prepared) boots afresh.
 func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
+	p.fleet.recordPower(t.NodeUUID, driver.Reboot)
 	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
 		return err
 	}
