@@ -1,7 +1,7 @@
 // Command anvil-driver-ipmi serves Anvil's ipmi hardware type as a driver
 // plugin: the ipmitool power, management and vendor implementations,
-// named as Ironic names them, driving BMCs through package ipmitool
-// (bmclib's ipmitool provider).
+// named as Ironic names them, driving BMCs through package ipmitool (the
+// ipmitool program).
 //
 // Build it into a plugin directory under the name the host looks for:
 //
