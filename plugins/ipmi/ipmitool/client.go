@@ -301,6 +301,7 @@ func (c *Client) run(ctx context.Context, op string, command ...string) (string,
 	attempts := 0
 	var last *CommandError
 	var lastStart time.Time
+	var lastStdout string
 loop:
 	for ci := 0; ci < len(ciphers); {
 		if attempts > 0 {
@@ -330,6 +331,7 @@ loop:
 		}
 		output := c.scrub(stderr + "\n" + stdout)
 		class, line := Classify(output, rctx.Err() != nil)
+		lastStdout = strings.TrimSpace(stdout)
 		last = &CommandError{Op: op, Endpoint: c.Endpoint(), Username: c.info.Username, Class: class, Output: quiet(output), Attempts: attempts}
 		if line != "" {
 			last.Output = line
@@ -352,6 +354,9 @@ loop:
 	if last.Class == FailCipher && len(ciphers) > 1 {
 		last.Output = "suites " + strings.Join(ciphers, ", ") + " refused: " + last.Output
 	}
+	if last.Class == FailCommand { // the session worked: what the BMC did answer
+		return c.scrub(lastStdout), last
+	}
 	return "", last
 }
 
@@ -369,13 +374,72 @@ func (c *Client) PowerState(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return c.parsePower(out)
+}
+
+func (c *Client) parsePower(out string) (bool, error) {
 	switch {
 	case strings.Contains(out, "Chassis Power is on"):
 		return true, nil
 	case strings.Contains(out, "Chassis Power is off"):
 		return false, nil
 	}
-	return false, &CommandError{Op: "power status", Output: c.scrub(strings.TrimSpace(out)), Err: errors.New("unrecognised answer")}
+	return false, &CommandError{Op: "power status", Endpoint: c.Endpoint(), Output: c.scrub(strings.TrimSpace(out)), Err: errors.New("unrecognised answer")}
+}
+
+// PowerStateAndGUID reads the system GUID (as SystemGUID does) and the
+// power state in one ipmitool session (ipmitool's exec with a command
+// file holding "raw 0x06 0x37" and "power status"), so that checking the
+// machine's identity on every power read costs no second session. When
+// the GUID was already read by this Client only the power state is read.
+func (c *Client) PowerStateAndGUID(ctx context.Context) (on bool, guid string, err error) {
+	c.mu.Lock()
+	read, guid := c.guidRead, c.guid
+	c.mu.Unlock()
+	if read {
+		on, err := c.PowerState(ctx)
+		return on, guid, err
+	}
+	f, err := os.CreateTemp("", "anvil-ipmitool-*.cmds")
+	if err != nil {
+		return false, "", fmt.Errorf("ipmitool: command file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString("raw 0x06 0x37\npower status\n") // no secret: the file only names commands
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("ipmitool: command file: %w", err)
+	}
+	out, err := c.run(ctx, "power status", "exec", f.Name())
+	var guidLine string
+	var powerLines []string
+	for _, l := range strings.Split(out, "\n") {
+		if _, perr := parseRaw(l); perr == nil && strings.TrimSpace(l) != "" && guidLine == "" {
+			guidLine = l
+			continue
+		}
+		powerLines = append(powerLines, l)
+	}
+	if err != nil {
+		var ce *CommandError
+		if !errors.As(err, &ce) || ce.Class != FailCommand || !completionCodeRe.MatchString(ce.Output) || guidLine != "" {
+			return false, "", err
+		}
+		// Get System GUID answered with a completion code (unsupported);
+		// the power status that followed in the session stands.
+	} else if guid, err = formatGUID(guidLine); err != nil {
+		return false, "", err
+	}
+	on, err = c.parsePower(strings.Join(powerLines, "\n"))
+	if err != nil {
+		return false, "", err
+	}
+	c.mu.Lock()
+	c.guidRead, c.guid = true, guid
+	c.mu.Unlock()
+	return on, guid, nil
 }
 
 // power sends a chassis power command ("on", "off", "soft", "reset").

@@ -176,11 +176,16 @@ func (b base) checkIdentity(ctx context.Context, t *driver.Task, c *Client) erro
 	if err != nil {
 		return b.wrap(t, "identity check", err)
 	}
-	reported := ""
-	if guid != "" {
-		reported = identityScheme + guid
+	return driver.CheckIdentity(t, b.kind, ImplIPMITool, c.Endpoint(), reportedIdentity(guid))
+}
+
+// reportedIdentity is the machine identity for a system GUID; "" (no
+// identity) when the BMC reports none.
+func reportedIdentity(guid string) string {
+	if guid == "" {
+		return ""
 	}
-	return driver.CheckIdentity(t, b.kind, ImplIPMITool, c.Endpoint(), reported)
+	return identityScheme + guid
 }
 
 // checkedClient returns a client whose BMC has been checked to report the
@@ -202,15 +207,21 @@ type PowerImpl struct{ base }
 // Power returns the "ipmitool" power interface.
 func (d *Drivers) Power() *PowerImpl { return &PowerImpl{base{d, driver.KindPower}} }
 
-// GetPowerState reads the chassis power state.
+// GetPowerState reads the chassis power state and, in the same ipmitool
+// session, the system GUID, which it checks against the node's recorded
+// machine identity (recording it at first contact): a power state read
+// from another machine is an *driver.IdentityMismatchError, not a state.
 func (p *PowerImpl) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
-	c, err := p.checkedClient(ctx, t)
+	c, err := p.client(t)
 	if err != nil {
 		return driver.PowerError, err
 	}
-	on, err := c.PowerState(ctx)
+	on, guid, err := c.PowerStateAndGUID(ctx)
 	if err != nil {
 		return driver.PowerError, p.wrap(t, "power status", err)
+	}
+	if err := driver.CheckIdentity(t, p.kind, ImplIPMITool, c.Endpoint(), reportedIdentity(guid)); err != nil {
+		return driver.PowerError, err
 	}
 	if on {
 		return driver.PowerOn, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -130,8 +131,33 @@ func (f *fakeBMC) run(ctx context.Context, _ string, args, env []string) (string
 			return "", stderr + "> RAKP 2 HMAC is invalid\n" + sessionFailed, errExit1
 		}
 	}
+	if len(command) == 2 && command[0] == "exec" { // ipmitool runs each line of the file in this session
+		data, err := os.ReadFile(command[1])
+		if err != nil {
+			return "", stderr + "Unable to open file " + command[1] + "\n", errExit1
+		}
+		var stdout strings.Builder
+		var failed bool
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			o, e, err := f.command(strings.Fields(line))
+			stdout.WriteString(o)
+			stderr += e
+			failed = failed || err != nil
+		}
+		if failed {
+			return stdout.String(), stderr, errExit1
+		}
+		return stdout.String(), stderr, nil
+	}
+	o, e, err := f.command(command)
+	return o, stderr + e, err
+}
+
+// command runs one command inside an established session.
+func (f *fakeBMC) command(command []string) (string, string, error) {
 	cmd := strings.Join(command, " ")
 	f.commands = append(f.commands, cmd)
+	stderr := ""
 	switch {
 	case cmd == "power status":
 		return map[bool]string{true: "Chassis Power is on\n", false: "Chassis Power is off\n"}[f.power], stderr, nil
