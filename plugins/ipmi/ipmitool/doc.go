@@ -16,11 +16,15 @@
 // Options.MinCommandInterval (Ironic's [ipmi] min_command_interval, 5 s),
 // until Options.RetryTimeout (Ironic's [ipmi] command_retry_timeout,
 // 60 s), and then is a *driver.BMCUnreachableError naming the BMC's
-// host:port, the attempts and the time spent. With ipmi_cipher_suite unset
+// host:port, the attempts and the time spent. (Ironic also spaces separate
+// operations on one BMC by min_command_interval; here only the attempts of
+// one operation are spaced, and power waits poll every PollInterval.) With
+// ipmi_cipher_suite unset
 // suite 3 is tried, then 17 when the BMC refuses 3's algorithms.
 //
-// Power, boot device, NMI and step actions and the power read first read
-// the system GUID (Get System GUID) and check it against the machine
+// Power, boot device, NMI, step and vendor actions first read the system
+// GUID (Get System GUID), and the power read reads it in the same ipmitool
+// session as the state (PowerStateAndGUID); each checks it against the machine
 // identity recorded for the node (driver.CheckIdentity, as
 // "ipmi-guid:<guid>"; recorded at first contact), so that an action is
 // refused with *driver.IdentityMismatchError rather than sent to another

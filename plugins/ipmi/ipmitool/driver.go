@@ -438,7 +438,7 @@ func (v *VendorImpl) Call(ctx context.Context, t *driver.Task, method, httpMetho
 			return nil, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: ImplIPMITool, Field: "args", Key: "raw_bytes", Expected: "at least a network function and a command as hex bytes, e.g. \"0x06 0x01\""}
 		}
 	}
-	c, err := v.client(t)
+	c, err := v.checkedClient(ctx, t) // a raw request or a BMC reset must reach the node's own machine too
 	if err != nil {
 		return nil, err
 	}

@@ -168,6 +168,11 @@ func TestIdentityCheckedBeforeActions(t *testing.T) {
 		"power read":  func() error { _, err := d.Power().GetPowerState(ctx, tk); return err },
 		"boot device": func() error { return d.Management().SetBootDevice(ctx, tk, driver.BootPXE, false) },
 		"nmi":         func() error { return d.Management().InjectNMI(ctx, tk) },
+		"send_raw": func() error {
+			_, err := d.Vendor().Call(ctx, tk, "send_raw", "POST", map[string]any{"raw_bytes": "0x00 0x02 0x00"})
+			return err
+		},
+		"bmc_reset": func() error { _, err := d.Vendor().Call(ctx, tk, "bmc_reset", "POST", nil); return err },
 		"step": func() error {
 			_, err := d.Management().ExecuteStep(ctx, tk, steps.Clean, steps.Step{Interface: "management", Name: "clear_system_event_log"})
 			return err

@@ -21,10 +21,12 @@ Errors: a refused password or user is a ` + "`*driver.BMCAuthError`" + ` (matchi
 or answers busy, is tried again (attempts at least 5 s apart, Ironic's
 ` + "`[ipmi] min_command_interval`" + `) for up to 60 s (` + "`[ipmi] command_retry_timeout`" + `),
 then is a ` + "`*driver.BMCUnreachableError`" + ` (` + "`driver.ErrBMCUnreachable`" + `) naming the
-BMC's host:port. Both cross the plugin boundary with their fields.
+BMC's host:port. Both cross the plugin boundary with their fields. The plugin
+binary reads the two settings from ` + "`ANVIL_IPMI_COMMAND_RETRY_TIMEOUT`" + ` and
+` + "`ANVIL_IPMI_MIN_COMMAND_INTERVAL`" + ` (seconds, or Go durations such as ` + "`1500ms`" + `).
 
-Wrong-machine protection: power, boot device, NMI and step actions and the
-power read check the BMC's system GUID against the identity recorded for the
+Wrong-machine protection: power, boot device, NMI, step and vendor actions and
+the power read (in the same ipmitool session) check the BMC's system GUID against the identity recorded for the
 node (` + "`driver_internal_info.bmc_machine_identity`" + `, ` + "`ipmi-guid:<guid>`" + `,
 recorded at first contact) and refuse with a ` + "`*driver.IdentityMismatchError`" + `
 when it differs. A BMC without Get System GUID reports none, which is accepted.
