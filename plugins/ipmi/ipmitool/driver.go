@@ -145,7 +145,10 @@ func (b base) wrap(t *driver.Task, op string, err error) error {
 	}
 	var ce *CommandError
 	if errors.As(err, &ce) {
-		detail := op + ": " + ce.Op
+		detail := op
+		if ce.Op != op {
+			detail += " (ipmitool " + ce.Op + ")"
+		}
 		if ce.Output != "" {
 			detail += ": " + ce.Output
 		}
