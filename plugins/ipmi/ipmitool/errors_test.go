@@ -308,6 +308,28 @@ func TestErrorsAgainstSimulator(t *testing.T) {
 		}
 		t.Logf("%v in %v", err, took)
 	})
+	t.Run("identity over each session kind", func(t *testing.T) {
+		want := ""
+		for _, extra := range []map[string]any{
+			{"ipmi_cipher_suite": "3"}, {"ipmi_cipher_suite": ""}, {"ipmi_protocol_version": "1.5", "ipmi_cipher_suite": ""}, {"ipmi_priv_level": "OPERATOR"},
+		} {
+			d := NewDrivers(Options{})
+			tk := simTask(b)
+			for k, v := range extra {
+				tk.DriverInfo[k] = v
+			}
+			if st, err := d.Power().GetPowerState(ctx, tk); err != nil || st == driver.PowerError {
+				t.Fatalf("%v: %q %v", extra, st, err)
+			}
+			got, _ := tk.DriverInternalInfo[driver.IdentityKey].(string)
+			if want == "" {
+				want = got
+			}
+			if got != want || !strings.HasPrefix(got, "ipmi-guid:a1b2c3d4-e5f6-0000-0000-") {
+				t.Fatalf("%v: recorded %q, want %q", extra, got, want)
+			}
+		}
+	})
 	t.Run("another machine", func(t *testing.T) {
 		other := ipmisim.Start(t, ipmisim.Options{})
 		d := NewDrivers(Options{PollInterval: 50 * time.Millisecond})
