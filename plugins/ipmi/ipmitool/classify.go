@@ -101,10 +101,18 @@ func Classify(output string, killed bool) (Failure, string) {
 		return FailNoAnswer, lineOf(output, m)
 	}
 	if killed {
+		if sessionUpRe.MatchString(output) {
+			return FailCommand, "the session was established, then the BMC did not answer in time"
+		}
 		return FailNoAnswer, ""
 	}
 	return FailCommand, ""
 }
+
+// sessionUpRe matches what -v prints once a session is established
+// (ipmitool's IPMB discovery), so that an invocation stopped at the
+// deadline after it is not taken for a BMC that never answered.
+var sessionUpRe = regexp.MustCompile(`Discovered IPMB address|Running Get VSO Capabilities|Running Get PICMG Properties`)
 
 // lineOf returns the trimmed line of text that contains m.
 func lineOf(text, m string) string {

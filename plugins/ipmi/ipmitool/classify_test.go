@@ -6,8 +6,8 @@ import "testing"
 // with -v as the client passes it) against Debian's ipmi_sim 2.0.33,
 // captured by running it with a wrong password, an unknown user, an
 // unsupported cipher suite (-C 17, 4, 9 on a BMC with suites 0-3 and 6
-// only), a closed port, an unresolvable host name and a command the BMC
-// rejects.
+// only), a closed port, an unresolvable host name, a command the BMC
+// rejects, and a chassis-control hook that sleeps 8 s.
 var capturedOutputs = []struct {
 	name   string
 	output string
@@ -38,6 +38,13 @@ var capturedOutputs = []struct {
 		false, FailCommand, ""},
 	{"unsupported raw command", "Loading IANA PEN Registry...\nRAW REQ (channel=0x0 netfn=0x6 lun=0x0 cmd=0x99 data_len=0)\nUnable to send RAW command (channel=0x0 netfn=0x6 lun=0x0 cmd=0x99 rsp=0xc1): Invalid command\n",
 		false, FailCommand, ""},
+	// A BMC whose chassis control hangs: the session works, the command
+	// gets no answer (ipmitool gives up after -N 2) or the call is
+	// stopped at the deadline first. Neither is an unreachable BMC.
+	{"command unanswered", "Loading IANA PEN Registry...\nRunning Get VSO Capabilities my_addr 0x20, transit 0, target 0x20\nInvalid completion code received: Invalid command\nDiscovered IPMB address 0x0\nUnable to get Chassis Power Status\nClose Session command failed\n",
+		false, FailCommand, ""},
+	{"killed after the session", "Loading IANA PEN Registry...\nRunning Get VSO Capabilities my_addr 0x20, transit 0, target 0x20\nInvalid completion code received: Invalid command\nDiscovered IPMB address 0x0\n",
+		true, FailCommand, "the session was established, then the BMC did not answer in time"},
 	// Not captured (ipmi_sim never answers so): Ironic's retryable text.
 	{"busy", "Error in open session response message : insufficient resources for session\n", false, FailBusy, "Error in open session response message : insufficient resources for session"},
 }
