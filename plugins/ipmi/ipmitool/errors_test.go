@@ -111,7 +111,7 @@ func TestUnreachableIsBoundedAndTyped(t *testing.T) {
 	if ue.Address != "10.0.0.9:6230" || ue.Attempts != f.attempts || ue.Attempts < 2 || ue.Attempts > 3 || !strings.Contains(err.Error(), "10.0.0.9:6230") {
 		t.Fatalf("fields %+v after %d attempts", ue, f.attempts)
 	}
-	if took > opts.RetryTimeout+200*time.Millisecond {
+	if took > opts.RetryTimeout+time.Second { // slack for a loaded machine; without the bound it would be 4 x 600 ms and more
 		t.Fatalf("took %v with a retry timeout of %v", took, opts.RetryTimeout)
 	}
 	// The caller's own deadline ends the call earlier, as a context error.
