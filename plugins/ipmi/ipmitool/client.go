@@ -331,10 +331,13 @@ loop:
 		}
 		output := c.scrub(stderr + "\n" + stdout)
 		class, line := Classify(output, rctx.Err() != nil)
+		prev := last
 		lastStdout = strings.TrimSpace(stdout)
 		last = &CommandError{Op: op, Endpoint: c.Endpoint(), Username: c.info.Username, Class: class, Output: quiet(output), Attempts: attempts}
 		if line != "" {
 			last.Output = line
+		} else if class == FailNoAnswer && prev != nil && prev.Class == FailNoAnswer {
+			last.Output = prev.Output // stopped at the deadline: what the attempt before said
 		}
 		if class == FailCommand {
 			last.Err = err
