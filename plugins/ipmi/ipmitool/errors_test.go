@@ -293,6 +293,26 @@ func TestErrorsAgainstSimulator(t *testing.T) {
 			t.Logf("%s: %v in %v", tc.name, err, took)
 		}
 	})
+	t.Run("unsupported cipher suite", func(t *testing.T) {
+		// ipmi_sim lacks suite 17: a cipher failure, not an authentication
+		// one, whatever the password, and not retried.
+		for _, pw := range []string{b.Password, "hunter2wrong"} {
+			d := NewDrivers(Options{})
+			tk := simTask(b)
+			tk.DriverInfo["ipmi_cipher_suite"] = "17"
+			tk.DriverInfo["ipmi_password"] = pw
+			start := time.Now()
+			_, err := d.Power().GetPowerState(ctx, tk)
+			var ce *CommandError
+			if !errors.As(err, &ce) || ce.Class != FailCipher || ce.Attempts != 1 || errors.Is(err, driver.ErrBMCAuthentication) ||
+				!strings.Contains(err.Error(), "invalid authentication algorithm") || strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("want a cipher CommandError, got %v", err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("a cipher mismatch took %v", took)
+			}
+		}
+	})
 	t.Run("closed port", func(t *testing.T) {
 		const retry = 3 * time.Second
 		d := NewDrivers(Options{RetryTimeout: retry, MinCommandInterval: time.Second})
