@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -208,5 +210,84 @@ func BenchmarkPowerStateThroughPlugin(b *testing.B) {
 		if _, err := p.GetPowerState(context.Background(), tk); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestOptionsFromEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		retry, interval string
+		wantRetry       time.Duration
+		wantInterval    time.Duration
+		warnings        int
+	}{
+		{"", "", 0, 0, 0}, // the client's defaults: 60 s and 5 s
+		{"3", "1", 3 * time.Second, time.Second, 0},
+		{"1500ms", "250ms", 1500 * time.Millisecond, 250 * time.Millisecond, 0},
+		{"-1", "soon", 0, 0, 2},
+	} {
+		env := map[string]string{envRetryTimeout: tc.retry, envMinCommandInterval: tc.interval, "ANVIL_IPMITOOL_PATH": "/opt/ipmitool"}
+		opts, warnings := options(func(k string) string { return env[k] })
+		if opts.RetryTimeout != tc.wantRetry || opts.MinCommandInterval != tc.wantInterval || len(warnings) != tc.warnings || opts.IpmitoolPath != "/opt/ipmitool" {
+			t.Errorf("%q %q: %+v %q", tc.retry, tc.interval, opts, warnings)
+		}
+	}
+}
+
+// TestBMCErrorsThroughPlugin: a wrong password, a closed port and another
+// machine at the node's address reach the host as the typed driver errors
+// with their fields, from the plugin process, against ipmi_sim; the
+// identity the first contact recorded comes back in the task.
+func TestBMCErrorsThroughPlugin(t *testing.T) {
+	ipmisim.Require(t)
+	t.Setenv(envRetryTimeout, "3")
+	t.Setenv(envMinCommandInterval, "1")
+	bmc := ipmisim.Start(t, ipmisim.Options{})
+	other := ipmisim.Start(t, ipmisim.Options{})
+	p := load(t, nil)[driver.KindPower].(driver.PowerInterface)
+	ctx := context.Background()
+	endpoint := "127.0.0.1:" + strconv.Itoa(bmc.Port)
+
+	start := time.Now()
+	_, err := p.GetPowerState(ctx, simTask(bmc, "Zq9wrongPw"))
+	var ae *driver.BMCAuthError
+	if !errors.As(err, &ae) || !errors.Is(err, driver.ErrBMCAuthentication) || ae.Address != endpoint || ae.Username != bmc.Username || ae.Node != "node-ipmi" || strings.Contains(err.Error(), "Zq9wrongPw") {
+		t.Fatalf("wrong password: %T %v", err, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("wrong password took %v", took)
+	}
+
+	closed := simTask(bmc, bmc.Password)
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := c.LocalAddr().(*net.UDPAddr).Port
+	c.Close()
+	closed.DriverInfo["ipmi_port"] = strconv.Itoa(port)
+	start = time.Now()
+	_, err = p.GetPowerState(ctx, closed)
+	took := time.Since(start)
+	var ue *driver.BMCUnreachableError
+	if !errors.As(err, &ue) || ue.Address != "127.0.0.1:"+strconv.Itoa(port) || ue.Attempts < 1 || ue.Waited == "" {
+		t.Fatalf("closed port: %T %v", err, err)
+	}
+	if took > 4*time.Second {
+		t.Fatalf("closed port took %v with a 3 s retry timeout", took)
+	}
+
+	tk := simTask(bmc, bmc.Password)
+	if _, err := p.GetPowerState(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	recorded, _ := tk.DriverInternalInfo[driver.IdentityKey].(string)
+	if !strings.HasPrefix(recorded, "ipmi-guid:") {
+		t.Fatalf("identity not recorded through the plugin: %v", tk.DriverInternalInfo)
+	}
+	tk.DriverInfo["ipmi_port"] = strconv.Itoa(other.Port)
+	err = p.SetPowerState(ctx, tk, driver.PowerOn, 10*time.Second)
+	var mm *driver.IdentityMismatchError
+	if !errors.As(err, &mm) || mm.Recorded != recorded || other.Power() {
+		t.Fatalf("another machine: %T %v (power %v)", err, err, other.Power())
 	}
 }

@@ -2,15 +2,19 @@ package ipmitool
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	bmcipmitool "github.com/bmc-toolbox/bmclib/v2/providers/ipmitool"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // ErrNotInstalled is wrapped when the ipmitool binary cannot be found: the
@@ -24,17 +28,43 @@ var ErrCommand = errors.New("ipmitool command failed")
 // state in time.
 var ErrTimeout = errors.New("power state change timed out")
 
-// CommandError is a failed ipmitool call: the operation, ipmitool's
-// output (which never contains the password: it travels in the
-// environment) and the underlying error.
+// CommandError is a failed ipmitool call: the operation, the BMC's
+// address and port, why it failed (Class), what ipmitool printed (which
+// never contains the password: it travels in the environment, and any
+// echo of it is scrubbed), and, for a call retried until the retry
+// timeout, the attempts made and the time spent. A CommandError of class
+// FailAuth also matches driver.ErrBMCAuthentication, and one of class
+// FailNoAnswer driver.ErrBMCUnreachable; the driver implementations turn
+// those into *driver.BMCAuthError and *driver.BMCUnreachableError.
 type CommandError struct {
-	Op     string
-	Output string
-	Err    error
+	Op       string
+	Endpoint string // host:port of the BMC
+	Username string
+	Class    Failure
+	Output   string
+	Attempts int
+	Waited   time.Duration
+	Err      error
 }
 
 func (e *CommandError) Error() string {
 	msg := "ipmitool: " + e.Op + " failed"
+	if e.Endpoint != "" {
+		msg += " on " + e.Endpoint
+	}
+	switch e.Class {
+	case FailAuth:
+		msg += fmt.Sprintf(": the BMC refused the credentials of user %q", e.Username)
+	case FailCipher:
+		msg += ": the BMC does not support the cipher suite"
+	case FailNoAnswer:
+		msg += ": no answer from the BMC"
+	case FailBusy:
+		msg += ": the BMC is busy"
+	}
+	if e.Attempts > 1 || (e.Class.retryable() && e.Attempts > 0) {
+		msg += fmt.Sprintf(" after %d attempt(s) in %s", e.Attempts, e.Waited.Round(10*time.Millisecond))
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
@@ -47,8 +77,19 @@ func (e *CommandError) Error() string {
 // Unwrap returns the cause.
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// Is matches ErrCommand.
-func (e *CommandError) Is(target error) bool { return target == ErrCommand }
+// Is matches ErrCommand, and the driver's BMC sentinels for the
+// authentication and no-answer classes.
+func (e *CommandError) Is(target error) bool {
+	switch target {
+	case ErrCommand:
+		return true
+	case driver.ErrBMCAuthentication:
+		return e.Class == FailAuth
+	case driver.ErrBMCUnreachable:
+		return e.Class == FailNoAnswer
+	}
+	return false
+}
 
 // Lookup finds the ipmitool binary: path when set, otherwise $PATH. The
 // error wraps ErrNotInstalled and says what to install.
@@ -63,12 +104,36 @@ func Lookup(path string) (string, error) {
 	return p, nil
 }
 
+// Runner runs one ipmitool process: the binary, its arguments (never the
+// password) and its environment (which holds it). It returns what the
+// process wrote to stdout and stderr and its exit error; when ctx ends it
+// must stop the process and return.
+type Runner func(ctx context.Context, path string, args, env []string) (stdout, stderr string, err error)
+
+// execRunner runs ipmitool as a child process.
+func execRunner(ctx context.Context, path string, args, env []string) (string, string, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second // a killed ipmitool's pipes must not hold the call
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
 // Options tunes a Client.
 type Options struct {
 	// IpmitoolPath is the binary; empty means "ipmitool" from $PATH.
 	IpmitoolPath string
-	// CallTimeout bounds one ipmitool invocation (default 60 s).
-	CallTimeout time.Duration
+	// RetryTimeout bounds one operation, all its attempts included
+	// (default 60 s, Ironic's [ipmi] command_retry_timeout). A BMC that
+	// does not answer, or answers busy, is tried again until then; a
+	// refused password or an unsupported cipher suite is not.
+	RetryTimeout time.Duration
+	// MinCommandInterval is the least time between the starts of two
+	// attempts of one operation (default 5 s, Ironic's [ipmi]
+	// min_command_interval), so a struggling BMC is not flooded.
+	MinCommandInterval time.Duration
 	// PowerTimeout bounds waiting for a power state change (default 60 s,
 	// Ironic's power_state_change_timeout).
 	PowerTimeout time.Duration
@@ -77,11 +142,18 @@ type Options struct {
 	PollInterval time.Duration
 	// Sleep waits d or until ctx ends; tests may inject a fast one.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Run runs one ipmitool process (default: exec). When set, New and
+	// NewDrivers do not look for the binary; tests use it to stand in
+	// for ipmitool and a BMC.
+	Run Runner
 }
 
 func (o *Options) defaults() {
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = 60 * time.Second
+	if o.RetryTimeout <= 0 {
+		o.RetryTimeout = 60 * time.Second
+	}
+	if o.MinCommandInterval <= 0 {
+		o.MinCommandInterval = 5 * time.Second
 	}
 	if o.PowerTimeout <= 0 {
 		o.PowerTimeout = 60 * time.Second
@@ -103,53 +175,91 @@ func (o *Options) defaults() {
 	}
 }
 
-// Client talks to one BMC. Power, boot device, NMI and BMC reset go
-// through bmclib's ipmitool provider when the session is one bmclib can
-// express (IPMI 2.0 at ADMINISTRATOR privilege); other sessions, and the
-// commands bmclib lacks (boot device read-back, sensors, raw), run
-// ipmitool directly with the same arguments. A Client is stateless and
-// safe for concurrent use.
+// lookup finds the binary, or trusts IpmitoolPath when Run stands in for
+// it.
+func (o *Options) lookup() (string, error) {
+	if o.Run != nil {
+		if o.IpmitoolPath == "" {
+			return "ipmitool", nil
+		}
+		return o.IpmitoolPath, nil
+	}
+	return Lookup(o.IpmitoolPath)
+}
+
+// Client talks to one BMC by running ipmitool, one process per attempt,
+// with the password in the environment (-E). It runs ipmitool itself
+// rather than through bmclib's ipmitool provider because the provider
+// merges the outputs of the cipher suites it tries and reports only the
+// last (so a wrong password read as a cipher mismatch), fixes ipmitool's
+// retry timing, and leaves out -v, without which ipmitool prints the same
+// line for a wrong password and for a BMC that never answers.
+//
+// A Client may be used concurrently. It remembers the cipher suite it
+// negotiated and the system GUID it read, for the one sequence of calls
+// (one driver operation) it serves; a new Client reads them again.
 type Client struct {
 	info Info
 	path string
 	opts Options
-	bmc  *bmcipmitool.Conn // nil when the session needs options bmclib lacks
+
+	mu       sync.Mutex
+	cipher   string // the negotiated suite, once one worked
+	guidRead bool
+	guid     string
 }
 
 // New returns a Client for info. It fails with ErrNotInstalled when
 // ipmitool is missing; it does not contact the BMC.
 func New(info Info, opts Options) (*Client, error) {
 	opts.defaults()
-	path, err := Lookup(opts.IpmitoolPath)
+	path, err := opts.lookup()
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{info: info, path: path, opts: opts}
-	if info.ProtocolVersion == "2.0" && info.PrivLevel == "ADMINISTRATOR" {
-		bopts := []bmcipmitool.Option{bmcipmitool.WithIpmitoolPath(path)}
-		if info.Port != 0 {
-			bopts = append(bopts, bmcipmitool.WithPort(strconv.Itoa(info.Port)))
-		}
-		if info.CipherSuite != "" {
-			bopts = append(bopts, bmcipmitool.WithCipherSuite(info.CipherSuite))
-		}
-		c.bmc, err = bmcipmitool.New(info.Address, info.Username, info.Password, bopts...)
-		if err != nil {
-			return nil, fmt.Errorf("ipmitool: %w", err)
-		}
+	if opts.Run == nil {
+		opts.Run = execRunner
 	}
-	return c, nil
+	return &Client{info: info, path: path, opts: opts}, nil
 }
-
-// UsesBMCLib reports whether calls go through bmclib's provider.
-func (c *Client) UsesBMCLib() bool { return c.bmc != nil }
 
 // Info returns the validated driver_info.
 func (c *Client) Info() Info { return c.info }
 
-// args builds the session arguments. The password is never an argument:
-// -E makes ipmitool read IPMITOOL_PASSWORD from the environment.
-func (c *Client) args() []string {
+// Endpoint is the BMC's address and UDP port (623 when ipmi_port is
+// unset), as errors name it.
+func (c *Client) Endpoint() string {
+	port := c.info.Port
+	if port == 0 {
+		port = 623
+	}
+	return net.JoinHostPort(c.info.Address, strconv.Itoa(port))
+}
+
+// ciphers returns the suites to try in order: the configured one, the
+// one negotiated earlier, or 3 then 17 (the suites BMCs commonly offer;
+// "" for IPMI 1.5, which has none).
+func (c *Client) ciphers() []string {
+	if c.info.ProtocolVersion == "1.5" {
+		return []string{""}
+	}
+	if c.info.CipherSuite != "" {
+		return []string{c.info.CipherSuite}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cipher != "" {
+		return []string{c.cipher}
+	}
+	return []string{"3", "17"}
+}
+
+// args builds the session arguments for one attempt. The password is
+// never an argument: -E makes ipmitool read IPMITOOL_PASSWORD from the
+// environment. -v makes ipmitool say why a session failed (the RAKP
+// outcome); -R 1 makes each process try once, since retries are the
+// Client's, bounded by RetryTimeout and spaced by MinCommandInterval.
+func (c *Client) args(cipher string) []string {
 	iface := "lanplus"
 	if c.info.ProtocolVersion == "1.5" {
 		iface = "lan"
@@ -161,31 +271,96 @@ func (c *Client) args() []string {
 	if c.info.Username != "" {
 		a = append(a, "-U", c.info.Username)
 	}
-	a = append(a, "-E")
-	if iface == "lanplus" && c.info.CipherSuite != "" {
-		a = append(a, "-C", c.info.CipherSuite)
+	a = append(a, "-E", "-v", "-R", "1", "-N", strconv.Itoa(attemptWaitSeconds))
+	if cipher != "" {
+		a = append(a, "-C", cipher)
 	}
 	return a
 }
 
-// run executes ipmitool with the session arguments and the command.
+// attemptWaitSeconds is ipmitool's -N for one attempt: how long it waits
+// for each answer (ipmitool's own default). A silent BMC costs about
+// twice that per attempt (ipmitool asks twice for the authentication
+// capabilities).
+const attemptWaitSeconds = 2
+
+// run executes ipmitool with the session arguments and the command, and
+// returns its standard output. A BMC that does not answer, or answers
+// busy, is tried again, each attempt starting at least MinCommandInterval
+// after the previous one, until RetryTimeout has passed; then the error is
+// a CommandError of that class naming the attempts and the time spent. A
+// refused password (FailAuth) or a command the BMC answered with an error
+// is returned at once; an unsupported cipher suite moves on to the next
+// suite when the suite is negotiated.
 func (c *Client) run(ctx context.Context, op string, command ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RetryTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.path, append(c.args(), command...)...)
-	cmd.Env = []string{"IPMITOOL_PASSWORD=" + c.info.Password, "PATH=" + os.Getenv("PATH")}
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	text := strings.TrimSpace(stdout.String())
-	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
+	env := []string{"IPMITOOL_PASSWORD=" + c.info.Password, "PATH=" + os.Getenv("PATH")}
+	ciphers := c.ciphers()
+	attempts := 0
+	var last *CommandError
+	var lastStart time.Time
+	var lastStdout string
+loop:
+	for ci := 0; ci < len(ciphers); {
+		if attempts > 0 {
+			wait := c.opts.MinCommandInterval - time.Since(lastStart)
+			if dl, ok := rctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+				break loop // the next attempt could not start within the retry timeout
+			}
+			if wait > 0 {
+				if err := c.opts.Sleep(rctx, wait); err != nil {
+					break loop
+				}
+			}
 		}
-		detail := strings.TrimSpace(stderr.String() + "\n" + text)
-		return text, &CommandError{Op: op, Output: c.scrub(detail), Err: err}
+		attempts++
+		lastStart = time.Now()
+		stdout, stderr, err := c.opts.Run(rctx, c.path, append(c.args(ciphers[ci]), command...), env)
+		if err == nil {
+			if c.info.CipherSuite == "" && ciphers[ci] != "" {
+				c.mu.Lock()
+				c.cipher = ciphers[ci]
+				c.mu.Unlock()
+			}
+			return strings.TrimSpace(stdout), nil
+		}
+		if ctx.Err() != nil { // the caller gave up: not the BMC's fault
+			return "", &CommandError{Op: op, Endpoint: c.Endpoint(), Output: c.scrub(quiet(stderr + "\n" + stdout)), Attempts: attempts, Waited: time.Since(start), Err: ctx.Err()}
+		}
+		output := c.scrub(stderr + "\n" + stdout)
+		class, line := Classify(output, rctx.Err() != nil)
+		prev := last
+		lastStdout = strings.TrimSpace(stdout)
+		last = &CommandError{Op: op, Endpoint: c.Endpoint(), Username: c.info.Username, Class: class, Output: quiet(output), Attempts: attempts}
+		if line != "" {
+			last.Output = line
+		} else if class == FailNoAnswer && prev != nil && prev.Class == FailNoAnswer {
+			last.Output = prev.Output // stopped at the deadline: what the attempt before said
+		}
+		if class == FailCommand {
+			last.Err = err
+		}
+		switch {
+		case class == FailCipher && ci+1 < len(ciphers):
+			ci++
+		case class.retryable() && rctx.Err() == nil:
+		default:
+			break loop
+		}
 	}
-	return text, nil
+	if last == nil { // no attempt could start: the caller's time was up
+		last = &CommandError{Op: op, Endpoint: c.Endpoint(), Class: FailNoAnswer, Err: rctx.Err()}
+	}
+	last.Waited = time.Since(start)
+	if last.Class == FailCipher && len(ciphers) > 1 {
+		last.Output = "suites " + strings.Join(ciphers, ", ") + " refused: " + last.Output
+	}
+	if last.Class == FailCommand { // the session worked: what the BMC did answer
+		return c.scrub(lastStdout), last
+	}
+	return "", last
 }
 
 // scrub removes the password from text, in case a BMC echoes it.
@@ -196,50 +371,82 @@ func (c *Client) scrub(text string) string {
 	return text
 }
 
-// wrap turns a bmclib error into a CommandError; when ctx ended, the
-// cause is the context's error so callers can tell a deadline apart.
-func (c *Client) wrap(ctx context.Context, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return &CommandError{Op: op, Output: c.scrub(strings.TrimSpace(err.Error())), Err: ctx.Err()}
-	}
-	return &CommandError{Op: op, Err: errors.New(c.scrub(strings.TrimSpace(err.Error())))}
-}
-
 // PowerState reads the chassis power state: true when on.
 func (c *Client) PowerState(ctx context.Context) (bool, error) {
-	var out string
-	var err error
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		out, err = c.bmc.PowerStateGet(cctx)
-		err = c.wrap(cctx, "power status", err)
-		cancel()
-	} else {
-		out, err = c.run(ctx, "power status", "power", "status")
-	}
+	out, err := c.run(ctx, "power status", "power", "status")
 	if err != nil {
 		return false, err
 	}
+	return c.parsePower(out)
+}
+
+func (c *Client) parsePower(out string) (bool, error) {
 	switch {
 	case strings.Contains(out, "Chassis Power is on"):
 		return true, nil
 	case strings.Contains(out, "Chassis Power is off"):
 		return false, nil
 	}
-	return false, &CommandError{Op: "power status", Output: c.scrub(strings.TrimSpace(out)), Err: errors.New("unrecognised answer")}
+	return false, &CommandError{Op: "power status", Endpoint: c.Endpoint(), Output: c.scrub(strings.TrimSpace(out)), Err: errors.New("unrecognised answer")}
+}
+
+// PowerStateAndGUID reads the system GUID (as SystemGUID does) and the
+// power state in one ipmitool session (ipmitool's exec with a command
+// file holding "raw 0x06 0x37" and "power status"), so that checking the
+// machine's identity on every power read costs no second session. When
+// the GUID was already read by this Client only the power state is read.
+func (c *Client) PowerStateAndGUID(ctx context.Context) (on bool, guid string, err error) {
+	c.mu.Lock()
+	read, guid := c.guidRead, c.guid
+	c.mu.Unlock()
+	if read {
+		on, err := c.PowerState(ctx)
+		return on, guid, err
+	}
+	f, err := os.CreateTemp("", "anvil-ipmitool-*.cmds")
+	if err != nil {
+		return false, "", fmt.Errorf("ipmitool: command file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString("raw 0x06 0x37\npower status\n") // no secret: the file only names commands
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("ipmitool: command file: %w", err)
+	}
+	out, err := c.run(ctx, "power status", "exec", f.Name())
+	var guidLine string
+	var powerLines []string
+	for _, l := range strings.Split(out, "\n") {
+		if _, perr := parseRaw(l); perr == nil && strings.TrimSpace(l) != "" && guidLine == "" {
+			guidLine = l
+			continue
+		}
+		powerLines = append(powerLines, l)
+	}
+	if err != nil {
+		var ce *CommandError
+		if !errors.As(err, &ce) || ce.Class != FailCommand || !completionCodeRe.MatchString(ce.Output) || guidLine != "" {
+			return false, "", err
+		}
+		// Get System GUID answered with a completion code (unsupported);
+		// the power status that followed in the session stands.
+	} else if guid, err = formatGUID(guidLine); err != nil {
+		return false, "", err
+	}
+	on, err = c.parsePower(strings.Join(powerLines, "\n"))
+	if err != nil {
+		return false, "", err
+	}
+	c.mu.Lock()
+	c.guidRead, c.guid = true, guid
+	c.mu.Unlock()
+	return on, guid, nil
 }
 
 // power sends a chassis power command ("on", "off", "soft", "reset").
 func (c *Client) power(ctx context.Context, action string) error {
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		defer cancel()
-		_, err := c.bmc.PowerSet(cctx, action)
-		return c.wrap(cctx, "power "+action, err)
-	}
 	_, err := c.run(ctx, "power "+action, "power", action)
 	return err
 }
@@ -256,6 +463,10 @@ func (c *Client) waitPower(ctx context.Context, want bool, timeout time.Duration
 		on, err := c.PowerState(ctx)
 		if err == nil && on == want {
 			return nil
+		}
+		var ce *CommandError
+		if errors.As(err, &ce) && (ce.Class == FailAuth || ce.Class == FailCipher) {
+			return err // asking again cannot help
 		}
 		if serr := c.opts.Sleep(ctx, c.opts.PollInterval); serr != nil {
 			state := "off"
@@ -313,12 +524,6 @@ func (c *Client) SoftReboot(ctx context.Context, timeout time.Duration) error {
 
 // SetBootDevice sets the next boot device: pxe, disk, cdrom, bios, safe.
 func (c *Client) SetBootDevice(ctx context.Context, device string, persistent, efi bool) error {
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		defer cancel()
-		_, err := c.bmc.BootDeviceSet(cctx, device, persistent, efi)
-		return c.wrap(cctx, "chassis bootdev "+device, err)
-	}
 	cmd := []string{"chassis", "bootdev", device}
 	var o []string
 	if persistent {
@@ -352,11 +557,6 @@ func (c *Client) BootDevice(ctx context.Context) (BootDevice, error) {
 
 // NMI injects a non-maskable interrupt (chassis power diag).
 func (c *Client) NMI(ctx context.Context) error {
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		defer cancel()
-		return c.wrap(cctx, "chassis power diag", c.bmc.SendNMI(cctx))
-	}
 	_, err := c.run(ctx, "chassis power diag", "chassis", "power", "diag")
 	return err
 }
@@ -366,12 +566,6 @@ func (c *Client) ResetBMC(ctx context.Context, warm bool) error {
 	kind := "cold"
 	if warm {
 		kind = "warm"
-	}
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		defer cancel()
-		_, err := c.bmc.BmcReset(cctx, kind)
-		return c.wrap(cctx, "mc reset "+kind, err)
 	}
 	_, err := c.run(ctx, "mc reset "+kind, "mc", "reset", kind)
 	return err
@@ -415,11 +609,63 @@ func (c *Client) Sensors(ctx context.Context) ([]Sensor, error) {
 
 // ClearSEL empties the BMC's system event log.
 func (c *Client) ClearSEL(ctx context.Context) error {
-	if c.bmc != nil {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		defer cancel()
-		return c.wrap(cctx, "sel clear", c.bmc.ClearSystemEventLog(cctx))
-	}
 	_, err := c.run(ctx, "sel clear", "sel", "clear")
 	return err
+}
+
+// SystemGUID reads the machine's system GUID (Get System GUID, network
+// function 0x06 command 0x37) as 32 lower-case hex digits in 8-4-4-4-12
+// groups, in the byte order the BMC sends (ipmitool's "mc guid" prints
+// the same digits). It returns "" when the BMC does not implement the
+// command (it answers with a completion code) or reports an all-zero
+// GUID. The first answer is kept for the Client's lifetime, so the
+// power-state polls of one operation do not read it again.
+func (c *Client) SystemGUID(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	if c.guidRead {
+		defer c.mu.Unlock()
+		return c.guid, nil
+	}
+	c.mu.Unlock()
+	out, err := c.run(ctx, "get system guid", "raw", "0x06", "0x37")
+	guid := ""
+	if err != nil {
+		var ce *CommandError
+		if !errors.As(err, &ce) || ce.Class != FailCommand || !completionCodeRe.MatchString(ce.Output) {
+			return "", err
+		}
+	} else if guid, err = formatGUID(out); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.guidRead, c.guid = true, guid
+	return guid, nil
+}
+
+// completionCodeRe matches ipmitool's report of a request the BMC
+// answered with a completion code ("Unable to send RAW command
+// (channel=0x0 netfn=0x6 lun=0x0 cmd=0x37 rsp=0xc1): Invalid command").
+var completionCodeRe = regexp.MustCompile(`Unable to send RAW command \(.*rsp=0x[0-9a-f]{2}\)`)
+
+// formatGUID formats the 16 bytes of a Get System GUID answer.
+func formatGUID(out string) (string, error) {
+	b, err := parseRaw(out)
+	if err != nil {
+		return "", err
+	}
+	if len(b) != 16 {
+		return "", &CommandError{Op: "get system guid", Output: out, Err: fmt.Errorf("%d bytes, want 16", len(b))}
+	}
+	zero := true
+	for _, x := range b {
+		if x != 0 {
+			zero = false
+		}
+	}
+	if zero {
+		return "", nil
+	}
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
 }

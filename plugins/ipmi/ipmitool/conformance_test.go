@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 }
 
 // BenchmarkPowerState measures one power-state read in process through
-// bmclib and ipmitool against ipmi_sim.
+// ipmitool against ipmi_sim (two ipmitool runs: the GUID, then the state).
 func BenchmarkPowerState(b *testing.B) {
 	ipmisim.Require(b)
 	bmc := ipmisim.Start(b, ipmisim.Options{})

@@ -4,14 +4,32 @@
 // ipmi_cipher_suite, ipmi_terminal_port) and the BMC operations the
 // ipmitool power, management and vendor interfaces need.
 //
-// Power control, boot device, NMI and BMC reset go through bmclib's
-// ipmitool provider (github.com/bmc-toolbox/bmclib/v2) when the session is
-// one bmclib expresses (IPMI 2.0 at ADMINISTRATOR privilege); sessions
-// with another privilege level or IPMI 1.5, and the commands bmclib lacks
-// (boot flags read-back, sensor data, raw requests), run the ipmitool
-// binary directly with equivalent arguments. Either way the password
-// travels in ipmitool's environment (-E), never on its command line, and
-// is scrubbed from any output quoted in an error.
+// Every operation runs the ipmitool binary, one process per attempt,
+// with the password in its environment (-E), never on its command line,
+// and scrubbed from any output quoted in an error. (bmclib's ipmitool
+// provider, used before, reported only the last cipher suite's output and
+// left out -v, so a wrong password read as a cipher mismatch.) ipmitool's
+// output is classified (Classify): a refused password or user is a
+// CommandError of class FailAuth, which the driver implementations return
+// as *driver.BMCAuthError at once; a BMC that never answers (FailNoAnswer)
+// or answers busy is tried again, attempts spaced by
+// Options.MinCommandInterval (Ironic's [ipmi] min_command_interval, 5 s),
+// until Options.RetryTimeout (Ironic's [ipmi] command_retry_timeout,
+// 60 s), and then is a *driver.BMCUnreachableError naming the BMC's
+// host:port, the attempts and the time spent. (Ironic also spaces separate
+// operations on one BMC by min_command_interval; here only the attempts of
+// one operation are spaced, and power waits poll every PollInterval.) With
+// ipmi_cipher_suite unset
+// suite 3 is tried, then 17 when the BMC refuses 3's algorithms.
+//
+// Power, boot device, NMI, step and vendor actions first read the system
+// GUID (Get System GUID), and the power read reads it in the same ipmitool
+// session as the state (PowerStateAndGUID); each checks it against the machine
+// identity recorded for the node (driver.CheckIdentity, as
+// "ipmi-guid:<guid>"; recorded at first contact), so that an action is
+// refused with *driver.IdentityMismatchError rather than sent to another
+// machine at a reused address. A BMC without Get System GUID reports no
+// identity, which is accepted.
 //
 // When ipmitool is not installed, New fails with an error wrapping
 // ErrNotInstalled that says what to install, so the plugin can report the

@@ -47,7 +47,7 @@ type Drivers struct {
 // Unavailable).
 func NewDrivers(opts Options) *Drivers {
 	opts.defaults()
-	_, err := Lookup(opts.IpmitoolPath)
+	_, err := opts.lookup()
 	return &Drivers{opts: opts, missingErr: err}
 }
 
@@ -133,11 +133,75 @@ func (b base) client(t *driver.Task) (*Client, error) {
 	return c, nil
 }
 
+// wrap names the node, the interface and the operation in err. A refused
+// password becomes a *driver.BMCAuthError and a BMC that never answered a
+// *driver.BMCUnreachableError, both naming the BMC's host:port, so that
+// they cross the plugin boundary with their fields; the password is in
+// neither (ipmitool never sees it on its command line, and the client
+// scrubs any echo of it).
 func (b base) wrap(t *driver.Task, op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		detail := op
+		if ce.Op != op {
+			detail += " (ipmitool " + ce.Op + ")"
+		}
+		if ce.Output != "" {
+			detail += ": " + ce.Output
+		}
+		switch ce.Class {
+		case FailAuth:
+			return &driver.BMCAuthError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Address: ce.Endpoint, Username: ce.Username, Detail: detail}
+		case FailNoAnswer:
+			return &driver.BMCUnreachableError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Address: ce.Endpoint,
+				Attempts: ce.Attempts, Waited: ce.Waited.Round(10 * time.Millisecond).String(), Detail: detail}
+		}
+	}
 	return fmt.Errorf("%s/%s: node %s: %s: %w", b.kind, ImplIPMITool, t.NodeUUID, op, err)
+}
+
+// identityScheme prefixes the system GUID in the identity recorded for a
+// node (driver.IdentityKey).
+const identityScheme = "ipmi-guid:"
+
+// checkIdentity reads the system GUID through c and compares it with the
+// machine identity recorded for the node (recording it at first
+// contact), so that an action meant for one machine is refused when the
+// BMC at the node's address now belongs to another (a re-cabled port, a
+// reused address). A BMC without Get System GUID reports nothing, which
+// is accepted. The GUID is read once per Client, that is once per driver
+// operation, before the operation's first command.
+func (b base) checkIdentity(ctx context.Context, t *driver.Task, c *Client) error {
+	guid, err := c.SystemGUID(ctx)
+	if err != nil {
+		return b.wrap(t, "identity check", err)
+	}
+	return driver.CheckIdentity(t, b.kind, ImplIPMITool, c.Endpoint(), reportedIdentity(guid))
+}
+
+// reportedIdentity is the machine identity for a system GUID; "" (no
+// identity) when the BMC reports none.
+func reportedIdentity(guid string) string {
+	if guid == "" {
+		return ""
+	}
+	return identityScheme + guid
+}
+
+// checkedClient returns a client whose BMC has been checked to report the
+// node's recorded machine identity.
+func (b base) checkedClient(ctx context.Context, t *driver.Task) (*Client, error) {
+	c, err := b.client(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkIdentity(ctx, t, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // PowerImpl is the "ipmitool" power interface.
@@ -146,15 +210,21 @@ type PowerImpl struct{ base }
 // Power returns the "ipmitool" power interface.
 func (d *Drivers) Power() *PowerImpl { return &PowerImpl{base{d, driver.KindPower}} }
 
-// GetPowerState reads the chassis power state.
+// GetPowerState reads the chassis power state and, in the same ipmitool
+// session, the system GUID, which it checks against the node's recorded
+// machine identity (recording it at first contact): a power state read
+// from another machine is an *driver.IdentityMismatchError, not a state.
 func (p *PowerImpl) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
 	c, err := p.client(t)
 	if err != nil {
 		return driver.PowerError, err
 	}
-	on, err := c.PowerState(ctx)
+	on, guid, err := c.PowerStateAndGUID(ctx)
 	if err != nil {
 		return driver.PowerError, p.wrap(t, "power status", err)
+	}
+	if err := driver.CheckIdentity(t, p.kind, ImplIPMITool, c.Endpoint(), reportedIdentity(guid)); err != nil {
+		return driver.PowerError, err
 	}
 	if on {
 		return driver.PowerOn, nil
@@ -165,7 +235,12 @@ func (p *PowerImpl) GetPowerState(ctx context.Context, t *driver.Task) (driver.P
 // SetPowerState drives the node to target and waits until the BMC
 // reports the resulting state.
 func (p *PowerImpl) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
-	c, err := p.client(t)
+	switch target {
+	case driver.PowerOn, driver.PowerOff, driver.SoftPowerOff, driver.Reboot, driver.SoftReboot:
+	default:
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: p.kind, Impl: ImplIPMITool, Field: "target", Key: "power_state", Expected: "power on, power off, soft power off, rebooting or soft rebooting"}
+	}
+	c, err := p.checkedClient(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -180,8 +255,6 @@ func (p *PowerImpl) SetPowerState(ctx context.Context, t *driver.Task, target dr
 		err = c.Reboot(ctx, timeout)
 	case driver.SoftReboot:
 		err = c.SoftReboot(ctx, timeout)
-	default:
-		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: p.kind, Impl: ImplIPMITool, Field: "target", Key: "power_state", Expected: "power on, power off, soft power off, rebooting or soft rebooting"}
 	}
 	return p.wrap(t, "set power "+string(target), err)
 }
@@ -230,7 +303,7 @@ func (m *ManagementImpl) SetBootDevice(ctx context.Context, t *driver.Task, devi
 	if !ok {
 		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: ImplIPMITool, Field: "args", Key: "boot_device", Expected: "one of pxe, disk, cdrom, bios, safe"}
 	}
-	c, err := m.client(t)
+	c, err := m.checkedClient(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -255,7 +328,7 @@ func (m *ManagementImpl) GetBootDevice(ctx context.Context, t *driver.Task) (dri
 
 // InjectNMI sends a diagnostic interrupt.
 func (m *ManagementImpl) InjectNMI(ctx context.Context, t *driver.Task) error {
-	c, err := m.client(t)
+	c, err := m.checkedClient(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -314,7 +387,7 @@ func (m *ManagementImpl) SensorsData(ctx context.Context, t *driver.Task) ([]Sen
 
 // Steps returns clear_system_event_log, an out-of-band step (priority 0,
 // run only when requested, no ramdisk). Ironic's ipmitool management has
-// no steps; this one is Anvil's, through bmclib's SEL support.
+// no steps; this one is Anvil's (ipmitool's "sel clear").
 func (m *ManagementImpl) Steps(kind steps.Kind) []steps.Step {
 	switch kind {
 	case steps.Clean, steps.Service:
@@ -328,7 +401,7 @@ func (m *ManagementImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind s
 	if !driver.HasStep(m, kind, step.Name) {
 		return driver.StepResult{}, &driver.StepNotFoundError{Kind: m.kind, Impl: ImplIPMITool, StepKind: string(kind), Step: step.Name}
 	}
-	c, err := m.client(t)
+	c, err := m.checkedClient(ctx, t)
 	if err != nil {
 		return driver.StepResult{}, err
 	}
@@ -368,7 +441,7 @@ func (v *VendorImpl) Call(ctx context.Context, t *driver.Task, method, httpMetho
 			return nil, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: ImplIPMITool, Field: "args", Key: "raw_bytes", Expected: "at least a network function and a command as hex bytes, e.g. \"0x06 0x01\""}
 		}
 	}
-	c, err := v.client(t)
+	c, err := v.checkedClient(ctx, t) // a raw request or a BMC reset must reach the node's own machine too
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,12 @@ func FuzzParsers(f *testing.F) {
 		if b, err := parseRaw(out); err == nil && len(b) != len(strings.Fields(out)) {
 			t.Fatalf("raw %x from %q", b, out)
 		}
+		if f, line := Classify(out, false); f != FailCommand && !strings.Contains(out, line) {
+			t.Fatalf("%v line %q not in %q", f, line, out)
+		}
+		if g, err := formatGUID(out); err == nil && g != "" && len(g) != 36 {
+			t.Fatalf("guid %q from %q", g, out)
+		}
 		for _, s := range parseSensors(out) {
 			if strings.Contains(s.Name, "|") {
 				t.Fatalf("sensor %+v", s)

@@ -112,23 +112,21 @@ func TestAgainstSimulator(t *testing.T) {
 	b := ipmisim.Start(t, ipmisim.Options{})
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name   string
-		extra  map[string]any
-		bmclib bool
+		name  string
+		extra map[string]any
+		full  bool // run every operation, not only a power and boot change
 	}{
-		{"bmclib", nil, true},
+		{"administrator", nil, true},
 		{"direct operator", map[string]any{"ipmi_priv_level": "OPERATOR"}, false},
 		{"direct IPMI 1.5", map[string]any{"ipmi_protocol_version": "1.5", "ipmi_cipher_suite": nil}, false},
+		{"negotiated cipher", map[string]any{"ipmi_cipher_suite": nil}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := simClient(t, b, tc.extra)
-			if c.UsesBMCLib() != tc.bmclib {
-				t.Fatalf("UsesBMCLib=%v", c.UsesBMCLib())
+			if wantIface := map[bool]string{true: "lan", false: "lanplus"}[tc.extra["ipmi_protocol_version"] == "1.5"]; c.args("")[1] != wantIface {
+				t.Fatalf("interface %s, want %s", c.args("")[1], wantIface)
 			}
-			if wantIface := map[bool]string{true: "lan", false: "lanplus"}[tc.extra["ipmi_protocol_version"] == "1.5"]; c.args()[1] != wantIface {
-				t.Fatalf("interface %s, want %s", c.args()[1], wantIface)
-			}
-			if !tc.bmclib {
+			if !tc.full {
 				// The direct path shares the command code; check the
 				// session options reach the BMC and state reads back.
 				if err := c.PowerOn(ctx, 0); err != nil || !b.Power() {
@@ -186,10 +184,9 @@ func TestAgainstSimulator(t *testing.T) {
 	}
 	t.Run("wrong password", func(t *testing.T) {
 		c := simClient(t, b, map[string]any{"ipmi_password": "hunter2wrong"})
-		c.opts.CallTimeout = 10 * time.Second
 		_, err := c.PowerState(ctx)
-		if !errors.Is(err, ErrCommand) || strings.Contains(err.Error(), "hunter2") {
-			t.Fatalf("want a CommandError without the password, got %v", err)
+		if !errors.Is(err, ErrCommand) || !errors.Is(err, driver.ErrBMCAuthentication) || strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("want an authentication CommandError without the password, got %v", err)
 		}
 	})
 }

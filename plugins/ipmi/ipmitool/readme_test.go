@@ -12,12 +12,24 @@ var update = flag.Bool("update", false, "rewrite ../README.md from the code's de
 const readmeIntro = `# ipmi driver plugin
 
 The plugin binary ` + "`anvil-driver-ipmi`" + ` serves the ` + "`ipmi`" + ` hardware type of
-Anvil over the driver plugin protocol. It drives BMCs with ` + "`ipmitool`" + `
-through [bmclib](https://github.com/bmc-toolbox/bmclib)'s ipmitool provider
-(package ` + "`ipmitool`" + `), running the binary directly for what bmclib does not
-cover (other privilege levels, IPMI 1.5, boot flag read-back, sensors, raw
-commands). The password reaches ipmitool through its environment, never its
-command line.
+Anvil over the driver plugin protocol. It drives BMCs by running ` + "`ipmitool`" + `
+(package ` + "`ipmitool`" + `), one process per attempt. The password reaches ipmitool
+through its environment, never its command line.
+
+Errors: a refused password or user is a ` + "`*driver.BMCAuthError`" + ` (matching
+` + "`driver.ErrBMCAuthentication`" + `), returned at once; a BMC that does not answer,
+or answers busy, is tried again (attempts at least 5 s apart, Ironic's
+` + "`[ipmi] min_command_interval`" + `) for up to 60 s (` + "`[ipmi] command_retry_timeout`" + `),
+then is a ` + "`*driver.BMCUnreachableError`" + ` (` + "`driver.ErrBMCUnreachable`" + `) naming the
+BMC's host:port. Both cross the plugin boundary with their fields. The plugin
+binary reads the two settings from ` + "`ANVIL_IPMI_COMMAND_RETRY_TIMEOUT`" + ` and
+` + "`ANVIL_IPMI_MIN_COMMAND_INTERVAL`" + ` (seconds, or Go durations such as ` + "`1500ms`" + `).
+
+Wrong-machine protection: power, boot device, NMI, step and vendor actions and
+the power read (in the same ipmitool session) check the BMC's system GUID against the identity recorded for the
+node (` + "`driver_internal_info.bmc_machine_identity`" + `, ` + "`ipmi-guid:<guid>`" + `,
+recorded at first contact) and refuse with a ` + "`*driver.IdentityMismatchError`" + `
+when it differs. A BMC without Get System GUID reports none, which is accepted.
 
 Requires the ` + "`ipmitool`" + ` program (Debian/Ubuntu: ` + "`apt-get install -y ipmitool`" + `).
 Without it the plugin still starts and describes itself with every
