@@ -15,8 +15,8 @@
 //
 // Environment: ANVIL_REDFISH_HTTP_ROOT (a directory) and
 // ANVIL_REDFISH_HTTP_URL (where the embedder serves it to the BMCs) let the
-// redfish-virtual-media boot interface publish each node's ramdisk
-// parameters image.
+// redfish-virtual-media boot interface publish each node's boot ISO (the
+// deploy ISO re-mastered with the node's kernel parameters).
 package main
 
 import (
@@ -36,8 +36,8 @@ const version = "1.0.0"
 func main() {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "redfish", Level: hclog.Info, JSONFormat: true, Output: os.Stderr})
 	opts := rfdriver.Options{}
-	// The ramdisk parameters image of virtual media boots is published
-	// into a directory the embedder serves to the BMCs.
+	// The per-node boot ISO of virtual media boots is published into a
+	// directory the embedder serves to the BMCs.
 	if root, url := os.Getenv("ANVIL_REDFISH_HTTP_ROOT"), os.Getenv("ANVIL_REDFISH_HTTP_URL"); root != "" && url != "" {
 		opts.Media = rfdriver.DirMediaStore{Dir: root, BaseURL: url}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -237,19 +238,21 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	}
 
 	// Virtual media (item 4): sushy downloads what it is given, so the
-	// parameters image and the ISO are served from a loopback directory;
-	// the image lands in system 1's Floppy device, the ISO in its Cd, and
-	// the interface sets the boot from CD itself.
+	// deploy ISO, the node's re-mastered boot ISO and (with
+	// config_via_removable) the parameters image are served from a
+	// loopback directory; the image lands in system 1's Floppy device, the
+	// node's ISO in its Cd, and the interface sets the boot from CD itself.
 	mediaDir := t.TempDir()
 	web := httptest.NewServer(http.FileServer(http.Dir(mediaDir)))
 	t.Cleanup(web.Close)
-	if err := os.WriteFile(filepath.Join(mediaDir, "ipa.iso"), []byte("not really an ISO"), 0o644); err != nil {
+	if err := redfishtest.WriteBootISO(filepath.Join(mediaDir, "ipa.iso")); err != nil {
 		t.Fatal(err)
 	}
 	vd := rfdriver.NewDrivers(rfdriver.Options{Media: rfdriver.DirMediaStore{Dir: mediaDir, BaseURL: web.URL}})
 	t.Cleanup(func() { _ = vd.Close(context.Background()) })
 	vinfo := info(1)
 	vinfo["redfish_deploy_iso"] = web.URL + "/ipa.iso"
+	vinfo["config_via_removable"] = true
 	vtk := &driver.Task{NodeUUID: nodes[1], HardwareType: rfdriver.HardwareType, DriverInfo: vinfo}
 	if err := vd.Management().SetBootDevice(ctx, vtk, driver.BootPXE, true); err != nil || s.bootTarget(t, sushyUUIDs[1]) != "Pxe" {
 		t.Fatalf("boot device before PrepareRamdisk: %v", err)
@@ -272,7 +275,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	if f := vm("Floppy"); f["Inserted"] != true || !strings.Contains(fmt.Sprint(f["Image"]), "ir-vfd-dev") {
 		t.Fatalf("sushy-tools Floppy: %v", f)
 	}
-	if c := vm("Cd"); c["Inserted"] != true || c["Image"] != web.URL+"/ipa.iso" {
+	if c := vm("Cd"); c["Inserted"] != true || c["Image"] != web.URL+"/"+nodes[1]+"-boot.iso" {
 		t.Fatalf("sushy-tools Cd: %v", c)
 	}
 	if got := s.bootTarget(t, sushyUUIDs[1]); got != "Cd" {

@@ -87,11 +87,23 @@ type Options struct {
 	// Logger receives debug lines; nil discards them. Passwords are never
 	// logged.
 	Logger *slog.Logger
-	// Media publishes the per-node ramdisk parameters image that the
-	// redfish-virtual-media boot interface inserts next to the deploy ISO
-	// (see VirtualMediaBoot.PrepareRamdisk); nil means no such image, and
-	// the ISO must carry the parameters itself.
+	// Media publishes the per-node boot ISO (the deploy ISO re-mastered
+	// with the node's kernel parameters) and, with driver_info
+	// config_via_removable, the parameters image that the
+	// redfish-virtual-media boot interface inserts (see
+	// VirtualMediaBoot.PrepareRamdisk); nil means the deploy ISO is
+	// inserted as it is, and must carry the parameters itself.
 	Media MediaStore
+	// MaxDeployISOSize refuses a deploy ISO larger than this many bytes
+	// before it is re-mastered (default DefaultMaxDeployISOSize, 2 GiB).
+	MaxDeployISOSize int64
+	// DeployISOFetchTimeout bounds one download of a deploy ISO (default
+	// DefaultDeployISOFetchTimeout, 10 min).
+	DeployISOFetchTimeout time.Duration
+	// DeployISOCacheDir keeps downloaded deploy ISOs and re-master
+	// scratch space; "" means a private temporary directory that
+	// Drivers.Close removes.
+	DeployISOCacheDir string
 }
 
 func (o *Options) defaults() {
@@ -123,6 +135,12 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxDeployISOSize <= 0 {
+		o.MaxDeployISOSize = DefaultMaxDeployISOSize
+	}
+	if o.DeployISOFetchTimeout <= 0 {
+		o.DeployISOFetchTimeout = DefaultDeployISOFetchTimeout
 	}
 }
 

@@ -37,10 +37,13 @@
 // "redfish" (reset types chosen from those the system advertises, then a
 // wait for the new state), management "redfish" (boot device once or
 // persistent, boot mode, secure boot, indicator, NMI), boot
-// "redfish-virtual-media" (the node's ramdisk parameters on an ir-vfd-dev
-// image in the virtual USB stick or floppy through Options.Media, the
-// deploy ISO in the CD, one-time boot from CD), inspect "redfish" (Ironic's memory_mb, cpus, cpu_arch,
-// local_gb, boot_mode capability and a port per enabled NIC), and bios,
+// "redfish-virtual-media" (the deploy ISO fetched within
+// Options.MaxDeployISOSize and re-mastered by Remaster into a per-node ISO
+// whose grub and isolinux kernel lines carry the node's ramdisk
+// parameters, published through Options.Media and inserted in the CD,
+// one-time boot from CD; with config_via_removable also an ir-vfd-dev
+// parameters image in the virtual USB stick or floppy), inspect "redfish"
+// (Ironic's memory_mb, cpus, cpu_arch, local_gb, boot_mode capability and a port per enabled NIC), and bios,
 // raid and firmware "redfish" with out-of-band steps (priority 0, no
 // ramdisk): bios.apply_configuration, bios.factory_reset,
 // raid.create_configuration, raid.delete_configuration and

@@ -38,20 +38,24 @@ func HardwareTypeDef() driver.HardwareType {
 
 // Drivers holds what the redfish implementations share: the connection
 // pool (one session per BMC) and the timing options. Close logs out every
-// session.
+// session and removes the deploy ISO cache's private directory.
 type Drivers struct {
 	pool *Pool
 	opts Options
+	isos *isoCache
 }
 
 // NewDrivers returns the redfish implementations' shared state.
 func NewDrivers(opts Options) *Drivers {
 	opts.defaults()
-	return &Drivers{pool: NewPool(opts), opts: opts}
+	return &Drivers{pool: NewPool(opts), opts: opts, isos: newISOCache(opts)}
 }
 
-// Close logs out every BMC session.
-func (d *Drivers) Close(ctx context.Context) error { return d.pool.Close(ctx) }
+// Close logs out every BMC session and removes the deploy ISO cache's
+// private directory.
+func (d *Drivers) Close(ctx context.Context) error {
+	return errors.Join(d.pool.Close(ctx), d.isos.close())
+}
 
 // Bundle returns the hardware type and every implementation, ready for
 // driver.Registry.Register or the plugin SDK.

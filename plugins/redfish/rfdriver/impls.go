@@ -1,9 +1,13 @@
 package rfdriver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -334,30 +338,56 @@ func (d *Drivers) VirtualMediaBoot() *VirtualMediaBoot {
 // Properties adds the ISO properties to the redfish ones.
 func (v *VirtualMediaBoot) Properties() []driver.Property {
 	return append(v.properties(),
-		driver.Property{Name: "redfish_deploy_iso", Description: "URL of the bootable ramdisk ISO to insert as a virtual CD for deploy, cleaning, inspection and rescue. Required (or deploy_iso).", Required: false},
+		driver.Property{Name: "redfish_deploy_iso", Description: "The bootable ramdisk ISO for deploy, cleaning, inspection and rescue: an http(s) URL, or with a media store also a local path or file:// URL. With a media store it is fetched (bounded in size and time, cached by URL) and re-mastered into a per-node ISO whose grub.cfg and isolinux.cfg kernel lines carry the node's ramdisk parameters; without one it is inserted as it is. Required (or deploy_iso).", Required: false},
 		driver.Property{Name: "deploy_iso", Description: "Same as redfish_deploy_iso; used when that is unset.", Required: false},
-		driver.Property{Name: "kernel_append_params", Description: "Extra ramdisk kernel parameters (key=value, whitespace separated), passed to the ramdisk with the conductor's parameters in parameters.txt on the ir-vfd-dev virtual media image (needs a media store). Optional.", Required: false},
+		driver.Property{Name: "kernel_append_params", Description: "Extra ramdisk kernel parameters (whitespace separated), put before the conductor's parameters on the kernel lines of the per-node ISO (needs a media store). Optional.", Required: false},
+		driver.Property{Name: "config_via_removable", Description: "Also pass the ramdisk parameters in parameters.txt on an ir-vfd-dev image in the virtual USB stick or floppy (and boot_method=vmedia on the kernel line, so IPA reads it), as Ironic does. Default false: the per-node ISO carries them. Optional.", Required: false},
 	)
 }
 
-func (v *VirtualMediaBoot) iso(t *driver.Task) (string, error) {
+// isoRef returns the deploy ISO reference and the driver_info key that
+// named it. A local path (or file:// URL) is accepted only with a media
+// store, which republishes it for the BMC.
+func (v *VirtualMediaBoot) isoRef(t *driver.Task) (key, ref string, err error) {
 	for _, k := range []string{"redfish_deploy_iso", "deploy_iso"} {
 		if s, ok := t.DriverInfoString(k); ok {
-			if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-				return "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: k, Expected: "an http(s) URL of an ISO image"}
+			web := strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+			if !web && (v.d.opts.Media == nil || localPath(s) == "") {
+				exp := "an http(s) URL of an ISO image"
+				if v.d.opts.Media != nil {
+					exp = "an http(s) URL, an absolute path or a file:// URL of an ISO image"
+				}
+				return k, "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: k, Expected: exp}
 			}
-			return s, nil
+			return k, s, nil
 		}
 	}
-	return "", &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"redfish_deploy_iso"}}
+	return "", "", &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"redfish_deploy_iso"}}
 }
 
-// Validate checks the redfish driver_info and the deploy ISO URL.
+// viaRemovable reads driver_info config_via_removable.
+func (v *VirtualMediaBoot) viaRemovable(t *driver.Task) (bool, error) {
+	raw, ok := t.DriverInfo["config_via_removable"]
+	if !ok || raw == nil {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(fmt.Sprint(raw))
+	if err != nil {
+		return false, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: "config_via_removable", Expected: "a boolean"}
+	}
+	return b, nil
+}
+
+// Validate checks the redfish driver_info, the deploy ISO reference and
+// config_via_removable.
 func (v *VirtualMediaBoot) Validate(ctx context.Context, t *driver.Task) error {
 	if err := v.base.Validate(ctx, t); err != nil {
 		return err
 	}
-	_, err := v.iso(t)
+	if _, _, err := v.isoRef(t); err != nil {
+		return err
+	}
+	_, err := v.viaRemovable(t)
 	return err
 }
 
@@ -365,32 +395,89 @@ func (v *VirtualMediaBoot) Validate(ctx context.Context, t *driver.Task) error {
 // inserted, the URL it was published at.
 const vmediaParamsKey = "redfish_vmedia_params_image"
 
+// vmediaBootISOKey records, while the node's re-mastered boot ISO is
+// published, the URL it was published at.
+const vmediaBootISOKey = "redfish_vmedia_boot_iso"
+
+// agentTokenParam is IPA's kernel parameter for a pre-generated agent
+// token. Anvil's conductor never pre-generates one (the agent gets its
+// token at its first lookup), and a token must never be on a kernel
+// command line: anyone who can fetch the published ISO or read
+// /proc/cmdline would have it.
+const agentTokenParam = "ipa-agent-token"
+
 // paramsImageName is the node's parameters image name in the media store.
 func paramsImageName(node string) string { return node + "-" + ParamsLabel + ".iso" }
 
+// bootISOName is the node's re-mastered boot ISO name in the media store.
+func bootISOName(node string) string { return node + "-boot.iso" }
+
+// kernelArgs renders the kernel parameters the per-node ISO appends to
+// each kernel line, in Ironic's order: driver_info kernel_append_params
+// first, then the conductor's parameters sorted by key (boot_method=vmedia
+// first when the parameters image is also inserted).
+func kernelArgs(params map[string]any, appendParams []string, viaRemovable bool) (string, error) {
+	text, err := paramsText(params, nil)
+	if err != nil {
+		return "", err
+	}
+	conductor := strings.Fields(text)
+	if !viaRemovable {
+		conductor = conductor[1:] // The leading boot_method=vmedia.
+	}
+	all := append(append([]string{}, appendParams...), conductor...)
+	for _, a := range all {
+		if strings.ContainsAny(a, configMeta) {
+			return "", fmt.Errorf("kernel parameter %q cannot be written into a boot loader configuration (none of %s)", a, configMeta)
+		}
+	}
+	return strings.Join(all, " "), nil
+}
+
+// configMeta are the characters that grub or isolinux would interpret in
+// a kernel line (quoting, variables, command separators), so a parameter
+// with one could change the boot configuration instead of reaching the
+// kernel.
+const configMeta = "\"'$;`\\{}|&<>#"
+
 // PrepareRamdisk readies a ramdisk boot from virtual media, as Ironic's
-// redfish-virtual-media does with a configuration image: the node's
-// ramdisk parameters (params from the conductor: ipa-api-url,
-// ipa-inspection-callback-url, ...; driver_info kernel_append_params; and
-// boot_method=vmedia) are written to parameters.txt on an ISO 9660 image
-// labelled ir-vfd-dev, published through Options.Media and inserted into
-// the system's virtual USB stick or floppy, where a stock IPA finds them
-// (IPA reads that file when its kernel command line says
-// boot_method=vmedia, which Ironic-built ramdisk ISOs do). Then the
-// deploy ISO goes into the virtual CD and the boot interface itself sets a
-// one-time boot from CD: the boot device is this interface's decision.
-// Without Options.Media no parameters image is made (logged when there
-// were parameters): the ISO must then carry them.
+// redfish-virtual-media does with a per-node boot ISO. With
+// Options.Media, the deploy ISO (driver_info redfish_deploy_iso or
+// deploy_iso) is fetched, bounded by Options.MaxDeployISOSize and
+// Options.DeployISOFetchTimeout and cached by URL, and re-mastered
+// (Remaster) into an ISO whose grub.cfg and isolinux.cfg kernel lines end
+// with kernel_append_params and the conductor's parameters (ipa-api-url,
+// ipa-inspection-callback-url, ...): a stock IPA ISO reads them from
+// /proc/cmdline. That ISO is published through Options.Media and goes
+// into the virtual CD. With driver_info config_via_removable the
+// parameters also go to parameters.txt on an ISO 9660 image labelled
+// ir-vfd-dev in the virtual USB stick or floppy, with boot_method=vmedia
+// on the kernel line so IPA reads it; by default that image is not made,
+// since the kernel line carries everything and many BMCs have no second
+// virtual device. The boot interface itself then sets a one-time boot
+// from CD: the boot device is this interface's decision. Without
+// Options.Media the deploy ISO is inserted as it is (logged when there
+// were parameters): the ISO must then carry them. The agent token is
+// refused as a parameter (agentTokenParam). A failure removes what was
+// published and leaves the node's media as they were.
 func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, params map[string]any) error {
-	iso, err := v.iso(t)
+	key, ref, err := v.isoRef(t)
 	if err != nil {
 		return err
+	}
+	removable, err := v.viaRemovable(t)
+	if err != nil {
+		return err
+	}
+	if _, ok := params[agentTokenParam]; ok {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: agentTokenParam,
+			Expected: "no agent token: it is never put on a kernel command line or virtual media (the agent gets it at lookup)"}
 	}
 	var extra []string
 	if kp, ok := t.DriverInfoString("kernel_append_params"); ok {
 		extra = strings.Fields(kp)
 	}
-	text, err := paramsText(params, extra)
+	args, err := kernelArgs(params, extra, removable)
 	if err != nil {
 		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: "params", Expected: err.Error()}
 	}
@@ -398,35 +485,117 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, p
 	if err != nil {
 		return err
 	}
-	if v.d.opts.Media != nil {
+	media := v.d.opts.Media
+	if media == nil {
+		if len(params) > 0 {
+			v.d.opts.Logger.Warn("redfish: no media store configured: the deploy ISO is inserted as it is and must carry the ramdisk parameters itself",
+				"node", t.NodeUUID, "parameters", len(params))
+		}
+		if _, err := sys.InsertCD(ref); err != nil {
+			return v.wrap(t, "insert deploy ISO", err)
+		}
+		if err := sys.SetBoot("Cd", "Once", ""); err != nil {
+			return v.wrap(t, "set one-time boot from CD", err)
+		}
+		t.SetDriverInternalInfo("redfish_vmedia_inserted", true)
+		return nil
+	}
+	// What this call published is withdrawn again if a later step fails.
+	var undo []func()
+	fail := func(err error) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return err
+	}
+	bootURL, err := v.publishBootISO(ctx, t, key, ref, args)
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() { _ = media.Delete(context.WithoutCancel(ctx), bootISOName(t.NodeUUID)) })
+	var paramsURL string
+	if removable {
+		text, err := paramsText(params, extra)
+		if err != nil {
+			return fail(&driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: "params", Expected: err.Error()})
+		}
 		img, err := paramsImage(text)
 		if err != nil {
-			return v.wrap(t, "build ramdisk parameters image", err)
+			return fail(v.wrap(t, "build ramdisk parameters image", err))
 		}
-		url, err := v.d.opts.Media.Put(ctx, paramsImageName(t.NodeUUID), img)
+		paramsURL, err = media.Put(ctx, paramsImageName(t.NodeUUID), bytes.NewReader(img))
 		if err != nil {
-			return v.wrap(t, "publish ramdisk parameters image", err)
+			return fail(v.wrap(t, "publish ramdisk parameters image", err))
 		}
-		if _, err := sys.InsertRemovable(url); err != nil {
-			return v.wrap(t, "insert ramdisk parameters image", err)
+		undo = append(undo, func() { _ = media.Delete(context.WithoutCancel(ctx), paramsImageName(t.NodeUUID)) })
+		if _, err := sys.InsertRemovable(paramsURL); err != nil {
+			return fail(v.wrap(t, "insert ramdisk parameters image", err))
 		}
-		t.SetDriverInternalInfo(vmediaParamsKey, url)
-	} else if len(params) > 0 {
-		v.d.opts.Logger.Warn("redfish: no media store configured: the ramdisk parameters are not passed on virtual media; the deploy ISO must carry them",
-			"node", t.NodeUUID, "parameters", len(params))
+		undo = append(undo, func() { _ = sys.EjectImage(paramsURL) })
 	}
-	if _, err := sys.InsertCD(iso); err != nil {
-		return v.wrap(t, "insert deploy ISO", err)
+	if _, err := sys.InsertCD(bootURL); err != nil {
+		return fail(v.wrap(t, "insert the node's boot ISO", err))
 	}
+	undo = append(undo, func() { _ = sys.EjectCD() })
 	if err := sys.SetBoot("Cd", "Once", ""); err != nil {
-		return v.wrap(t, "set one-time boot from CD", err)
+		return fail(v.wrap(t, "set one-time boot from CD", err))
+	}
+	t.SetDriverInternalInfo(vmediaBootISOKey, bootURL)
+	if paramsURL != "" {
+		t.SetDriverInternalInfo(vmediaParamsKey, paramsURL)
 	}
 	t.SetDriverInternalInfo("redfish_vmedia_inserted", true)
 	return nil
 }
 
+// publishBootISO fetches the deploy ISO ref, re-masters it with args and
+// publishes the result as the node's boot ISO, returning its URL.
+func (v *VirtualMediaBoot) publishBootISO(ctx context.Context, t *driver.Task, key, ref, args string) (string, error) {
+	src, size, err := v.d.isos.open(ctx, t.NodeUUID, key, ref)
+	if err != nil {
+		var tl *DeployISOTooLargeError
+		if errors.As(err, &tl) {
+			return "", err
+		}
+		return "", v.wrap(t, "fetch the deploy ISO", err)
+	}
+	defer src.Close()
+	dir, err := v.d.isos.scratch()
+	if err != nil {
+		return "", v.wrap(t, "re-master the deploy ISO", err)
+	}
+	work, err := os.MkdirTemp(dir, "remaster-")
+	if err != nil {
+		return "", v.wrap(t, "re-master the deploy ISO", err)
+	}
+	defer os.RemoveAll(work)
+	out, err := os.Create(filepath.Join(work, "boot.iso"))
+	if err != nil {
+		return "", v.wrap(t, "re-master the deploy ISO", err)
+	}
+	defer out.Close()
+	rep, err := Remaster(ctx, src, size, out, args, work)
+	if err != nil {
+		if errors.Is(err, ErrRemaster) {
+			return "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: key,
+				Expected: "a bootable ISO with an El Torito boot catalog and a kernel line in its grub.cfg or isolinux.cfg (" + err.Error() + ")"}
+		}
+		return "", v.wrap(t, "re-master the deploy ISO", err)
+	}
+	if _, err := out.Seek(0, io.SeekStart); err != nil {
+		return "", v.wrap(t, "re-master the deploy ISO", err)
+	}
+	url, err := v.d.opts.Media.Put(ctx, bootISOName(t.NodeUUID), out)
+	if err != nil {
+		return "", v.wrap(t, "publish the node's boot ISO", err)
+	}
+	v.d.opts.Logger.Debug("redfish: deploy ISO re-mastered with the node's kernel parameters", "node", t.NodeUUID,
+		"configs", rep.Configs, "kernel_lines", rep.KernelLines, "boot_entries", len(rep.BootEntries))
+	return url, nil
+}
+
 // CleanUpRamdisk ejects the virtual CD and the parameters image, and
-// removes the image from the media store.
+// removes the node's boot ISO and parameters image from the media store.
 func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) error {
 	sys, err := v.system(ctx, t)
 	if err != nil {
@@ -434,6 +603,14 @@ func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) e
 	}
 	if err := sys.EjectCD(); err != nil {
 		return v.wrap(t, "eject virtual media", err)
+	}
+	if url, ok := t.DriverInternalInfo[vmediaBootISOKey].(string); ok && url != "" {
+		if v.d.opts.Media != nil {
+			if err := v.d.opts.Media.Delete(ctx, bootISOName(t.NodeUUID)); err != nil {
+				return v.wrap(t, "remove the node's boot ISO", err)
+			}
+		}
+		t.DeleteDriverInternalInfo(vmediaBootISOKey)
 	}
 	if url, ok := t.DriverInternalInfo[vmediaParamsKey].(string); ok && url != "" {
 		if err := sys.EjectImage(url); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,11 +17,12 @@ import (
 
 // MediaStore publishes per-node images where a BMC can fetch them over
 // HTTP(S), as Ironic's http_root and http_url do: the redfish-virtual-media
-// boot interface puts each node's ramdisk parameters image there before
-// inserting it. Put returns the URL the BMC fetches; Delete forgets the
-// image (a missing one is not an error).
+// boot interface puts each node's boot ISO (and parameters image) there
+// before inserting it. Put reads the image from data (an ISO can be
+// large, so it is streamed) and returns the URL the BMC fetches; Delete
+// forgets the image (a missing one is not an error).
 type MediaStore interface {
-	Put(ctx context.Context, name string, data []byte) (url string, err error)
+	Put(ctx context.Context, name string, data io.Reader) (url string, err error)
 	Delete(ctx context.Context, name string) error
 }
 
@@ -36,7 +38,7 @@ var mediaName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 
 // Put writes data to Dir/name (through a temporary file and a rename, so
 // a BMC never fetches half an image) and returns BaseURL/name.
-func (s DirMediaStore) Put(ctx context.Context, name string, data []byte) (string, error) {
+func (s DirMediaStore) Put(ctx context.Context, name string, data io.Reader) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -48,7 +50,7 @@ func (s DirMediaStore) Put(ctx context.Context, name string, data []byte) (strin
 		return "", fmt.Errorf("redfish: media store: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := io.Copy(tmp, ctxReader{ctx, data}); err != nil {
 		tmp.Close()
 		return "", fmt.Errorf("redfish: media store: write %s: %w", name, err)
 	}

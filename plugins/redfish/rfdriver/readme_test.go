@@ -30,14 +30,23 @@ is updated or the node is inspected. ` + "`redfish_auth_type=auto`" + ` uses a s
 when the service root offers one and HTTP Basic otherwise (or when the
 session login is refused but Basic is accepted).
 
-Virtual media: the ` + "`redfish-virtual-media`" + ` boot interface passes the node's
+Virtual media: the ` + "`redfish-virtual-media`" + ` boot interface gets the node's
 ramdisk parameters (the conductor's ` + "`ipa-api-url`" + `, ` + "`ipa-inspection-callback-url`" + `,
-` + "`kernel_append_params`" + `, ` + "`boot_method=vmedia`" + `) in ` + "`parameters.txt`" + ` on an
-ISO 9660 image labelled ` + "`ir-vfd-dev`" + `, inserted into the system's virtual USB
-stick or floppy, where IPA looks for it. The plugin publishes that image into
-the directory ` + "`ANVIL_REDFISH_HTTP_ROOT`" + `, which the embedder serves at
-` + "`ANVIL_REDFISH_HTTP_URL`" + ` (reachable by the BMCs); without them no image is made
-and the deploy ISO must carry the parameters.
+and ` + "`kernel_append_params`" + `) to a stock IPA ISO as Ironic does, on the kernel
+command line: it fetches the deploy ISO (an http(s) URL or a local path; at
+most 2 GiB, 10 minutes; cached by URL and revalidated with a conditional GET),
+re-masters it into a per-node ISO whose boot loader configurations (every
+` + "`grub.cfg`" + `, ` + "`isolinux.cfg`" + ` and ` + "`syslinux.cfg`" + `) end each kernel line
+(` + "`linux`" + `/` + "`linuxefi`" + `, ` + "`append`" + `) with the parameters, keeping every other file,
+the volume label and the El Torito BIOS and UEFI boot entries (with the
+isolinux boot info table) as they were, inserts that ISO in the virtual CD
+and removes it at clean-up. With ` + "`config_via_removable`" + ` the parameters also go
+in ` + "`parameters.txt`" + ` on an ISO 9660 image labelled ` + "`ir-vfd-dev`" + ` in the virtual
+USB stick or floppy, with ` + "`boot_method=vmedia`" + ` on the kernel line so IPA reads
+it. An agent token is never passed. The plugin publishes the images into the
+directory ` + "`ANVIL_REDFISH_HTTP_ROOT`" + `, which the embedder serves at
+` + "`ANVIL_REDFISH_HTTP_URL`" + ` (reachable by the BMCs); without them the deploy ISO
+is inserted as it is and must carry the parameters.
 
 Tests run against ` + "`redfishtest`" + `, a stateful Redfish service built from the
 DMTF public mockups (BSD-3-Clause; see ` + "`redfishtest/testdata/LICENSE.md`" + `),
