@@ -36,7 +36,8 @@ and ` + "`kernel_append_params`" + `) to a stock IPA ISO as Ironic does, on the 
 command line: it fetches the deploy ISO (an http(s) URL or a local path; at
 most 2 GiB, 10 minutes; cached by URL and revalidated with a conditional GET),
 re-masters it into a per-node ISO whose boot loader configurations (every
-` + "`grub.cfg`" + `, ` + "`isolinux.cfg`" + ` and ` + "`syslinux.cfg`" + `) end each kernel line
+` + "`grub.cfg`" + `, ` + "`isolinux.cfg`" + ` and ` + "`syslinux.cfg`" + `, and the ` + "`grub.cfg`" + ` files in
+the FAT file system of the UEFI boot image) end each kernel line
 (` + "`linux`" + `/` + "`linuxefi`" + `, ` + "`append`" + `) with the parameters, keeping every other file,
 the volume label and the El Torito BIOS and UEFI boot entries (with the
 isolinux boot info table) as they were, inserts that ISO in the virtual CD

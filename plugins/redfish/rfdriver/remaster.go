@@ -14,6 +14,10 @@ import (
 	"strings"
 
 	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem"
+	"github.com/diskfs/go-diskfs/filesystem/fat12"
+	"github.com/diskfs/go-diskfs/filesystem/fat16"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 	"github.com/diskfs/go-diskfs/partition/mbr"
 
@@ -241,8 +245,10 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 // Remaster writes to dst a copy of the bootable ISO src (size bytes) whose
 // boot loader configurations (every grub.cfg, isolinux.cfg and
-// syslinux.cfg of the tree) have args appended to each kernel line, as
-// Ironic's per-node boot ISO carries the node's kernel parameters. Every
+// syslinux.cfg of the tree, and every grub.cfg in the FAT file system of
+// a UEFI boot image, where a UEFI grub loaded from it looks first) have
+// args appended to each kernel line, as Ironic's per-node boot ISO
+// carries the node's kernel parameters. Every
 // other file is copied unchanged with its Rock Ridge mode and times, the
 // volume label is kept, and the El Torito boot catalog is rebuilt with
 // the same entries (platform, emulation, load segment, system type,
@@ -348,10 +354,6 @@ func Remaster(ctx context.Context, src *os.File, size int64, dst *os.File, args,
 	if err := walk("."); err != nil {
 		return rep, err
 	}
-	if rep.KernelLines == 0 {
-		return rep, fmt.Errorf("%w: no kernel line (grub linux/linuxefi, isolinux append) in any grub.cfg, isolinux.cfg or syslinux.cfg", ErrRemaster)
-	}
-
 	opts := &iso9660.ElTorito{}
 	// The old catalog is regenerated in its place (or hidden, as it was).
 	if p, ok := byLBA[et.catalogLBA]; ok {
@@ -378,11 +380,26 @@ func Remaster(ctx context.Context, src *os.File, size int64, dst *os.File, args,
 			e.Path = p
 		}
 		e.BootTable = hasBootInfoTable(src, e.LBA)
+		if e.Platform == byte(iso9660.EFI) {
+			// UEFI grub often reads the grub.cfg of the EFI system
+			// partition it was loaded from, not the ISO's.
+			cfgs, n, err := patchESP(ctx, filepath.Join(tree, filepath.FromSlash(p)), args)
+			if err != nil {
+				return rep, fmt.Errorf("redfish: re-master: EFI image %s: %w", p, err)
+			}
+			for _, c := range cfgs {
+				rep.Configs = append(rep.Configs, p+":"+c)
+			}
+			rep.KernelLines += n
+		}
 		rep.BootEntries = append(rep.BootEntries, e)
 		ent := &iso9660.ElToritoEntry{Platform: iso9660.Platform(e.Platform), Emulation: iso9660.Emulation(e.Emulation),
 			BootFile: "/" + p, HideBootFile: hidden, LoadSegment: e.LoadSeg, BootTable: e.BootTable, SystemType: mbr.Type(e.SysType)}
 		ent.SetLoadSize(e.Count)
 		opts.Entries = append(opts.Entries, ent)
+	}
+	if rep.KernelLines == 0 {
+		return rep, fmt.Errorf("%w: no kernel line (grub linux/linuxefi, isolinux append) in any grub.cfg, isolinux.cfg or syslinux.cfg, nor in the EFI image's grub.cfg", ErrRemaster)
 	}
 	out, err := iso9660.Create(file.New(dst, false), 0, 0, isoSector, tree)
 	if err != nil {
@@ -393,6 +410,129 @@ func Remaster(ctx context.Context, src *os.File, size int64, dst *os.File, args,
 		return rep, fmt.Errorf("redfish: re-master: write the ISO: %w", err)
 	}
 	return rep, nil
+}
+
+// maxESPSize is the largest EFI system partition image whose grub.cfg
+// files a re-master patches.
+const maxESPSize = 512 << 20
+
+// patchESP appends args to the kernel lines of every grub.cfg in the
+// FAT12, FAT16 or FAT32 file system of the EFI boot image at local (in
+// place, through go-diskfs; the image keeps its size) and returns the
+// paths patched and the number of lines. An image that is not a FAT file
+// system is left alone.
+func patchESP(ctx context.Context, local, args string) (cfgs []string, lines int, err error) {
+	f, err := os.OpenFile(local, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.Size() < 4096 || st.Size() > maxESPSize || !looksFAT(f) {
+		return nil, 0, nil
+	}
+	// A malformed image must not bring the conductor down with it.
+	defer func() {
+		if r := recover(); r != nil {
+			cfgs, lines, err = nil, 0, fmt.Errorf("%w: malformed FAT file system: %v", ErrRemaster, r)
+		}
+	}()
+	b := file.New(f, false)
+	var fat filesystem.FileSystem
+	if fs12, err := fat12.Read(b, st.Size(), 0, 512); err == nil {
+		fat = fs12
+	} else if fs16, err := fat16.Read(b, st.Size(), 0, 512); err == nil {
+		fat = fs16
+	} else if fs32, err := fat32.Read(b, st.Size(), 0, 512); err == nil {
+		fat = fs32
+	} else {
+		return nil, 0, nil
+	}
+	count := 0
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		if depth > 16 {
+			return fmt.Errorf("%w: FAT directories nested deeper than 16", ErrRemaster)
+		}
+		des, err := fat.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("%w: FAT directory %s: %v", ErrRemaster, dir, err)
+		}
+		for _, de := range des {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if count++; count > maxISOEntries {
+				return fmt.Errorf("%w: more than %d FAT entries", ErrRemaster, maxISOEntries)
+			}
+			name := de.Name()
+			if name == "." || name == ".." || name == "" {
+				continue
+			}
+			p := path.Join(dir, name)
+			if de.IsDir() {
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+			if !strings.EqualFold(name, "grub.cfg") {
+				continue
+			}
+			info, err := de.Info()
+			if err != nil || info.Size() > maxBootConfigSize {
+				return fmt.Errorf("%w: FAT file %s: over %d bytes or unreadable (%v)", ErrRemaster, p, maxBootConfigSize, err)
+			}
+			text, err := fat.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("%w: FAT file %s: %v", ErrRemaster, p, err)
+			}
+			nb, n := appendKernelArgs(text, true, args)
+			if n == 0 {
+				continue
+			}
+			w, err := fat.OpenFile(p, os.O_RDWR)
+			if err != nil {
+				return fmt.Errorf("redfish: re-master: FAT file %s: %w", p, err)
+			}
+			_, err = w.Write(nb)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("redfish: re-master: write FAT file %s: %w", p, err)
+			}
+			cfgs = append(cfgs, p)
+			lines += n
+		}
+		return nil
+	}
+	if err := walk(".", 0); err != nil {
+		return nil, 0, err
+	}
+	// The firmware loads the El Torito image by its sector count: the
+	// file system must have stayed inside the image.
+	if after, err := f.Stat(); err != nil || after.Size() != st.Size() {
+		return nil, 0, fmt.Errorf("%w: the EFI image's FAT file system is larger than the image (%d bytes)", ErrRemaster, st.Size())
+	}
+	return cfgs, lines, nil
+}
+
+// looksFAT reports whether a boot sector has the signature and the BIOS
+// parameter block fields of a FAT file system, before a FAT reader is
+// given it.
+func looksFAT(r io.ReaderAt) bool {
+	b := make([]byte, 512)
+	if _, err := r.ReadAt(b, 0); err != nil {
+		return false
+	}
+	bps := binary.LittleEndian.Uint16(b[11:13])
+	spc := b[13]
+	return b[510] == 0x55 && b[511] == 0xaa && (bps == 512 || bps == 1024 || bps == 2048 || bps == 4096) &&
+		spc != 0 && spc&(spc-1) == 0 && b[16] != 0 && binary.LittleEndian.Uint16(b[14:16]) != 0
 }
 
 // extractFile copies the ISO file p to local with its mode and times.

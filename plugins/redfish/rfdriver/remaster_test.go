@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat12"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
@@ -247,7 +248,7 @@ func TestRemasterRefusesWhatItCannotBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	noKernel := filepath.Join(dir, "nokernel.iso")
-	if err := writeISO(dir, noKernel, map[string]string{"isolinux/isolinux.bin": strings.Repeat("B", 4096), "isolinux/isolinux.cfg": "default local\nlabel local\n localboot 0\n"}, false); err != nil {
+	if err := writeISO(dir, noKernel, map[string]string{"isolinux/isolinux.bin": strings.Repeat("B", 4096), "isolinux/isolinux.cfg": "default local\nlabel local\n localboot 0\n"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for name, p := range map[string]string{"not an ISO": junk, "no boot catalog": plainPath, "no kernel line": noKernel} {
@@ -258,10 +259,10 @@ func TestRemasterRefusesWhatItCannotBoot(t *testing.T) {
 }
 
 // writeISO builds a BIOS-bootable ISO of files (isolinux/isolinux.bin is
-// the boot image) at dst; with efi, efiboot.img is a UEFI boot image that
-// is not a file of the tree (hidden, as some ISOs carry their EFI system
-// partition).
-func writeISO(scratch, dst string, files map[string]string, efi bool) error {
+// the boot image) at dst; with efi "file", efiboot.img is also a UEFI boot
+// image, with efi "hidden" one that is not a file of the tree (as some
+// ISOs carry their EFI system partition).
+func writeISO(scratch, dst string, files map[string]string, efi string) error {
 	tree, err := os.MkdirTemp(scratch, "tree-")
 	if err != nil {
 		return err
@@ -285,8 +286,8 @@ func writeISO(scratch, dst string, files map[string]string, efi bool) error {
 		return err
 	}
 	entries := []*iso9660.ElToritoEntry{{Platform: iso9660.BIOS, Emulation: iso9660.NoEmulation, BootFile: "/isolinux/isolinux.bin", BootTable: true}}
-	if efi {
-		entries = append(entries, &iso9660.ElToritoEntry{Platform: iso9660.EFI, Emulation: iso9660.NoEmulation, BootFile: "/efiboot.img", HideBootFile: true})
+	if efi != "" {
+		entries = append(entries, &iso9660.ElToritoEntry{Platform: iso9660.EFI, Emulation: iso9660.NoEmulation, BootFile: "/efiboot.img", HideBootFile: efi == "hidden"})
 	}
 	return isoFS.Finalize(iso9660.FinalizeOptions{RockRidge: true, ElTorito: &iso9660.ElTorito{Entries: entries}})
 }
@@ -300,7 +301,7 @@ func TestRemasterKeepsHiddenBootImage(t *testing.T) {
 	src := filepath.Join(dir, "hidden.iso")
 	esp := strings.Repeat("ESP-IMAGE", 1000)
 	if err := writeISO(dir, src, map[string]string{"isolinux/isolinux.bin": strings.Repeat("B", 4096),
-		"isolinux/isolinux.cfg": "label x\n append initrd=/i\n", "efiboot.img": esp}, true); err != nil {
+		"isolinux/isolinux.cfg": "label x\n append initrd=/i\n", "efiboot.img": esp}, "hidden"); err != nil {
 		t.Fatal(err)
 	}
 	dst, rep, err := remasterFile(t, src, testArgs)
@@ -388,4 +389,127 @@ func TestRemasteredISOSeenByXorriso(t *testing.T) {
 	if err != nil || strings.Count(string(b), " "+testArgs+"\n") != 2 {
 		t.Fatalf("grub.cfg as xorriso reads it: %q %v", b, err)
 	}
+}
+
+// espGrub is an EFI system partition's grub.cfg that boots the kernel
+// itself, longer than one 512-byte cluster once the parameters are
+// appended.
+var espGrub = "set timeout=5\n" + strings.Repeat("# padding to fill the first cluster\n", 10) +
+	"menuentry \"deploy\" {\n  linuxefi /vmlinuz ipa-insecure=1\n  initrdefi /initrd\n}\n"
+
+// TestRemasterPatchesTheEFIImagesGrubCfg checks that the grub.cfg inside
+// a FAT EFI system partition image (where a UEFI grub loaded from it
+// looks first) gets the parameters too, growing past its cluster, while
+// the image keeps its size and its other files.
+func TestRemasterPatchesTheEFIImagesGrubCfg(t *testing.T) {
+	dir := t.TempDir()
+	espPath := filepath.Join(dir, "esp.img")
+	loader := strings.Repeat("MZ-grubx64", 1000)
+	f, err := os.Create(espPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fat, err := fat12.Create(file.New(f, false), 2880*512, 0, 512, "EFIBOOT", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fat.Mkdir("/EFI/BOOT"); err != nil {
+		t.Fatal(err)
+	}
+	for p, content := range map[string]string{"/EFI/BOOT/grub.cfg": espGrub, "/EFI/BOOT/BOOTX64.EFI": loader} {
+		w, err := fat.OpenFile(p, os.O_CREATE|os.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
+	// A real EFI image has the full size of its file system.
+	if err := f.Truncate(2880 * 512); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	checkESP(t, dir, espPath, loader, "EFI/BOOT/grub.cfg")
+
+	t.Run("mkfs.fat and mtools", func(t *testing.T) {
+		for _, tool := range []string{"mkfs.fat", "mmd", "mcopy", "mtype", "fsck.fat"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Skip(tool + " not installed (apt-get install dosfstools mtools)")
+			}
+		}
+		dir := t.TempDir()
+		img := filepath.Join(dir, "esp.img")
+		for _, name := range []string{"grub.cfg", "BOOTX64.EFI"} {
+			content := map[string]string{"grub.cfg": espGrub, "BOOTX64.EFI": loader}[name]
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range [][]string{{"mkfs.fat", "-C", img, "1440"}, {"mmd", "-i", img, "::EFI", "::EFI/BOOT"},
+			{"mcopy", "-i", img, filepath.Join(dir, "grub.cfg"), filepath.Join(dir, "BOOTX64.EFI"), "::EFI/BOOT/"}} {
+			if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, out)
+			}
+		}
+		patched := checkESP(t, dir, img, loader, "EFI/BOOT/grub.cfg")
+		// Independent readers: fsck finds the file system consistent and
+		// mtools reads the grown grub.cfg.
+		if out, err := exec.Command("fsck.fat", "-n", patched).CombinedOutput(); err != nil {
+			t.Fatalf("fsck.fat -n: %v\n%s", err, out)
+		}
+		out, err := exec.Command("mtype", "-i", patched, "::EFI/BOOT/grub.cfg").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "linuxefi /vmlinuz ipa-insecure=1 "+testArgs+"\n") {
+			t.Fatalf("mtype: %v\n%s", err, out)
+		}
+	})
+}
+
+// checkESP builds an ISO whose UEFI boot image is the FAT image esp,
+// re-masters it and checks the image in the result: cfg has the
+// parameters on its kernel line, BOOTX64.EFI is unchanged, the size is
+// the same. It returns the re-mastered image's path.
+func checkESP(t *testing.T, dir, esp, loader, cfg string) string {
+	t.Helper()
+	raw, err := os.ReadFile(esp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "esp.iso")
+	if err := writeISO(dir, src, map[string]string{"isolinux/isolinux.bin": strings.Repeat("B", 4096), "efiboot.img": string(raw)}, "file"); err != nil {
+		t.Fatal(err)
+	}
+	dst, rep, err := remasterFile(t, src, testArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Configs, []string{"efiboot.img:" + cfg}) || rep.KernelLines != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	img := readISO(t, dst).files["efiboot.img"]
+	if len(img) != len(raw) {
+		t.Fatalf("EFI image of %d bytes, was %d", len(img), len(raw))
+	}
+	out := filepath.Join(dir, "patched-esp.img")
+	if err := os.WriteFile(out, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fat, err := fat12.Read(file.New(f, true), int64(len(img)), 0, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(espGrub, "ipa-insecure=1\n", "ipa-insecure=1 "+testArgs+"\n", 1)
+	if b, err := fat.ReadFile(cfg); err != nil || string(b) != want {
+		t.Fatalf("%s in the EFI image: %q %v", cfg, b, err)
+	}
+	if b, err := fat.ReadFile("EFI/BOOT/BOOTX64.EFI"); err != nil || string(b) != loader {
+		t.Fatalf("BOOTX64.EFI changed: %d bytes, %v", len(b), err)
+	}
+	return out
 }
