@@ -48,7 +48,6 @@ type cachedISO struct {
 
 func newISOCache(o Options) *isoCache {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil
 	if o.RootCAs != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}
 	}
@@ -116,33 +115,33 @@ func localPath(src string) string {
 	return ""
 }
 
-// open returns the deploy ISO src opened for reading and its size:
-// a local file as it is, an http(s) URL from the cache after a
-// conditional GET. node and key name the node and the driver_info field
-// in a DeployISOTooLargeError.
-func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, int64, error) {
+// open returns the deploy ISO src opened for reading, its size and, for
+// a download, its SHA-256: a local file as it is, an http(s) URL from
+// the cache after a conditional GET. node and key name the node and the
+// driver_info field in a DeployISOTooLargeError.
+func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, int64, string, error) {
 	if p := localPath(src); p != "" {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redfish: deploy ISO: %w", err)
+			return nil, 0, "", fmt.Errorf("redfish: deploy ISO: %w", err)
 		}
 		if !st.Mode().IsRegular() {
-			return nil, 0, fmt.Errorf("redfish: deploy ISO %s is not a regular file", p)
+			return nil, 0, "", fmt.Errorf("redfish: deploy ISO %s is not a regular file", p)
 		}
 		if st.Size() > c.limit {
-			return nil, 0, &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: st.Size()}
+			return nil, 0, "", &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: st.Size()}
 		}
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redfish: deploy ISO: %w", err)
+			return nil, 0, "", fmt.Errorf("redfish: deploy ISO: %w", err)
 		}
-		return f, st.Size(), nil
+		return f, st.Size(), "", nil
 	}
 	unlock := c.lock(src)
 	defer unlock()
 	dir, err := c.scratch()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	c.mu.Lock()
 	cached, have := c.entries[src]
@@ -151,7 +150,7 @@ func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, i
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("redfish: deploy ISO of %s: %w", key, err)
+		return nil, 0, "", fmt.Errorf("redfish: deploy ISO of %s: %w", key, err)
 	}
 	if have {
 		if cached.etag != "" {
@@ -163,25 +162,25 @@ func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, i
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("redfish: fetch the deploy ISO of %s: %w", key, err)
+		return nil, 0, "", fmt.Errorf("redfish: fetch the deploy ISO of %s: %w", key, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotModified && have {
 		f, err := os.Open(cached.path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redfish: deploy ISO cache: %w", err)
+			return nil, 0, "", fmt.Errorf("redfish: deploy ISO cache: %w", err)
 		}
-		return f, cached.size, nil
+		return f, cached.size, cached.sha256, nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, 0, fmt.Errorf("redfish: fetch the deploy ISO of %s: HTTP %d", key, resp.StatusCode)
+		return nil, 0, "", fmt.Errorf("redfish: fetch the deploy ISO of %s: HTTP %d", key, resp.StatusCode)
 	}
 	if resp.ContentLength > c.limit {
-		return nil, 0, &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: resp.ContentLength}
+		return nil, 0, "", &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: resp.ContentLength}
 	}
 	tmp, err := os.CreateTemp(dir, ".fetch-")
 	if err != nil {
-		return nil, 0, fmt.Errorf("redfish: deploy ISO cache: %w", err)
+		return nil, 0, "", fmt.Errorf("redfish: deploy ISO cache: %w", err)
 	}
 	keep := false
 	defer func() {
@@ -193,19 +192,19 @@ func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, i
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(resp.Body, c.limit+1))
 	if err != nil {
-		return nil, 0, fmt.Errorf("redfish: fetch the deploy ISO of %s: %w", key, err)
+		return nil, 0, "", fmt.Errorf("redfish: fetch the deploy ISO of %s: %w", key, err)
 	}
 	if n > c.limit {
-		return nil, 0, &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: -1}
+		return nil, 0, "", &DeployISOTooLargeError{Node: node, Field: "driver_info", Key: key, Limit: c.limit, Size: -1}
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return nil, 0, fmt.Errorf("redfish: fetch the deploy ISO of %s: got %d of %d bytes", key, n, resp.ContentLength)
+		return nil, 0, "", fmt.Errorf("redfish: fetch the deploy ISO of %s: got %d of %d bytes", key, n, resp.ContentLength)
 	}
 	urlSum := sha256.Sum256([]byte(src))
 	final := filepath.Join(dir, hex.EncodeToString(urlSum[:12])+".iso")
 	// A reader of the previous copy keeps its open file across the rename.
 	if err := os.Rename(tmp.Name(), final); err != nil {
-		return nil, 0, fmt.Errorf("redfish: deploy ISO cache: %w", err)
+		return nil, 0, "", fmt.Errorf("redfish: deploy ISO cache: %w", err)
 	}
 	keep = true
 	c.mu.Lock()
@@ -214,7 +213,7 @@ func (c *isoCache) open(ctx context.Context, node, key, src string) (*os.File, i
 	c.mu.Unlock()
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		tmp.Close()
-		return nil, 0, fmt.Errorf("redfish: deploy ISO cache: %w", err)
+		return nil, 0, "", fmt.Errorf("redfish: deploy ISO cache: %w", err)
 	}
-	return tmp, n, nil
+	return tmp, n, hex.EncodeToString(h.Sum(nil)), nil
 }

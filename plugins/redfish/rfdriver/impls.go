@@ -551,7 +551,7 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, p
 // publishBootISO fetches the deploy ISO ref, re-masters it with args and
 // publishes the result as the node's boot ISO, returning its URL.
 func (v *VirtualMediaBoot) publishBootISO(ctx context.Context, t *driver.Task, key, ref, args string) (string, error) {
-	src, size, err := v.d.isos.open(ctx, t.NodeUUID, key, ref)
+	src, size, sum, err := v.d.isos.open(ctx, t.NodeUUID, key, ref)
 	if err != nil {
 		var tl *DeployISOTooLargeError
 		if errors.As(err, &tl) {
@@ -589,7 +589,7 @@ func (v *VirtualMediaBoot) publishBootISO(ctx context.Context, t *driver.Task, k
 	if err != nil {
 		return "", v.wrap(t, "publish the node's boot ISO", err)
 	}
-	v.d.opts.Logger.Debug("redfish: deploy ISO re-mastered with the node's kernel parameters", "node", t.NodeUUID,
+	v.d.opts.Logger.Debug("redfish: deploy ISO re-mastered with the node's kernel parameters", "node", t.NodeUUID, "deploy_iso_sha256", sum,
 		"configs", rep.Configs, "kernel_lines", rep.KernelLines, "boot_entries", len(rep.BootEntries))
 	return url, nil
 }
