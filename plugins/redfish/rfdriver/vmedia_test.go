@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -320,5 +321,89 @@ func TestDeployISOLocalPath(t *testing.T) {
 	tk := task(s, map[string]any{"redfish_deploy_iso": filepath.Join(dir, "ipa.iso")})
 	if err := plain.VirtualMediaBoot().Validate(ctx, tk); !errors.As(err, &ip) || ip.Key != "redfish_deploy_iso" {
 		t.Fatalf("local path without a media store: want InvalidParameterError, got %v", err)
+	}
+}
+
+// TestBootISOsBuiltConcurrently builds the boot ISOs of several nodes at
+// once from one deploy ISO: one download, the others revalidate, and each
+// node's published ISO carries its own parameters only.
+func TestBootISOsBuiltConcurrently(t *testing.T) {
+	s, d, dir, _ := vmediaSetup(t, Options{})
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	files := http.FileServer(http.Dir(dir))
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		files.ServeHTTP(rec, r)
+		mu.Lock()
+		statuses[rec.status]++
+		mu.Unlock()
+	}))
+	t.Cleanup(web.Close)
+	const nodes = 4
+	var wg sync.WaitGroup
+	errs := make([]error, nodes)
+	for i := range nodes {
+		wg.Go(func() {
+			tk := task(s, map[string]any{"redfish_deploy_iso": web.URL + "/ipa.iso"})
+			tk.NodeUUID = "node-" + strconv.Itoa(i)
+			_, errs[i] = d.VirtualMediaBoot().publishBootISO(context.Background(), tk, "redfish_deploy_iso", web.URL+"/ipa.iso",
+				"ipa-api-url=http://127.0.0.1:6385/"+tk.NodeUUID)
+		})
+	}
+	wg.Wait()
+	for i := range nodes {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		img, err := os.ReadFile(filepath.Join(dir, bootISOName("node-"+strconv.Itoa(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range kernelLines(t, img) {
+			if !strings.HasSuffix(l, " ipa-api-url=http://127.0.0.1:6385/node-"+strconv.Itoa(i)) {
+				t.Fatalf("node-%d's ISO has kernel line %q", i, l)
+			}
+		}
+	}
+	if statuses[200] != 1 || statuses[304] != nodes-1 {
+		t.Fatalf("deploy ISO answers %v, want one download and %d revalidations", statuses, nodes-1)
+	}
+}
+
+// TestVirtualMediaFailureWithdrawsImages checks that when the BMC
+// refuses an image (it cannot download it), PrepareRamdisk removes what
+// it published and leaves no medium inserted and nothing recorded.
+func TestVirtualMediaFailureWithdrawsImages(t *testing.T) {
+	s := newServer(t, redfishtest.Options{FetchMedia: true})
+	dir := t.TempDir()
+	src := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(src.Close)
+	if err := redfishtest.WriteBootISO(filepath.Join(dir, "ipa.iso")); err != nil {
+		t.Fatal(err)
+	}
+	// The store's URL answers 404: the BMC's download fails.
+	nowhere := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(nowhere.Close)
+	store := t.TempDir()
+	d := NewDrivers(Options{Sleep: noSleep, PollInterval: time.Millisecond, Media: DirMediaStore{Dir: store, BaseURL: nowhere.URL}})
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	sys := redfishtest.SystemPath(redfishtest.SystemID)
+	for _, removable := range []bool{false, true} {
+		tk := task(s, map[string]any{"redfish_deploy_iso": src.URL + "/ipa.iso", "config_via_removable": removable})
+		if err := d.VirtualMediaBoot().PrepareRamdisk(context.Background(), tk, map[string]any{"ipa-api-url": "http://127.0.0.1:6385"}); err == nil {
+			t.Fatalf("removable=%v: PrepareRamdisk succeeded with images the BMC cannot fetch", removable)
+		}
+		if left, _ := os.ReadDir(store); len(left) != 0 {
+			t.Fatalf("removable=%v: left in the media store: %v", removable, left)
+		}
+		for _, dev := range []string{"CD1", "Floppy1"} {
+			if m := s.Resource(sys + "/VirtualMedia/" + dev); m["Inserted"] == true {
+				t.Fatalf("removable=%v: %s inserted: %v", removable, dev, m)
+			}
+		}
+		if tk.DriverInternalInfo[vmediaBootISOKey] != nil || tk.DriverInternalInfo[vmediaParamsKey] != nil || tk.DriverInternalInfo["redfish_vmedia_inserted"] != nil {
+			t.Fatalf("removable=%v: recorded %v", removable, tk.DriverInternalInfo)
+		}
 	}
 }
