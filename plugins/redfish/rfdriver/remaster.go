@@ -58,8 +58,13 @@ func (e *DeployISOTooLargeError) Error() string {
 		e.Node, e.Field, e.Key, size, e.Limit)
 }
 
-// Is matches driver.ErrInvalidParameter: the node's input is at fault.
-func (e *DeployISOTooLargeError) Is(target error) bool { return target == driver.ErrInvalidParameter }
+// Unwrap gives the driver.InvalidParameterError it amounts to (the
+// node's input is at fault), so errors.Is(err, driver.ErrInvalidParameter)
+// holds and the plugin protocol carries it as an invalid parameter.
+func (e *DeployISOTooLargeError) Unwrap() error {
+	return &driver.InvalidParameterError{Node: e.Node, Kind: driver.KindBoot, Impl: ImplVirtualMedia, Field: e.Field, Key: e.Key,
+		Expected: fmt.Sprintf("a deploy ISO of at most %d bytes (Options.MaxDeployISOSize)", e.Limit)}
+}
 
 // Limits on what is read from a deploy ISO before it is trusted.
 const (

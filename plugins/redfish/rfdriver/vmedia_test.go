@@ -237,6 +237,11 @@ func TestDeployISOSizeLimit(t *testing.T) {
 			if !errors.Is(err, driver.ErrInvalidParameter) || !strings.Contains(err.Error(), tk.NodeUUID) || !strings.Contains(err.Error(), "65536") {
 				t.Fatalf("error %q does not name the node and the limit", err)
 			}
+			// The plugin protocol carries it as an invalid parameter.
+			var ip *driver.InvalidParameterError
+			if !errors.As(err, &ip) || ip.Node != tk.NodeUUID || ip.Key != c.key || ip.Kind != driver.KindBoot {
+				t.Fatalf("want an InvalidParameterError inside, got %#v", ip)
+			}
 			if cd := s.Resource(redfishtest.SystemPath(redfishtest.SystemID) + "/VirtualMedia/CD1"); cd["Inserted"] == true {
 				t.Fatalf("CD inserted: %v", cd)
 			}
