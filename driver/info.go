@@ -18,9 +18,9 @@ import (
 // one, with the node, kind and implementation named, instead of one
 // hand-made error type per driver.
 //
-// Values come from JSON, so a getter accepts what Ironic accepts: numbers
-// where strings are expected (ports are often sent as numbers), decimal
-// strings where numbers are expected, and Ironic's boolean words. Error
+// Values come from JSON, so a getter accepts what Ironic accepts: JSON
+// numbers or decimal strings where numbers are expected (ports are sent
+// both ways), Ironic's boolean words, and seconds for durations. Error
 // texts name keys and what was expected, never a value, so a password
 // read through the reader never reaches an error.
 //
@@ -120,23 +120,16 @@ func (r *InfoReader) absent(key string, required bool) bool {
 	return true
 }
 
-// String returns key's value with surrounding spaces trimmed. A whole
-// number is accepted and formatted in decimal. An absent key (or empty
-// string) returns "" and, when required, is recorded as missing; any other
-// type is recorded as invalid.
+// String returns key's value with surrounding spaces trimmed. An absent
+// key (or empty string) returns "" and, when required, is recorded as
+// missing; any other type, a number included, is recorded as invalid (read
+// ports and counts, which clients send as numbers, with Port and Int).
 func (r *InfoReader) String(key string, required bool) string {
 	if r.absent(key, required) {
 		return ""
 	}
-	switch v := r.values[key].(type) {
-	case string:
+	if v, ok := r.values[key].(string); ok {
 		return strings.TrimSpace(v)
-	case json.Number:
-		return v.String()
-	default:
-		if n, ok := wholeNumber(v); ok {
-			return strconv.FormatInt(n, 10)
-		}
 	}
 	r.Invalid(key, "a string")
 	return ""

@@ -41,8 +41,8 @@ func TestInfoReader(t *testing.T) {
 		want  outcome
 	}{
 		{"string", " bmc1 ", str(true), outcome{value: "bmc1"}},
-		{"string whole number", 6230.0, str(true), outcome{value: "6230"}},
-		{"string json.Number", json.Number("17"), str(true), outcome{value: "17"}},
+		{"string number", 6230.0, str(true), outcome{value: "", invalid: "a string"}},
+		{"string json.Number", json.Number("17"), str(true), outcome{value: "", invalid: "a string"}},
 		{"string absent optional", nil, str(false), outcome{value: ""}},
 		{"string absent required", nil, str(true), outcome{value: "", missing: true}},
 		{"string blank required", "  ", str(true), outcome{value: "", missing: true}},
@@ -51,6 +51,7 @@ func TestInfoReader(t *testing.T) {
 		{"string list", []any{"a"}, str(false), outcome{value: "", invalid: "a string"}},
 		{"int number", 3.0, num(false, 0, 17), outcome{value: 3}},
 		{"int string", " 17 ", num(false, 0, 17), outcome{value: 17}},
+		{"int json.Number", json.Number("4"), num(false, 0, 17), outcome{value: 4}},
 		{"int zero is a value", 0.0, num(true, 0, 17), outcome{value: 0}},
 		{"int below", -1.0, num(false, 0, 17), outcome{value: 0, invalid: "a whole number between 0 and 17"}},
 		{"int above", "18", num(false, 0, 17), outcome{value: 0, invalid: "a whole number between 0 and 17"}},
