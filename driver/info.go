@@ -3,7 +3,9 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +57,7 @@ func ReadDriverInfo(t *Task, kind Kind, impl string) *InfoReader {
 func (r *InfoReader) Err() error {
 	if len(r.missing) > 0 {
 		return &MissingParameterError{Node: r.node, Kind: r.kind, Impl: r.impl, Field: r.field,
-			Missing: append([]string(nil), r.missing...), Hints: r.hints}
+			Missing: slices.Clone(r.missing), Hints: maps.Clone(r.hints)}
 	}
 	if r.invalid != nil {
 		e := *r.invalid
@@ -251,15 +253,15 @@ func (r *InfoReader) Duration(key string, def time.Duration) time.Duration {
 
 // OneOf returns the entry of values that key's value equals, ignoring case
 // and surrounding spaces, so the caller gets its own spelling back; def
-// when the key is absent. Anything else is recorded as invalid, naming
-// every accepted value.
+// when the key is absent. Anything else (a non-string included) is
+// recorded as invalid, naming every accepted value.
 func (r *InfoReader) OneOf(key, def string, values ...string) string {
 	if !r.Has(key) {
 		return def
 	}
-	s := r.String(key, false)
+	s, _ := r.values[key].(string)
 	for _, v := range values {
-		if strings.EqualFold(s, v) {
+		if strings.EqualFold(strings.TrimSpace(s), v) {
 			return v
 		}
 	}

@@ -78,7 +78,7 @@ func TestInfoReader(t *testing.T) {
 		{"oneof canonical spelling", "Session", oneOf, outcome{value: "session"}},
 		{"oneof absent", nil, oneOf, outcome{value: "auto"}},
 		{"oneof unknown", "kerberos", oneOf, outcome{value: "auto", invalid: `one of "basic", "session", "auto"`}},
-		{"oneof not a string", false, oneOf, outcome{value: "auto", invalid: "a string"}},
+		{"oneof not a string", false, oneOf, outcome{value: "auto", invalid: `one of "basic", "session", "auto"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
