@@ -33,6 +33,8 @@ func TestParseInfo(t *testing.T) {
 		{"bad protocol", map[string]any{"ipmi_address": "bmc", "ipmi_protocol_version": "3.0"}, "ipmi_protocol_version", false},
 		{"bad cipher", map[string]any{"ipmi_address": "bmc", "ipmi_cipher_suite": "99"}, "ipmi_cipher_suite", false},
 		{"cipher with 1.5", map[string]any{"ipmi_address": "bmc", "ipmi_cipher_suite": 3.0, "ipmi_protocol_version": "1.5"}, "ipmi_cipher_suite", false},
+		{"username not a string", map[string]any{"ipmi_address": "bmc", "ipmi_username": 7.0}, "ipmi_username", false},
+		{"privilege not a string", map[string]any{"ipmi_address": "bmc", "ipmi_priv_level": 4.0}, "ipmi_priv_level", false},
 		{"password too long", map[string]any{"ipmi_address": "bmc", "ipmi_password": "secretpw-secretpw-secretpw"}, "ipmi_password", false},
 	}
 	for _, tc := range cases {
