@@ -15,6 +15,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 const (
@@ -214,7 +215,7 @@ func TestContinueInspection(t *testing.T) {
 				if !tokenRE.MatchString(lr.Config.AgentToken) || lr.Config.AgentToken != n.AgentToken {
 					t.Fatalf("token %q, stored %q", lr.Config.AgentToken, n.AgentToken)
 				}
-				if lr.Node.UUID != nodeID || lr.Node.DriverInternalInfo["agent_secret_token"] != agentclient.MaskedToken ||
+				if lr.Node.UUID != nodeID || lr.Node.DriverInternalInfo[driver.InternalAgentToken] != agentclient.MaskedToken ||
 					lr.Config.HeartbeatTimeout != 300 || !lr.Config.AgentTokenRequired || len(lr.Node.Links) != 2 {
 					t.Fatalf("answer %s", r.body)
 				}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/google/uuid"
 )
 
@@ -516,7 +517,7 @@ func (h *Handler) lookupAnswer(r *http.Request, node Node, candidate string, cre
 	cfg.AgentSkipBMCDetect = node.ManagementInterface == "redfish" || node.ManagementInterface == "idrac-redfish"
 	dii := MaskSecrets(node.DriverInternalInfo)
 	if created {
-		dii["agent_secret_token"] = MaskedToken
+		dii[driver.InternalAgentToken] = MaskedToken
 	}
 	base := h.baseURL(r)
 	return LookupResponse{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 const (
@@ -261,7 +262,7 @@ func TestLookupTokenDisclosedOnce(t *testing.T) {
 	if !tokenRE.MatchString(tok) {
 		t.Fatalf("token %q is not 43 URL-safe characters", tok)
 	}
-	if lr.Node.DriverInternalInfo["agent_secret_token"] != agentclient.MaskedToken {
+	if lr.Node.DriverInternalInfo[driver.InternalAgentToken] != agentclient.MaskedToken {
 		t.Fatalf("driver_internal_info token not masked: %v", lr.Node.DriverInternalInfo)
 	}
 	n, _ := e.backend.Node(nodeID)
@@ -364,11 +365,11 @@ func TestHeartbeatAccepted(t *testing.T) {
 	if n.AgentURL != agentURL || n.AgentVerifyCA != pemText {
 		t.Fatalf("recorded url %q, ca pinned %v", n.AgentURL, n.AgentVerifyCA == pemText)
 	}
-	if got := n.DriverInternalInfo["agent_last_heartbeat"]; got != "2026-11-29T18:00:00.123456" {
+	if got := n.DriverInternalInfo[driver.InternalAgentLastHeartbeat]; got != "2026-11-29T18:00:00.123456" {
 		t.Fatalf("agent_last_heartbeat = %v", got)
 	}
-	if n.DriverInternalInfo["agent_version"] != "10.0.0" {
-		t.Fatalf("agent_version = %v", n.DriverInternalInfo["agent_version"])
+	if n.DriverInternalInfo[driver.InternalAgentVersion] != "10.0.0" {
+		t.Fatalf("agent_version = %v", n.DriverInternalInfo[driver.InternalAgentVersion])
 	}
 	// By name too, and the same certificate again is fine.
 	st, msg = e.heartbeat("node-0", "1.68", body)

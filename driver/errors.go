@@ -161,10 +161,20 @@ type MissingParameterError struct {
 	Impl    string
 	Field   string   // "driver_info", "instance_info", ...
 	Missing []string // the missing keys
+	// Hints says, by key, why a key that is not always required is
+	// needed here (such as "a user name to go with redfish_password").
+	Hints map[string]string `json:",omitempty"`
 }
 
 func (e *MissingParameterError) Error() string {
-	return fmt.Sprintf("%s/%s: node %s is missing required %s: %s", e.Kind, e.Impl, e.Node, e.Field, strings.Join(e.Missing, ", "))
+	keys := make([]string, len(e.Missing))
+	for i, k := range e.Missing {
+		keys[i] = k
+		if h := e.Hints[k]; h != "" {
+			keys[i] = k + " (" + h + ")"
+		}
+	}
+	return fmt.Sprintf("%s/%s: node %s is missing required %s: %s", e.Kind, e.Impl, e.Node, e.Field, strings.Join(keys, ", "))
 }
 
 // Is matches ErrMissingParameter.

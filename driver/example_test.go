@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anvilmetal/anvil/driver"
 )
@@ -68,4 +69,37 @@ func ExampleNMIInjector() {
 	// Output:
 	// <nil>
 	// available
+}
+
+// ExampleReadDriverInfo parses a driver's driver_info with the reader:
+// read every key, then ask Err once, which lists every missing key
+// together or names the first invalid one and what was expected.
+func ExampleReadDriverInfo() {
+	task := &driver.Task{NodeUUID: "node-1", DriverInfo: map[string]any{
+		"acme_port": 6230.0, "acme_tls": "yes", "acme_mode": "Fast",
+	}}
+	r := driver.ReadDriverInfo(task, driver.KindPower, "acme")
+	address := r.String("acme_address", true)
+	user := r.String("acme_username", true)
+	port := r.Port("acme_port", false)
+	tls := r.Bool("acme_tls", false)
+	mode := r.OneOf("acme_mode", "safe", "safe", "fast")
+	timeout := r.Duration("acme_timeout", 30*time.Second)
+	fmt.Printf("%q %q %d %t %s %s\n", address, user, port, tls, mode, timeout)
+	fmt.Println(r.Err())
+
+	task.DriverInfo = map[string]any{"acme_address": "10.0.0.9", "acme_username": "admin", "acme_port": "http"}
+	r = driver.ReadDriverInfo(task, driver.KindPower, "acme")
+	r.String("acme_address", true)
+	r.String("acme_username", true)
+	r.Port("acme_port", false)
+	err := r.Err()
+	var invalid *driver.InvalidParameterError
+	fmt.Println(errors.As(err, &invalid), invalid.Key, errors.Is(err, driver.ErrInvalidParameter))
+	fmt.Println(err)
+	// Output:
+	// "" "" 6230 true fast 30s
+	// power/acme: node node-1 is missing required driver_info: acme_address, acme_username
+	// true acme_port true
+	// power/acme: node node-1 has an invalid driver_info["acme_port"]: expected a port number between 1 and 65535
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // Backend is an in-memory agentclient.Backend and
@@ -231,7 +232,7 @@ func (b *Backend) EnsureAgentToken(_ context.Context, uuid, candidate string) (b
 	}
 	bn.node.AgentToken = candidate
 	bn.node.DriverInternalInfo = maps.Clone(bn.node.DriverInternalInfo)
-	bn.node.DriverInternalInfo["agent_secret_token"] = candidate
+	bn.node.DriverInternalInfo[driver.InternalAgentToken] = candidate
 	return true, nil
 }
 
@@ -249,11 +250,11 @@ func (b *Backend) RecordHeartbeat(_ context.Context, hb agentclient.Heartbeat) e
 		bn.node.AgentVerifyCA = hb.AgentVerifyCA
 	}
 	dii := maps.Clone(bn.node.DriverInternalInfo)
-	dii["agent_url"] = hb.CallbackURL
-	dii["agent_version"] = hb.AgentVersion
-	dii["agent_last_heartbeat"] = hb.ReceivedAt.Format(agentclient.LastHeartbeatLayout)
+	dii[driver.InternalAgentURL] = hb.CallbackURL
+	dii[driver.InternalAgentVersion] = hb.AgentVersion
+	dii[driver.InternalAgentLastHeartbeat] = hb.ReceivedAt.Format(agentclient.LastHeartbeatLayout)
 	if hb.AgentVerifyCA != "" {
-		dii["agent_verify_ca"] = hb.AgentVerifyCA
+		dii[driver.InternalAgentVerifyCA] = hb.AgentVerifyCA
 	}
 	bn.node.DriverInternalInfo = dii
 	bn.heartbeats++

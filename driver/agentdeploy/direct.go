@@ -93,8 +93,8 @@ func (*Direct) Prepare(_ context.Context, t *driver.Task) error {
 // it asks the conductor to reboot it (RebootRequested) and to wait for the
 // agent (Wait), unless the agent is already up (fast track).
 func (d *Direct) Deploy(_ context.Context, t *driver.Task) (driver.StepResult, error) {
-	if url, ok := t.InternalString("agent_url"); ok && url != "" {
-		if _, tok := t.InternalString("agent_secret_token"); tok {
+	if url, ok := t.InternalString(driver.InternalAgentURL); ok && url != "" {
+		if _, tok := t.InternalString(driver.InternalAgentToken); tok {
 			return driver.StepResult{}, nil
 		}
 	}
@@ -120,8 +120,8 @@ func (*Direct) TakeOver(context.Context, *driver.Task) error { return nil }
 // PrepareSteps asks the conductor to boot the ramdisk and wait for the
 // agent before clean or service steps, unless the agent is already up.
 func (*Direct) PrepareSteps(_ context.Context, t *driver.Task, _ steps.Kind) (driver.StepResult, error) {
-	if url, ok := t.InternalString("agent_url"); ok && url != "" {
-		if _, tok := t.InternalString("agent_secret_token"); tok {
+	if url, ok := t.InternalString(driver.InternalAgentURL); ok && url != "" {
+		if _, tok := t.InternalString(driver.InternalAgentToken); tok {
 			return driver.StepResult{}, nil
 		}
 	}
@@ -458,9 +458,9 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 	if d.client == nil {
 		return driver.StepResult{}, fmt.Errorf("deploy/direct: node %s: no agent client", t.NodeUUID)
 	}
-	url, _ := t.InternalString("agent_url")
-	tok, _ := t.InternalString("agent_secret_token")
-	ca, _ := t.InternalString("agent_verify_ca")
+	url, _ := t.InternalString(driver.InternalAgentURL)
+	tok, _ := t.InternalString(driver.InternalAgentToken)
+	ca, _ := t.InternalString(driver.InternalAgentVerifyCA)
 	if url == "" {
 		return driver.StepResult{}, fmt.Errorf("deploy/direct: node %s: %w: no agent URL recorded", t.NodeUUID, agentclient.ErrConnectionFailed)
 	}

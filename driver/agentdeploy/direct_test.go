@@ -45,7 +45,7 @@ func TestDirectBootsRamdiskUnlessAgentUp(t *testing.T) {
 	if v, _ := task.DriverInternalInfo[agentdeploy.DeploymentRebootKey].(bool); !v {
 		t.Fatalf("deployment_reboot not set")
 	}
-	up := &driver.Task{NodeUUID: "n1", DriverInternalInfo: map[string]any{"agent_url": "https://10.0.0.5:9999", "agent_secret_token": "t"}}
+	up := &driver.Task{NodeUUID: "n1", DriverInternalInfo: map[string]any{driver.InternalAgentURL: "https://10.0.0.5:9999", driver.InternalAgentToken: "t"}}
 	if res, err := d.Deploy(ctx, up); err != nil || res.Wait {
 		t.Fatalf("Deploy with the agent up (fast track) = %+v, %v; want done", res, err)
 	}

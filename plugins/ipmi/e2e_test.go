@@ -68,7 +68,7 @@ func TestConductorEndToEnd(t *testing.T) {
 		t.Fatalf("verification recorded power %q, the simulator is on", m.PowerState)
 	}
 	// Put a record in the SEL (Add SEL Entry), then clean it out of band.
-	info, err := ipmitool.ParseInfo(n.DriverInfo)
+	info, err := ipmitool.ParseInfo(driver.NewInfoReader(n.UUID, driver.KindPower, ipmitool.ImplIPMITool, "driver_info", n.DriverInfo))
 	if err != nil {
 		t.Fatal(err)
 	}

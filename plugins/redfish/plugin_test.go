@@ -278,3 +278,23 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 		t.Fatalf("nmi not advertised: %v", err)
 	}
 }
+
+// TestParameterErrorsThroughPlugin checks that the driver_info errors of
+// driver.InfoReader cross the plugin process with their fields: every
+// missing key with its hint, and the invalid key with what was expected.
+func TestParameterErrorsThroughPlugin(t *testing.T) {
+	_, impls := load(t, nil)
+	p := impls[driver.KindPower].Impl
+	ctx := context.Background()
+	var miss *driver.MissingParameterError
+	err := p.Validate(ctx, &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"redfish_password": "s3cr3t"}})
+	if !errors.As(err, &miss) || miss.Node != "n1" || miss.Kind != driver.KindPower || miss.Impl != rfdriver.ImplRedfish ||
+		strings.Join(miss.Missing, ",") != "redfish_address,redfish_username" || miss.Hints["redfish_username"] == "" || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("Validate = %#v, want both keys missing, with the username's hint", err)
+	}
+	var inval *driver.InvalidParameterError
+	err = p.Validate(ctx, &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"redfish_address": "bmc", "redfish_auth_type": "kerberos"}})
+	if !errors.As(err, &inval) || inval.Node != "n1" || inval.Key != "redfish_auth_type" || !strings.Contains(inval.Expected, `"session"`) {
+		t.Fatalf("Validate = %#v, want redfish_auth_type invalid", err)
+	}
+}

@@ -50,8 +50,9 @@
 //
 // # Usage
 //
-//	info, err := ipmitool.ParseInfo(node.DriverInfo) // *InfoError on bad input
-//	if err != nil { ... }
+//	r := driver.ReadDriverInfo(task, driver.KindPower, ipmitool.ImplIPMITool)
+//	info, err := ipmitool.ParseInfo(r) // *driver.MissingParameterError or
+//	if err != nil { ... }              // *driver.InvalidParameterError
 //	c, err := ipmitool.New(info, ipmitool.Options{})
 //	if errors.Is(err, ipmitool.ErrNotInstalled) { ... } // unavailable
 //	on, err := c.PowerState(ctx)

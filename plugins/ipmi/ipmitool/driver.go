@@ -107,15 +107,7 @@ func (b base) Unavailable() error {
 }
 
 func (b base) info(t *driver.Task) (Info, error) {
-	info, err := ParseInfo(t.DriverInfo)
-	var ie *InfoError
-	if errors.As(err, &ie) {
-		if ie.Missing {
-			return info, &driver.MissingParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Field: "driver_info", Missing: []string{ie.Field}}
-		}
-		return info, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: ImplIPMITool, Field: "driver_info", Key: ie.Field, Expected: ie.Expected}
-	}
-	return info, err
+	return ParseInfo(driver.ReadDriverInfo(t, b.kind, ImplIPMITool))
 }
 
 func (b base) client(t *driver.Task) (*Client, error) {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // FuzzParseInfo feeds arbitrary driver_info JSON to ParseInfo: no panic,
-// only *InfoError failures, never the password in any text, and never an
+// only *driver.MissingParameterError or
+// *driver.InvalidParameterError failures, never the password in any text, and never an
 // address ipmitool could take for an option.
 func FuzzParseInfo(f *testing.F) {
 	for _, s := range []string{
@@ -24,10 +27,11 @@ func FuzzParseInfo(f *testing.F) {
 			return
 		}
 		di["ipmi_password"] = "FUZZSECRETPW"
-		info, err := ParseInfo(di)
+		info, err := parseInfo(di)
 		if err != nil {
-			var ie *InfoError
-			if !errors.As(err, &ie) || strings.Contains(err.Error(), "FUZZSECRETPW") {
+			var me *driver.MissingParameterError
+			var ie *driver.InvalidParameterError
+			if !errors.As(err, &me) && !errors.As(err, &ie) || strings.Contains(err.Error(), "FUZZSECRETPW") {
 				t.Fatalf("bad error %T %v", err, err)
 			}
 			return

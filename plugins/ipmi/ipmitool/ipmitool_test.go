@@ -11,6 +11,11 @@ import (
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 )
 
+// parseInfo reads di as the driver_info of node-1's power interface.
+func parseInfo(di map[string]any) (Info, error) {
+	return ParseInfo(driver.NewInfoReader("node-1", driver.KindPower, ImplIPMITool, "driver_info", di))
+}
+
 func TestParseInfo(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -28,21 +33,31 @@ func TestParseInfo(t *testing.T) {
 		{"bad protocol", map[string]any{"ipmi_address": "bmc", "ipmi_protocol_version": "3.0"}, "ipmi_protocol_version", false},
 		{"bad cipher", map[string]any{"ipmi_address": "bmc", "ipmi_cipher_suite": "99"}, "ipmi_cipher_suite", false},
 		{"cipher with 1.5", map[string]any{"ipmi_address": "bmc", "ipmi_cipher_suite": 3.0, "ipmi_protocol_version": "1.5"}, "ipmi_cipher_suite", false},
+		{"username not a string", map[string]any{"ipmi_address": "bmc", "ipmi_username": 7.0}, "ipmi_username", false},
+		{"privilege not a string", map[string]any{"ipmi_address": "bmc", "ipmi_priv_level": 4.0}, "ipmi_priv_level", false},
 		{"password too long", map[string]any{"ipmi_address": "bmc", "ipmi_password": "secretpw-secretpw-secretpw"}, "ipmi_password", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseInfo(tc.di)
-			var ie *InfoError
-			if !errors.As(err, &ie) || ie.Field != tc.field || !errors.Is(err, ErrInvalidInfo) || errors.Is(err, ErrMissingInfo) != tc.missing {
-				t.Fatalf("got %v, want an InfoError on %s", err, tc.field)
+			_, err := parseInfo(tc.di)
+			var me *driver.MissingParameterError
+			var ie *driver.InvalidParameterError
+			switch {
+			case tc.missing:
+				if !errors.As(err, &me) || len(me.Missing) != 1 || me.Missing[0] != tc.field || me.Node != "node-1" || me.Impl != ImplIPMITool || me.Field != "driver_info" {
+					t.Fatalf("got %v, want a *driver.MissingParameterError on %s", err, tc.field)
+				}
+			default:
+				if !errors.As(err, &ie) || ie.Key != tc.field || ie.Node != "node-1" || ie.Impl != ImplIPMITool || ie.Field != "driver_info" || ie.Expected == "" || !errors.Is(err, driver.ErrInvalidParameter) {
+					t.Fatalf("got %v, want a *driver.InvalidParameterError on %s", err, tc.field)
+				}
 			}
 			if strings.Contains(err.Error(), "secretpw") {
 				t.Fatalf("password leaked: %v", err)
 			}
 		})
 	}
-	i, err := ParseInfo(map[string]any{"ipmi_address": "bmc1", "ipmi_port": 6230.0, "ipmi_priv_level": "operator", "ipmi_cipher_suite": "3", "ipmi_username": "u", "ipmi_password": "secretpw"})
+	i, err := parseInfo(map[string]any{"ipmi_address": "bmc1", "ipmi_port": 6230.0, "ipmi_priv_level": "operator", "ipmi_cipher_suite": "3", "ipmi_username": "u", "ipmi_password": "secretpw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +111,7 @@ func simClient(t *testing.T, b *ipmisim.BMC, extra map[string]any) *Client {
 		}
 		di[k] = v
 	}
-	info, err := ParseInfo(di)
+	info, err := parseInfo(di)
 	if err != nil {
 		t.Fatal(err)
 	}

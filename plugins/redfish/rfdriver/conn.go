@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/stmcginnis/gofish/common"
+
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // ErrAuth is wrapped when the BMC rejects the credentials.
@@ -307,7 +309,7 @@ func loadCAs(path string) (*x509.CertPool, error) {
 		}
 	}
 	if !added {
-		return nil, &InfoError{Field: "redfish_verify_ca", Expected: "a file or directory holding PEM certificates"}
+		return nil, &driver.InvalidParameterError{Field: "driver_info", Key: "redfish_verify_ca", Expected: "a file or directory holding PEM certificates"}
 	}
 	return pool, nil
 }

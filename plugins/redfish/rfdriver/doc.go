@@ -50,14 +50,14 @@
 // firmware.update; vendor "redfish" offers eject_vmedia. Drivers.Bundle
 // is what the plugin binary serves.
 //
-// Passwords never appear in errors or logs: InfoError names fields, not
-// values; Info.String hides the password; addresses with credentials in
+// Passwords never appear in errors or logs: the parameter errors name
+// keys, not values; Info.String hides the password; addresses with credentials in
 // the URL are refused.
 //
 // # Usage
 //
-//	info, err := rfdriver.ParseInfo(node.DriverInfo)
-//	if err != nil { ... } // *InfoError, errors.Is(err, ErrInvalidInfo)
+//	info, err := rfdriver.ParseInfo(driver.ReadDriverInfo(task, driver.KindPower, rfdriver.ImplRedfish))
+//	if err != nil { ... } // *driver.MissingParameterError or *driver.InvalidParameterError
 //	pool := rfdriver.NewPool(rfdriver.Options{})
 //	defer pool.Close(context.Background())
 //	conn, err := pool.Conn(info)

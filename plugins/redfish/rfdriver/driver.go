@@ -105,24 +105,20 @@ func (b base) Validate(ctx context.Context, t *driver.Task) error {
 }
 
 func (b base) info(t *driver.Task) (Info, error) {
-	info, err := ParseInfo(t.DriverInfo)
-	if err != nil {
-		return info, b.paramError(t, err)
-	}
-	return info, nil
+	return ParseInfo(driver.ReadDriverInfo(t, b.kind, b.name))
 }
 
-// paramError converts an InfoError into the driver package's typed
-// parameter errors, which name the node, kind and implementation.
+// paramError names the node, kind and implementation in a
+// *driver.InvalidParameterError the connection pool returned without
+// them (it serves every node on a BMC, so it knows none of them).
 func (b base) paramError(t *driver.Task, err error) error {
-	var ie *InfoError
-	if !errors.As(err, &ie) {
+	var ie *driver.InvalidParameterError
+	if !errors.As(err, &ie) || ie.Node != "" {
 		return err
 	}
-	if ie.Missing {
-		return &driver.MissingParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Missing: []string{ie.Field}}
-	}
-	return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: b.kind, Impl: b.name, Field: "driver_info", Key: ie.Field, Expected: ie.Expected}
+	named := *ie
+	named.Node, named.Kind, named.Impl = t.NodeUUID, b.kind, b.name
+	return &named
 }
 
 // system resolves the node's own ComputerSystem on the (shared) BMC

@@ -3,6 +3,8 @@ package rfdriver
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -260,5 +262,22 @@ func TestVendorEjectVMedia(t *testing.T) {
 	}
 	if _, err := d.Vendor().Call(ctx, tk, "explode", "POST", nil); !errors.Is(err, driver.ErrUnsupported) {
 		t.Fatalf("unknown method: %v", err)
+	}
+}
+
+// TestUnusableCABundleNamesNode checks that a redfish_verify_ca bundle
+// that exists but holds no PEM certificate, found only when the
+// connection is made, is reported as a *driver.InvalidParameterError
+// naming the node, kind, implementation and key.
+func TestUnusableCABundleNamesNode(t *testing.T) {
+	s := newServer(t, redfishtest.Options{})
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(bundle, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newDrivers(t).Power().GetPowerState(context.Background(), task(s, map[string]any{"redfish_verify_ca": bundle}))
+	var ip *driver.InvalidParameterError
+	if !errors.As(err, &ip) || ip.Node != "node-1" || ip.Kind != driver.KindPower || ip.Impl != ImplRedfish || ip.Field != "driver_info" || ip.Key != "redfish_verify_ca" {
+		t.Fatalf("GetPowerState = %#v, want an *InvalidParameterError on node-1's redfish_verify_ca", err)
 	}
 }

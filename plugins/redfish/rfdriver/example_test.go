@@ -19,9 +19,10 @@ func Example() {
 	}
 	defer bmc.Close()
 
-	info, err := rfdriver.ParseInfo(map[string]any{
+	task := &driver.Task{NodeUUID: "node-1", DriverInfo: map[string]any{
 		"redfish_address": bmc.URL(), "redfish_username": "admin", "redfish_password": "password",
-	})
+	}}
+	info, err := rfdriver.ParseInfo(driver.ReadDriverInfo(task, driver.KindPower, rfdriver.ImplRedfish))
 	if err != nil {
 		panic(err)
 	}
@@ -42,15 +43,25 @@ func Example() {
 	// after close: 0
 }
 
-// ExampleParseInfo shows the typed error for bad driver_info.
+// ExampleParseInfo shows the typed errors for bad driver_info: every
+// missing key together, else the first invalid key and what was expected.
 func ExampleParseInfo() {
-	_, err := rfdriver.ParseInfo(map[string]any{"redfish_address": "bmc.example", "redfish_auth_type": "kerberos"})
-	var ie *rfdriver.InfoError
-	fmt.Println(errors.As(err, &ie), ie.Field)
+	task := &driver.Task{NodeUUID: "node-1", DriverInfo: map[string]any{"redfish_password": "secret"}}
+	_, err := rfdriver.ParseInfo(driver.ReadDriverInfo(task, driver.KindPower, rfdriver.ImplRedfish))
+	var missing *driver.MissingParameterError
+	fmt.Println(errors.As(err, &missing), missing.Missing)
+	fmt.Println(err)
+
+	task.DriverInfo = map[string]any{"redfish_address": "bmc.example", "redfish_auth_type": "kerberos"}
+	_, err = rfdriver.ParseInfo(driver.ReadDriverInfo(task, driver.KindPower, rfdriver.ImplRedfish))
+	var invalid *driver.InvalidParameterError
+	fmt.Println(errors.As(err, &invalid), invalid.Key)
 	fmt.Println(err)
 	// Output:
+	// true [redfish_address redfish_username]
+	// power/redfish: node node-1 is missing required driver_info: redfish_address, redfish_username (a user name to go with redfish_password)
 	// true redfish_auth_type
-	// redfish: driver_info redfish_auth_type is invalid: expected one of "basic", "session", "auto"
+	// power/redfish: node node-1 has an invalid driver_info["redfish_auth_type"]: expected one of "basic", "session", "auto"
 }
 
 // ExampleDrivers_Bundle registers the redfish hardware type in process.

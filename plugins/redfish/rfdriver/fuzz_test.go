@@ -5,10 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // FuzzParseInfo feeds arbitrary driver_info JSON to ParseInfo: it must
-// never panic, must fail only with an *InfoError, and must never echo the
+// never panic, must fail only with a *driver.MissingParameterError or a
+// *driver.InvalidParameterError, and must never echo the
 // password.
 func FuzzParseInfo(f *testing.F) {
 	for _, s := range []string{
@@ -28,10 +31,11 @@ func FuzzParseInfo(f *testing.F) {
 		if _, ok := di["redfish_username"]; !ok {
 			di["redfish_username"] = "u"
 		}
-		info, err := ParseInfo(di)
+		info, err := parseInfo(di)
 		if err != nil {
-			var ie *InfoError
-			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalidInfo) {
+			var me *driver.MissingParameterError
+			var ie *driver.InvalidParameterError
+			if !errors.As(err, &me) && !(errors.As(err, &ie) && errors.Is(err, driver.ErrInvalidParameter)) {
 				t.Fatalf("untyped error %T %v", err, err)
 			}
 			if strings.Contains(err.Error(), "FUZZ-SECRET-PW") {

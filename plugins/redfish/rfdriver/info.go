@@ -4,43 +4,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/anvilmetal/anvil/driver"
 )
-
-// ErrInvalidInfo is wrapped by every driver_info validation error, so
-// callers can branch with errors.Is.
-var ErrInvalidInfo = errors.New("invalid driver_info")
-
-// ErrMissingInfo is wrapped (together with ErrInvalidInfo) when a required
-// driver_info property is absent.
-var ErrMissingInfo = errors.New("missing driver_info")
-
-// InfoError names the driver_info property that failed validation and what
-// was expected. It never carries a password.
-type InfoError struct {
-	Field    string
-	Expected string
-	Missing  bool
-}
-
-func (e *InfoError) Error() string {
-	if e.Missing {
-		return fmt.Sprintf("redfish: driver_info %s is required: %s", e.Field, e.Expected)
-	}
-	return fmt.Sprintf("redfish: driver_info %s is invalid: expected %s", e.Field, e.Expected)
-}
-
-// Is makes errors.Is match ErrInvalidInfo, and ErrMissingInfo for a
-// missing property.
-func (e *InfoError) Is(target error) bool {
-	return target == ErrInvalidInfo || (e.Missing && target == ErrMissingInfo)
-}
 
 // AuthType selects how the driver authenticates to the BMC.
 type AuthType string
@@ -111,93 +83,75 @@ func (i Info) key(salt []byte) string {
 	return strings.Join([]string{i.Endpoint, i.Username, hex.EncodeToString(mac.Sum(nil)), string(i.AuthType), strconv.FormatBool(i.VerifyCA), i.CAPath}, "\x00")
 }
 
-// ParseInfo validates the redfish_* keys of driver_info.
-func ParseInfo(di map[string]any) (Info, error) {
+// ParseInfo validates the redfish_* keys of driver_info read through r
+// (driver.ReadDriverInfo(task, kind, impl)). It reads every key and
+// returns r.Err(): a *driver.MissingParameterError listing every missing
+// key, or a *driver.InvalidParameterError naming the node, the key and
+// what was expected, never a password.
+func ParseInfo(r *driver.InfoReader) (Info, error) {
 	info := Info{VerifyCA: true, AuthType: AuthAuto}
-	addr, err := str(di, "redfish_address")
-	if err != nil {
-		return info, err
+	if addr := r.String("redfish_address", true); addr != "" {
+		info.Endpoint = parseAddress(r, addr)
 	}
-	if addr == "" {
-		return info, &InfoError{Field: "redfish_address", Missing: true, Expected: "the BMC's Redfish address (host, host:port or URL)"}
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "https://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" {
-		return info, &InfoError{Field: "redfish_address", Expected: "a host, host:port or http(s) URL"}
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return info, &InfoError{Field: "redfish_address", Expected: "scheme http or https, got " + strconv.Quote(u.Scheme)}
-	}
-	if u.User != nil {
-		return info, &InfoError{Field: "redfish_address", Expected: "no credentials in the URL (use redfish_username and redfish_password)"}
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return info, &InfoError{Field: "redfish_address", Expected: "a port between 1 and 65535"}
-		}
-	}
-	info.Endpoint = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
-
-	if info.SystemID, err = str(di, "redfish_system_id"); err != nil {
-		return info, err
-	}
+	info.SystemID = r.String("redfish_system_id", false)
 	if info.SystemID != "" && !strings.HasPrefix(info.SystemID, "/") && strings.ContainsAny(info.SystemID, "/?#") {
-		return info, &InfoError{Field: "redfish_system_id", Expected: "a resource path starting with / (such as /redfish/v1/Systems/1) or a system Id (such as 1)"}
+		r.Invalid("redfish_system_id", "a resource path starting with / (such as /redfish/v1/Systems/1) or a system Id (such as 1)")
 	}
 	info.SystemID = strings.TrimSuffix(info.SystemID, "/")
-	if info.Username, err = str(di, "redfish_username"); err != nil {
-		return info, err
-	}
-	if info.Password, err = str(di, "redfish_password"); err != nil {
-		return info, &InfoError{Field: "redfish_password", Expected: "a string"}
-	}
-	if info.Password != "" && info.Username == "" {
-		return info, &InfoError{Field: "redfish_username", Missing: true, Expected: "a user name to go with redfish_password"}
+	info.Username = r.String("redfish_username", false)
+	info.Password = r.String("redfish_password", false)
+	if info.Password != "" && !r.Has("redfish_username") {
+		r.Missing("redfish_username", "a user name to go with redfish_password")
 	}
 
-	switch v := di["redfish_verify_ca"].(type) {
+	switch v := r.Value("redfish_verify_ca").(type) {
 	case nil:
 	case bool:
 		info.VerifyCA = v
 	case string:
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "true", "yes", "1", "on", "":
-		case "false", "no", "0", "off":
-			info.VerifyCA = false
-		default:
-			if _, err := os.Stat(v); err != nil {
-				return info, &InfoError{Field: "redfish_verify_ca", Expected: "a boolean or the path of an existing CA bundle file or directory"}
-			}
-			info.CAPath = v
+		if strings.TrimSpace(v) == "" {
+			break
 		}
+		if b, ok := driver.ParseBool(v); ok {
+			info.VerifyCA = b
+			break
+		}
+		if _, err := os.Stat(v); err != nil {
+			r.Invalid("redfish_verify_ca", "a boolean or the path of an existing CA bundle file or directory")
+			break
+		}
+		info.CAPath = v
 	default:
-		return info, &InfoError{Field: "redfish_verify_ca", Expected: "a boolean or a path"}
+		r.Invalid("redfish_verify_ca", "a boolean or a path")
 	}
 
-	at, err := str(di, "redfish_auth_type")
-	if err != nil {
-		return info, err
-	}
-	switch AuthType(strings.ToLower(at)) {
-	case "":
-	case AuthBasic, AuthSession, AuthAuto:
-		info.AuthType = AuthType(strings.ToLower(at))
-	default:
-		return info, &InfoError{Field: "redfish_auth_type", Expected: `one of "basic", "session", "auto"`}
-	}
-	return info, nil
+	info.AuthType = AuthType(r.OneOf("redfish_auth_type", string(AuthAuto), string(AuthBasic), string(AuthSession), string(AuthAuto)))
+	return info, r.Err()
 }
 
-func str(di map[string]any, key string) (string, error) {
-	switch v := di[key].(type) {
-	case nil:
-		return "", nil
-	case string:
-		return strings.TrimSpace(v), nil
-	default:
-		return "", &InfoError{Field: key, Expected: "a string"}
+// parseAddress turns redfish_address (host, host:port or URL) into
+// scheme://host[:port][/prefix], recording what is wrong with it in r.
+func parseAddress(r *driver.InfoReader, addr string) string {
+	if !strings.Contains(addr, "://") {
+		addr = "https://" + addr
 	}
+	u, err := url.Parse(addr)
+	switch {
+	case err != nil || u.Host == "":
+		r.Invalid("redfish_address", "a host, host:port or http(s) URL")
+		return ""
+	case u.Scheme != "http" && u.Scheme != "https":
+		r.Invalid("redfish_address", "scheme http or https, got "+strconv.Quote(u.Scheme))
+		return ""
+	case u.User != nil:
+		r.Invalid("redfish_address", "no credentials in the URL (use redfish_username and redfish_password)")
+		return ""
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			r.Invalid("redfish_address", "a port between 1 and 65535")
+			return ""
+		}
+	}
+	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
 }

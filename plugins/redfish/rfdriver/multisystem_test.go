@@ -87,7 +87,7 @@ func TestEachNodeReachesOnlyItsOwnSystem(t *testing.T) {
 		t.Fatalf("no system id on a BMC with 3 systems: %v", err)
 	}
 	c, _ := d.pool.Conn(info(t, s, nil))
-	if _, err := c.System(ctx, ""); !errors.Is(err, ErrSystemSelection) || !errors.Is(err, ErrInvalidInfo) {
+	if _, err := c.System(ctx, ""); !errors.Is(err, ErrSystemSelection) || !errors.Is(err, driver.ErrInvalidParameter) {
 		t.Fatalf("want ErrSystemSelection, got %v", err)
 	}
 }

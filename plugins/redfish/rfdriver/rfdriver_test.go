@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 )
 
@@ -34,11 +35,16 @@ func info(t *testing.T, s *redfishtest.Server, extra map[string]any) Info {
 	for k, v := range extra {
 		di[k] = v
 	}
-	i, err := ParseInfo(di)
+	i, err := parseInfo(di)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return i
+}
+
+// parseInfo reads di as the driver_info of node-1's power interface.
+func parseInfo(di map[string]any) (Info, error) {
+	return ParseInfo(driver.NewInfoReader("node-1", driver.KindPower, ImplRedfish, "driver_info", di))
 }
 
 func TestParseInfo(t *testing.T) {
@@ -61,17 +67,25 @@ func TestParseInfo(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseInfo(tc.di)
-			var ie *InfoError
-			if !errors.As(err, &ie) || ie.Field != tc.field || !errors.Is(err, ErrInvalidInfo) || errors.Is(err, ErrMissingInfo) != tc.missing {
-				t.Fatalf("got %v, want InfoError on %s (missing=%v)", err, tc.field, tc.missing)
+			_, err := parseInfo(tc.di)
+			var me *driver.MissingParameterError
+			var ie *driver.InvalidParameterError
+			switch {
+			case tc.missing:
+				if !errors.As(err, &me) || len(me.Missing) != 1 || me.Missing[0] != tc.field || me.Node != "node-1" || me.Impl != ImplRedfish || me.Field != "driver_info" {
+					t.Fatalf("got %v, want a *driver.MissingParameterError on %s", err, tc.field)
+				}
+			default:
+				if !errors.As(err, &ie) || ie.Key != tc.field || ie.Node != "node-1" || ie.Impl != ImplRedfish || ie.Field != "driver_info" || ie.Expected == "" || !errors.Is(err, driver.ErrInvalidParameter) {
+					t.Fatalf("got %v, want a *driver.InvalidParameterError on %s", err, tc.field)
+				}
 			}
 			if strings.Contains(err.Error(), "secretpw") {
 				t.Fatalf("error leaks the password: %v", err)
 			}
 		})
 	}
-	i, err := ParseInfo(map[string]any{"redfish_address": "bmc.example:8443/prefix/", "redfish_verify_ca": "False", "redfish_auth_type": "Session", "redfish_username": "u", "redfish_password": "secretpw"})
+	i, err := parseInfo(map[string]any{"redfish_address": "bmc.example:8443/prefix/", "redfish_verify_ca": "False", "redfish_auth_type": "Session", "redfish_username": "u", "redfish_password": "secretpw"})
 	if err != nil {
 		t.Fatal(err)
 	}

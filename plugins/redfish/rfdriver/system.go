@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/stmcginnis/gofish/common"
+
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/stmcginnis/gofish/redfish"
 )
 
@@ -39,7 +41,7 @@ var ErrSystemSelection = errors.New("cannot select the node's system")
 
 // SystemSelectionError says which system was asked for (empty: none) on
 // which BMC, and which the BMC has. It matches ErrSystemSelection and
-// ErrInvalidInfo.
+// driver.ErrInvalidParameter.
 type SystemSelectionError struct {
 	Endpoint string
 	SystemID string   // as configured in redfish_system_id; empty when unset
@@ -53,9 +55,9 @@ func (e *SystemSelectionError) Error() string {
 	return fmt.Sprintf("redfish: %s has no system %q; it manages %s", e.Endpoint, e.SystemID, strings.Join(e.Members, ", "))
 }
 
-// Is matches ErrSystemSelection and ErrInvalidInfo.
+// Is matches ErrSystemSelection and driver.ErrInvalidParameter.
 func (e *SystemSelectionError) Is(target error) bool {
-	return target == ErrSystemSelection || target == ErrInvalidInfo
+	return target == ErrSystemSelection || target == driver.ErrInvalidParameter
 }
 
 // System resolves a node's ComputerSystem on the connection's BMC:
