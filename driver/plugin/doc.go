@@ -34,8 +34,8 @@
 // Supervision: a plugin that exits or crashes fails its in-flight calls at
 // once with a *CrashError (ErrPluginCrashed) naming the plugin; the next
 // call restarts it, immediately after a first crash and then with
-// exponential backoff, failing fast with an *UnavailableError
-// (ErrPluginUnavailable) while it waits; Plugin.Status reports health,
+// exponential backoff, failing fast with a *BackoffError
+// (ErrPluginBackoff) while it waits; Plugin.Status reports health,
 // PID, restarts and the last error. Plugin processes get a parent-death
 // signal on Linux and also watch their parent, so they never outlive the
 // host. Their hclog output is re-levelled into the host's hclog.Logger;

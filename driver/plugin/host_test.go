@@ -471,19 +471,19 @@ func TestRestartBackoff(t *testing.T) {
 	var err1 error
 	for range 50 { // the first call may still see the dying connection
 		_, err1 = drv.Power().GetPowerState(ctx, newTask())
-		if errors.Is(err1, plugin.ErrPluginUnavailable) {
+		if errors.Is(err1, plugin.ErrPluginBackoff) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var ue *plugin.UnavailableError
+	var ue *plugin.BackoffError
 	if !errors.As(err1, &ue) || ue.Plugin != "fake" || !ue.RetryAt.After(now) {
 		t.Fatalf("restart of a missing binary = %v", err1)
 	}
 	failures := p.Status().Failures
 	// Before RetryAt nothing is tried: the failure count stays.
 	_, err = drv.Power().GetPowerState(ctx, newTask())
-	if !errors.Is(err, plugin.ErrPluginUnavailable) || p.Status().Failures != failures {
+	if !errors.Is(err, plugin.ErrPluginBackoff) || p.Status().Failures != failures {
 		t.Errorf("call during backoff = %v (failures %d -> %d)", err, failures, p.Status().Failures)
 	}
 	// Bring the binary back and move past the backoff: the call succeeds.

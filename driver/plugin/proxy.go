@@ -20,7 +20,7 @@ func (p *Plugin) Bundle() (driver.Bundle, error) {
 	desc, version := p.desc, p.version
 	p.mu.Unlock()
 	if desc == nil {
-		return driver.Bundle{}, fmt.Errorf("plugin %s (%s): %w: not described yet", p.Name(), p.path, ErrPluginUnavailable)
+		return driver.Bundle{}, fmt.Errorf("plugin %s (%s): not described yet", p.Name(), p.path)
 	}
 	var b driver.Bundle
 	for _, h := range desc.HardwareTypes {
