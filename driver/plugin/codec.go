@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 

@@ -64,5 +64,5 @@
 //
 // See examples/vendor-plugin for a complete plugin with a README, and
 // plugins/fake for the built-in fake-hardware served out of process. The
-// wire protocol is driver/plugin/proto/driver.proto.
+// wire protocol is driver/plugin/internal/proto/driver.proto.
 package plugin

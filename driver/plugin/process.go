@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
 // Status is a plugin's health as the host sees it.

@@ -7,7 +7,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
 // Protocol versions. The host accepts the current version and the one

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/steps"
 )
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/steps"
 )
 

@@ -999,7 +999,7 @@ const file_driver_proto_rawDesc = "" +
 	"\x11IDENTITY_MISMATCH\x10\v2\xb4\x01\n" +
 	"\x06Driver\x12W\n" +
 	"\bDescribe\x12$.anvil.driver.plugin.DescribeRequest\x1a%.anvil.driver.plugin.DescribeResponse\x12Q\n" +
-	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB7Z5github.com/anvilmetal/anvil/driver/plugin/proto;protob\x06proto3"
+	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB@Z>github.com/anvilmetal/anvil/driver/plugin/internal/proto;protob\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
