@@ -114,14 +114,14 @@ func TestCallsThroughPlugin(t *testing.T) {
 	}
 
 	// Optional capabilities survive the boundary on protocol 3.
-	if _, ok := drv.Management().(driver.BootModeManager); !ok {
+	if _, ok := driver.As[driver.BootModeManager](drv.Management()); !ok {
 		t.Error("management proxy lost BootModeManager")
 	}
 	testManagementCapabilities(ctx, t, drv.Management(), task)
 	if err := driver.Available(drv.Power()); err != nil {
 		t.Errorf("fake power reported unavailable: %v", err)
 	}
-	if sp, ok := drv.Deploy().(driver.StepPreparer); !ok {
+	if sp, ok := driver.As[driver.StepPreparer](drv.Deploy()); !ok {
 		t.Error("deploy proxy lost StepPreparer")
 	} else if _, err := sp.PrepareSteps(ctx, task, steps.Clean); err != nil {
 		t.Error(err)
@@ -245,23 +245,23 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	}
 	// Version 2 carries the step preparer and boot mode, not the
 	// capabilities of version 3.
-	if _, ok := drv.Deploy().(driver.StepPreparer); !ok {
+	if _, ok := driver.As[driver.StepPreparer](drv.Deploy()); !ok {
 		t.Error("version-2 plugin lost StepPreparer")
 	}
 	m := drv.Management()
-	if _, ok := m.(driver.BootModeManager); !ok {
+	if _, ok := driver.As[driver.BootModeManager](m); !ok {
 		t.Error("version-2 plugin lost BootModeManager")
 	}
-	if _, ok := m.(driver.NMIInjector); ok {
+	if _, ok := driver.As[driver.NMIInjector](m); ok {
 		t.Error("version-2 plugin offered NMIInjector, which needs protocol 3")
 	}
-	if _, ok := m.(driver.IndicatorManager); ok {
+	if _, ok := driver.As[driver.IndicatorManager](m); ok {
 		t.Error("version-2 plugin offered IndicatorManager, which needs protocol 3")
 	}
-	if _, ok := m.(driver.SecureBootManager); ok {
+	if _, ok := driver.As[driver.SecureBootManager](m); ok {
 		t.Error("version-2 plugin offered SecureBootManager, which needs protocol 3")
 	}
-	if _, ok := m.(driver.SensorReader); ok {
+	if _, ok := driver.As[driver.SensorReader](m); ok {
 		t.Error("version-2 plugin offered SensorReader, which needs protocol 3")
 	}
 	task := newTask()
@@ -571,7 +571,7 @@ func (b *syncBuffer) String() string {
 // capabilities through m (a plugin proxy).
 func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.ManagementInterface, task *driver.Task) {
 	t.Helper()
-	nmi, ok := m.(driver.NMIInjector)
+	nmi, ok := driver.As[driver.NMIInjector](m)
 	if !ok {
 		t.Fatal("management proxy lacks NMIInjector")
 	}
@@ -581,7 +581,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if n, _ := task.DriverInternalInfo[driver.FakeNMICountKey].(float64); n != 1 {
 		t.Errorf("nmi count = %v, want 1", task.DriverInternalInfo[driver.FakeNMICountKey])
 	}
-	ind, ok := m.(driver.IndicatorManager)
+	ind, ok := driver.As[driver.IndicatorManager](m)
 	if !ok {
 		t.Fatal("management proxy lacks IndicatorManager")
 	}
@@ -595,7 +595,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if err := ind.SetIndicatorState(ctx, task, "purple"); !errors.As(err, &inval) || inval.Key != "state" {
 		t.Errorf("bad indicator state = %v", err)
 	}
-	sb, ok := m.(driver.SecureBootManager)
+	sb, ok := driver.As[driver.SecureBootManager](m)
 	if !ok {
 		t.Fatal("management proxy lacks SecureBootManager")
 	}
@@ -605,7 +605,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if on, err := sb.GetSecureBootState(ctx, task); err != nil || !on {
 		t.Errorf("secure boot = %v, %v; want true", on, err)
 	}
-	sr, ok := m.(driver.SensorReader)
+	sr, ok := driver.As[driver.SensorReader](m)
 	if !ok {
 		t.Fatal("management proxy lacks SensorReader")
 	}

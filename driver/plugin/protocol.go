@@ -46,28 +46,6 @@ const dispenseName = "driver"
 // registries can be several megabytes.
 const maxMessageSize = 64 << 20
 
-// Capability names carried in Describe.
-const (
-	capStepRunner   = "step_runner"
-	capStepPreparer = "step_preparer"
-	capBootMode     = "boot_mode"
-	capNMI          = "nmi"
-	capIndicator    = "indicator"
-	capSecureBoot   = "secure_boot"
-	capSensors      = "sensors"
-)
-
-// capabilitySince is the first protocol version that carries a capability.
-func capabilitySince(c string) int {
-	switch c {
-	case capStepPreparer, capBootMode:
-		return 2
-	case capNMI, capIndicator, capSecureBoot, capSensors:
-		return 3
-	}
-	return 1
-}
-
 // grpcPlugin adapts the Driver gRPC service to go-plugin. On the plugin
 // side server is set; on the host side GRPCClient returns the raw stub.
 type grpcPlugin struct {
