@@ -703,10 +703,12 @@ type InvokeRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kind           string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Implementation string                 `protobuf:"bytes,2,opt,name=implementation,proto3" json:"implementation,omitempty"`
-	// The operation, e.g. "validate", "get_power_state", "execute_step".
+	// The operation, e.g. "validate", "get_power_state", "execute_step":
+	// one of the operations of driver/plugin/testdata/wire-contract.golden.
 	Operation string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
 	Task      *Task  `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
-	// JSON object of operation arguments.
+	// JSON object of the operation's arguments, as the wire contract lists
+	// them.
 	ArgsJson      []byte `protobuf:"bytes,5,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
