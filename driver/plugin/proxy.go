@@ -134,7 +134,7 @@ func (x *proxy) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind
 	if err != nil {
 		return r, fmt.Errorf("plugin %s: %s/%s: %w: step: %w", x.plugin.Name(), x.kind, x.name, driver.ErrInvalidParameter, err)
 	}
-	err = x.call(ctx, t, opExecuteStep, &invokeArgs{StepKind: string(kind), Step: raw}, &r)
+	err = x.call(ctx, t, opExecuteStep, &invokeArgs{StepKind: kind, Step: raw}, &r)
 	return r, err
 }
 
@@ -303,12 +303,12 @@ func (x deployProxy) TakeOver(ctx context.Context, t *driver.Task) error {
 
 func (c preparerCap) PrepareSteps(ctx context.Context, t *driver.Task, kind steps.Kind) (driver.StepResult, error) {
 	var r driver.StepResult
-	err := c.x.call(ctx, t, opPrepareSteps, &invokeArgs{StepKind: string(kind)}, &r)
+	err := c.x.call(ctx, t, opPrepareSteps, &invokeArgs{StepKind: kind}, &r)
 	return r, err
 }
 
 func (c preparerCap) TearDownSteps(ctx context.Context, t *driver.Task, kind steps.Kind) error {
-	return c.x.call(ctx, t, opTearDownSteps, &invokeArgs{StepKind: string(kind)}, nil)
+	return c.x.call(ctx, t, opTearDownSteps, &invokeArgs{StepKind: kind}, nil)
 }
 
 type inspectProxy struct{ *proxy }

@@ -249,7 +249,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 		if err := json.Unmarshal(a.Step, &st); err != nil {
 			return nil, fmt.Errorf("%s/%s: %w: step: %w", kind, name, driver.ErrInvalidParameter, err)
 		}
-		return r.ExecuteStep(ctx, t, steps.Kind(a.StepKind), st)
+		return r.ExecuteStep(ctx, t, a.StepKind, st)
 	}
 	switch kind {
 	case driver.KindPower:
@@ -342,9 +342,9 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 				return nil, unsupported()
 			}
 			if op == opPrepareSteps {
-				return sp.PrepareSteps(ctx, t, steps.Kind(a.StepKind))
+				return sp.PrepareSteps(ctx, t, a.StepKind)
 			}
-			return nil, sp.TearDownSteps(ctx, t, steps.Kind(a.StepKind))
+			return nil, sp.TearDownSteps(ctx, t, a.StepKind)
 		}
 	case driver.KindInspect:
 		i := impl.(driver.InspectInterface)
