@@ -327,7 +327,7 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 		c.dropStaleAgent(ctx, t)
 		reboot := false
 		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
+			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				res, err := sp.PrepareSteps(ctx, v, kind)
 				wait, reboot = res.Wait, res.RebootRequested
 				return err
@@ -799,7 +799,7 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	delete(n.DriverInternalInfo, stepsFinishedKey(kind))
 	if kind != steps.Deploy {
 		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
+			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				return sp.TearDownSteps(ctx, v, kind)
 			}
 			return nil
@@ -836,7 +836,7 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 	}
 	if kind != steps.Deploy {
 		_ = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
+			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				return sp.TearDownSteps(ctx, v, kind)
 			}
 			return nil
@@ -1052,7 +1052,7 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 	switch statemachine.State(from) {
 	case statemachine.CleanWait, statemachine.CleanHold:
 		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
+			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				return sp.TearDownSteps(ctx, v, steps.Clean)
 			}
 			return nil
@@ -1073,7 +1073,7 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 		n.DeployStep = map[string]any{}
 	case statemachine.ServiceWait, statemachine.ServiceHold, statemachine.ServiceFailed:
 		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := d.Deploy().(driver.StepPreparer); ok {
+			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				return sp.TearDownSteps(ctx, v, steps.Service)
 			}
 			return nil

@@ -95,7 +95,7 @@ type AvailabilityReporter interface {
 // *UnavailableError (matching ErrUnavailable) its AvailabilityReporter
 // gives. Implementations without the capability are available.
 func Available(impl Interface) error {
-	ar, ok := impl.(AvailabilityReporter)
+	ar, ok := As[AvailabilityReporter](impl)
 	if !ok {
 		return nil
 	}

@@ -16,17 +16,19 @@
 //
 // Every implementation describes its driver_info properties and validates
 // a node (Interface). Optional capabilities are one-method-set interfaces
-// found by type assertion: StepProvider and StepRunner (steps as metadata
-// of type steps.Step, and a way to run one), StepPreparer (deploy
-// interfaces that prepare clean/service environments), and for management
-// interfaces BootModeManager, NMIInjector, IndicatorManager,
-// SecureBootManager and SensorReader (typed SensorReading values). Any
+// found with As, never with a bare type assertion: StepProvider and
+// StepRunner (steps as metadata of type steps.Step, and a way to run
+// one), StepPreparer (deploy interfaces that prepare clean/service
+// environments), and for management interfaces BootModeManager,
+// NMIInjector, IndicatorManager, SecureBootManager and SensorReader
+// (typed SensorReading values). Any
 // implementation may be an AvailabilityReporter: when a prerequisite on
 // the host is missing (a tool not installed) Available returns an
 // *UnavailableError matching ErrUnavailable, and its calls fail with it,
 // instead of failing obscurely. Through a plugin these capabilities are
-// carried by protocol version 3 and answer type assertions exactly as the
-// implementation in the plugin does.
+// carried by protocol version 3, and As answers on a plugin proxy exactly
+// as on the implementation in the plugin: a proxy is a CapabilityProvider,
+// so that one Go type serves every combination of capabilities.
 //
 // A HardwareType is data: a name and, per kind, the ordered list of
 // implementation names it supports. A Registry holds hardware types and

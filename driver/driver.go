@@ -132,7 +132,7 @@ func (d *Driver) Validate(ctx context.Context, t *Task) map[Kind]error {
 func (d *Driver) Steps(kind steps.Kind) []steps.Step {
 	var out []steps.Step
 	for _, k := range Kinds() {
-		sp, ok := d.impls[k].(StepProvider)
+		sp, ok := As[StepProvider](d.impls[k])
 		if !ok {
 			continue
 		}
@@ -156,7 +156,7 @@ func (d *Driver) ExecuteStep(ctx context.Context, t *Task, kind steps.Kind, step
 	if !HasStep(impl, kind, step.Name) {
 		return StepResult{}, notFound
 	}
-	runner, ok := impl.(StepRunner)
+	runner, ok := As[StepRunner](impl)
 	if !ok {
 		return StepResult{}, notFound
 	}
@@ -165,7 +165,7 @@ func (d *Driver) ExecuteStep(ctx context.Context, t *Task, kind steps.Kind, step
 
 // HasStep reports whether impl declares a step called name of kind.
 func HasStep(impl Interface, kind steps.Kind, name string) bool {
-	sp, ok := impl.(StepProvider)
+	sp, ok := As[StepProvider](impl)
 	if !ok {
 		return false
 	}

@@ -58,9 +58,9 @@ func ExampleRegistry_MustRegister() {
 func ExampleNMIInjector() {
 	var mgmt driver.ManagementInterface = driver.NewFakeManagement(driver.FakeConfig{})
 	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: driver.FakeHardware}
-	// Optional capabilities are found by type assertion, the same way on
+	// Optional capabilities are found with driver.As, the same way on
 	// built-ins and on plugin proxies.
-	if nmi, ok := mgmt.(driver.NMIInjector); ok {
+	if nmi, ok := driver.As[driver.NMIInjector](mgmt); ok {
 		fmt.Println(nmi.InjectNMI(context.Background(), task))
 	}
 	if err := driver.Available(mgmt); err == nil {

@@ -128,11 +128,11 @@ func checkValidate(t *testing.T, c Config, unsupported bool) {
 }
 
 func checkSteps(t *testing.T, c Config) {
-	sp, ok := c.Impl.(driver.StepProvider)
+	sp, ok := driver.As[driver.StepProvider](c.Impl)
 	if !ok {
 		return
 	}
-	_, canRun := c.Impl.(driver.StepRunner)
+	r, canRun := driver.As[driver.StepRunner](c.Impl)
 	for _, kind := range []steps.Kind{steps.Clean, steps.Deploy, steps.Service, steps.Verify} {
 		names := map[string]bool{}
 		list := sp.Steps(kind)
@@ -160,7 +160,6 @@ func checkSteps(t *testing.T, c Config) {
 			}
 		}
 		if canRun {
-			r := c.Impl.(driver.StepRunner)
 			_, err := r.ExecuteStep(context.Background(), c.NewTask(), kind, steps.Step{Interface: string(c.Kind), Name: "drivertest_no_such_step"})
 			if !errors.Is(err, driver.ErrStepNotFound) {
 				t.Errorf("%s/%s: unknown %s step error = %v, want driver.ErrStepNotFound", c.Kind, c.Name, kind, err)

@@ -36,7 +36,7 @@ func Reference(b driver.Bundle) string {
 			fmt.Fprintf(&w, "| %s | %s | %s |\n", k, strings.Join(sup, ", "), strings.Join(here, ", "))
 		}
 	}
-	w.WriteString("\n## Optional capabilities\n\nFound by type assertion on the implementation, in process or through the plugin\n(protocol 3).\n\n| implementation | capabilities |\n|---|---|\n")
+	w.WriteString("\n## Optional capabilities\n\nFound with `driver.As` on the implementation, in process or through the plugin\n(protocol 3).\n\n| implementation | capabilities |\n|---|---|\n")
 	for _, i := range b.Implementations {
 		var caps []string
 		for _, c := range []struct {
@@ -89,7 +89,7 @@ func Reference(b driver.Bundle) string {
 	}
 	var stepRows []string
 	for _, i := range b.Implementations {
-		sp, ok := i.Impl.(driver.StepProvider)
+		sp, ok := driver.As[driver.StepProvider](i.Impl)
 		if !ok {
 			continue
 		}
@@ -127,7 +127,7 @@ func Reference(b driver.Bundle) string {
 
 // implements reports whether impl implements T.
 func implements[T any](impl driver.Interface) bool {
-	_, ok := impl.(T)
+	_, ok := driver.As[T](impl)
 	return ok
 }
 

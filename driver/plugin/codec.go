@@ -7,8 +7,9 @@ import (
 	"fmt"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
+	"github.com/anvilmetal/anvil/steps"
 )
 
 // invokeArgs carries the arguments of every operation; each operation
@@ -21,7 +22,7 @@ type invokeArgs struct {
 	Mode       driver.BootMode       `json:"mode,omitempty"`
 	Params     map[string]any        `json:"params,omitempty"`
 	Config     map[string]any        `json:"config,omitempty"`
-	StepKind   string                `json:"step_kind,omitempty"`
+	StepKind   steps.Kind            `json:"step_kind,omitempty"`
 	Step       json.RawMessage       `json:"step,omitempty"`
 	Method     string                `json:"method,omitempty"`
 	HTTPMethod string                `json:"http_method,omitempty"`

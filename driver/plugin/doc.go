@@ -34,8 +34,8 @@
 // Supervision: a plugin that exits or crashes fails its in-flight calls at
 // once with a *CrashError (ErrPluginCrashed) naming the plugin; the next
 // call restarts it, immediately after a first crash and then with
-// exponential backoff, failing fast with an *UnavailableError
-// (ErrPluginUnavailable) while it waits; Plugin.Status reports health,
+// exponential backoff, failing fast with a *BackoffError
+// (ErrPluginBackoff) while it waits; Plugin.Status reports health,
 // PID, restarts and the last error. Plugin processes get a parent-death
 // signal on Linux and also watch their parent, so they never outlive the
 // host. Their hclog output is re-levelled into the host's hclog.Logger;
@@ -63,6 +63,37 @@
 //	host.Register(reg)
 //
 // See examples/vendor-plugin for a complete plugin with a README, and
-// plugins/fake for the built-in fake-hardware served out of process. The
-// wire protocol is driver/plugin/proto/driver.proto.
+// plugins/fake for the built-in fake-hardware served out of process.
+//
+// # Wire contract
+//
+// A vendor never sees the wire: Serve and Host speak it, and the
+// generated gRPC code is internal (driver/plugin/internal/proto, whose
+// package doc gives the command that regenerates it). The transport is
+// one gRPC service with two calls, Describe and
+// Invoke(kind, implementation, operation, task, args_json) returning
+// (result_json, changes, error). What travels in Invoke is fixed by the
+// operation table in operations.go: every operation name, the kind it
+// goes to, the capability it needs, the arguments it reads from args_json
+// and the JSON shape of its result. The capability table
+// (capabilities.go) gives each capability's kind and first protocol
+// version, and the error codes say how typed driver errors are rebuilt.
+// testdata/wire-contract.golden renders all three; TestWireContractGolden
+// fails on any change to them, so a change to the contract shows up as a
+// diff in review, and further tests check that the proxies send and the
+// server dispatches exactly the table's rows.
+//
+// The contract is this table rather than one typed protobuf message per
+// operation because the host speaks two protocol versions at once (N and
+// N-1) to plugins built at different times. A new operation or capability
+// is a new row and a new optional argument is a new key, which an older
+// peer never sends or ignores, and the protocol version gates what a
+// newer host may send; typed messages would add a request and a response
+// message per operation whose evolution would still need the same
+// version gating, while the payloads (steps, maps, vendor results) belong
+// to packages driver and steps and would stay JSON anyway. The rule for a change:
+// adding a row, a capability or an optional argument is compatible and
+// needs a "since" protocol version on the capability it belongs to;
+// renaming or removing one, or changing an argument's meaning, breaks
+// N-1 peers and needs a new ProtocolVersion.
 package plugin

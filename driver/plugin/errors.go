@@ -12,10 +12,11 @@ var (
 	// serving a call; the call failed and the plugin will be restarted on
 	// next use.
 	ErrPluginCrashed = errors.New("plugin crashed")
-	// ErrPluginUnavailable means the plugin is not running and cannot be
-	// started now (it failed to start, or its restart backoff has not
-	// elapsed). The call was not attempted.
-	ErrPluginUnavailable = errors.New("plugin unavailable")
+	// ErrPluginBackoff means the plugin process is not running and is in
+	// restart backoff: it crashed or failed to start, and the next start
+	// is not due yet. The call was not attempted. It is unrelated to
+	// driver.ErrUnavailable (a prerequisite missing on the host).
+	ErrPluginBackoff = errors.New("plugin in restart backoff")
 	// ErrProtocolVersion means the plugin speaks no protocol version the
 	// host accepts.
 	ErrProtocolVersion = errors.New("unsupported plugin protocol version")
@@ -47,9 +48,11 @@ func (e *CrashError) Is(target error) bool { return target == ErrPluginCrashed }
 // Unwrap returns the transport error.
 func (e *CrashError) Unwrap() error { return e.Err }
 
-// UnavailableError says a plugin is not running and when it may be tried
-// again.
-type UnavailableError struct {
+// BackoffError says a plugin process is not running, is in restart
+// backoff, and when the next start will be attempted. It is not a
+// *driver.UnavailableError, which says that an implementation lacks a
+// prerequisite on its host; a BackoffError goes away by itself.
+type BackoffError struct {
 	Plugin   string
 	Path     string
 	Failures int       // consecutive failures
@@ -57,16 +60,16 @@ type UnavailableError struct {
 	Err      error     // the last failure
 }
 
-func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("plugin %s (%s): unavailable after %d consecutive failures, next start at %s: %v",
+func (e *BackoffError) Error() string {
+	return fmt.Sprintf("plugin %s (%s): in restart backoff after %d consecutive failures, next start at %s: %v",
 		e.Plugin, e.Path, e.Failures, e.RetryAt.Format(time.RFC3339Nano), e.Err)
 }
 
-// Is matches ErrPluginUnavailable.
-func (e *UnavailableError) Is(target error) bool { return target == ErrPluginUnavailable }
+// Is matches ErrPluginBackoff.
+func (e *BackoffError) Is(target error) bool { return target == ErrPluginBackoff }
 
 // Unwrap returns the last failure.
-func (e *UnavailableError) Unwrap() error { return e.Err }
+func (e *BackoffError) Unwrap() error { return e.Err }
 
 // ProtocolVersionError says a plugin and the host share no protocol
 // version, and lists both.

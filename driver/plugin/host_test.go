@@ -114,14 +114,14 @@ func TestCallsThroughPlugin(t *testing.T) {
 	}
 
 	// Optional capabilities survive the boundary on protocol 3.
-	if _, ok := drv.Management().(driver.BootModeManager); !ok {
+	if _, ok := driver.As[driver.BootModeManager](drv.Management()); !ok {
 		t.Error("management proxy lost BootModeManager")
 	}
 	testManagementCapabilities(ctx, t, drv.Management(), task)
 	if err := driver.Available(drv.Power()); err != nil {
 		t.Errorf("fake power reported unavailable: %v", err)
 	}
-	if sp, ok := drv.Deploy().(driver.StepPreparer); !ok {
+	if sp, ok := driver.As[driver.StepPreparer](drv.Deploy()); !ok {
 		t.Error("deploy proxy lost StepPreparer")
 	} else if _, err := sp.PrepareSteps(ctx, task, steps.Clean); err != nil {
 		t.Error(err)
@@ -245,23 +245,23 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	}
 	// Version 2 carries the step preparer and boot mode, not the
 	// capabilities of version 3.
-	if _, ok := drv.Deploy().(driver.StepPreparer); !ok {
+	if _, ok := driver.As[driver.StepPreparer](drv.Deploy()); !ok {
 		t.Error("version-2 plugin lost StepPreparer")
 	}
 	m := drv.Management()
-	if _, ok := m.(driver.BootModeManager); !ok {
+	if _, ok := driver.As[driver.BootModeManager](m); !ok {
 		t.Error("version-2 plugin lost BootModeManager")
 	}
-	if _, ok := m.(driver.NMIInjector); ok {
+	if _, ok := driver.As[driver.NMIInjector](m); ok {
 		t.Error("version-2 plugin offered NMIInjector, which needs protocol 3")
 	}
-	if _, ok := m.(driver.IndicatorManager); ok {
+	if _, ok := driver.As[driver.IndicatorManager](m); ok {
 		t.Error("version-2 plugin offered IndicatorManager, which needs protocol 3")
 	}
-	if _, ok := m.(driver.SecureBootManager); ok {
+	if _, ok := driver.As[driver.SecureBootManager](m); ok {
 		t.Error("version-2 plugin offered SecureBootManager, which needs protocol 3")
 	}
-	if _, ok := m.(driver.SensorReader); ok {
+	if _, ok := driver.As[driver.SensorReader](m); ok {
 		t.Error("version-2 plugin offered SensorReader, which needs protocol 3")
 	}
 	task := newTask()
@@ -471,19 +471,19 @@ func TestRestartBackoff(t *testing.T) {
 	var err1 error
 	for range 50 { // the first call may still see the dying connection
 		_, err1 = drv.Power().GetPowerState(ctx, newTask())
-		if errors.Is(err1, plugin.ErrPluginUnavailable) {
+		if errors.Is(err1, plugin.ErrPluginBackoff) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var ue *plugin.UnavailableError
+	var ue *plugin.BackoffError
 	if !errors.As(err1, &ue) || ue.Plugin != "fake" || !ue.RetryAt.After(now) {
 		t.Fatalf("restart of a missing binary = %v", err1)
 	}
 	failures := p.Status().Failures
 	// Before RetryAt nothing is tried: the failure count stays.
 	_, err = drv.Power().GetPowerState(ctx, newTask())
-	if !errors.Is(err, plugin.ErrPluginUnavailable) || p.Status().Failures != failures {
+	if !errors.Is(err, plugin.ErrPluginBackoff) || p.Status().Failures != failures {
 		t.Errorf("call during backoff = %v (failures %d -> %d)", err, failures, p.Status().Failures)
 	}
 	// Bring the binary back and move past the backoff: the call succeeds.
@@ -571,7 +571,7 @@ func (b *syncBuffer) String() string {
 // capabilities through m (a plugin proxy).
 func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.ManagementInterface, task *driver.Task) {
 	t.Helper()
-	nmi, ok := m.(driver.NMIInjector)
+	nmi, ok := driver.As[driver.NMIInjector](m)
 	if !ok {
 		t.Fatal("management proxy lacks NMIInjector")
 	}
@@ -581,7 +581,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if n, _ := task.DriverInternalInfo[driver.FakeNMICountKey].(float64); n != 1 {
 		t.Errorf("nmi count = %v, want 1", task.DriverInternalInfo[driver.FakeNMICountKey])
 	}
-	ind, ok := m.(driver.IndicatorManager)
+	ind, ok := driver.As[driver.IndicatorManager](m)
 	if !ok {
 		t.Fatal("management proxy lacks IndicatorManager")
 	}
@@ -595,7 +595,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if err := ind.SetIndicatorState(ctx, task, "purple"); !errors.As(err, &inval) || inval.Key != "state" {
 		t.Errorf("bad indicator state = %v", err)
 	}
-	sb, ok := m.(driver.SecureBootManager)
+	sb, ok := driver.As[driver.SecureBootManager](m)
 	if !ok {
 		t.Fatal("management proxy lacks SecureBootManager")
 	}
@@ -605,7 +605,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if on, err := sb.GetSecureBootState(ctx, task); err != nil || !on {
 		t.Errorf("secure boot = %v, %v; want true", on, err)
 	}
-	sr, ok := m.(driver.SensorReader)
+	sr, ok := driver.As[driver.SensorReader](m)
 	if !ok {
 		t.Fatal("management proxy lacks SensorReader")
 	}

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
 // Status is a plugin's health as the host sees it.
@@ -138,7 +138,7 @@ func (p *Plugin) get() (*instance, error) {
 	}
 	now := p.host.cfg.Now()
 	if p.failures > 0 && now.Before(p.retryAt) {
-		return nil, &UnavailableError{Plugin: p.name, Path: p.path, Failures: p.failures, RetryAt: p.retryAt, Err: p.lastErr}
+		return nil, &BackoffError{Plugin: p.name, Path: p.path, Failures: p.failures, RetryAt: p.retryAt, Err: p.lastErr}
 	}
 	inst, err := p.startLocked()
 	if err != nil {
@@ -146,7 +146,7 @@ func (p *Plugin) get() (*instance, error) {
 		p.lastErr = err
 		p.healthy = false
 		p.retryAt = p.host.cfg.Now().Add(p.backoff(p.failures))
-		return nil, &UnavailableError{Plugin: p.name, Path: p.path, Failures: p.failures, RetryAt: p.retryAt, Err: err}
+		return nil, &BackoffError{Plugin: p.name, Path: p.path, Failures: p.failures, RetryAt: p.retryAt, Err: err}
 	}
 	p.cur = inst
 	p.healthy = true

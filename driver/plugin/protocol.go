@@ -7,7 +7,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
 // Protocol versions. The host accepts the current version and the one
@@ -45,28 +45,6 @@ const dispenseName = "driver"
 // maxMessageSize bounds gRPC messages both ways; inventories and BIOS
 // registries can be several megabytes.
 const maxMessageSize = 64 << 20
-
-// Capability names carried in Describe.
-const (
-	capStepRunner   = "step_runner"
-	capStepPreparer = "step_preparer"
-	capBootMode     = "boot_mode"
-	capNMI          = "nmi"
-	capIndicator    = "indicator"
-	capSecureBoot   = "secure_boot"
-	capSensors      = "sensors"
-)
-
-// capabilitySince is the first protocol version that carries a capability.
-func capabilitySince(c string) int {
-	switch c {
-	case capStepPreparer, capBootMode:
-		return 2
-	case capNMI, capIndicator, capSecureBoot, capSensors:
-		return 3
-	}
-	return 1
-}
 
 // grpcPlugin adapts the Driver gRPC service to go-plugin. On the plugin
 // side server is set; on the host side GRPCClient returns the raw stub.

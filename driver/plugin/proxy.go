@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -20,7 +20,7 @@ func (p *Plugin) Bundle() (driver.Bundle, error) {
 	desc, version := p.desc, p.version
 	p.mu.Unlock()
 	if desc == nil {
-		return driver.Bundle{}, fmt.Errorf("plugin %s (%s): %w: not described yet", p.Name(), p.path, ErrPluginUnavailable)
+		return driver.Bundle{}, fmt.Errorf("plugin %s (%s): not described yet", p.Name(), p.path)
 	}
 	var b driver.Bundle
 	for _, h := range desc.HardwareTypes {
@@ -55,8 +55,8 @@ func (p *Plugin) newProxy(i *pb.Implementation, version int) (driver.Interface, 
 			return nil, fmt.Errorf("plugin %s: vendor methods of %s: %w", p.Name(), i.Name, err)
 		}
 	}
-	has := func(c string) bool { return slices.Contains(i.Capabilities, c) && capabilitySince(c) <= version }
-	x.runner = has(capStepRunner)
+	x.caps = accepted(x.kind, i.Capabilities, version)
+	x.runner = slices.ContainsFunc(x.caps, func(c capability) bool { return c.name == "step_runner" })
 	if i.Unavailable != "" {
 		x.unavailable = &driver.UnavailableError{Kind: x.kind, Impl: x.name, Reason: i.Unavailable}
 	}
@@ -64,19 +64,10 @@ func (p *Plugin) newProxy(i *pb.Implementation, version int) (driver.Interface, 
 	case driver.KindPower:
 		return powerProxy{x}, nil
 	case driver.KindManagement:
-		var mask uint
-		for bit, c := range []string{capBootMode, capNMI, capIndicator, capSecureBoot, capSensors} {
-			if has(c) {
-				mask |= 1 << bit
-			}
-		}
-		return managementWithCaps(managementProxy{x}, mask), nil
+		return managementProxy{x}, nil
 	case driver.KindBoot:
 		return bootProxy{x}, nil
 	case driver.KindDeploy:
-		if has(capStepPreparer) {
-			return preparerProxy{deployProxy{x}}, nil
-		}
 		return deployProxy{x}, nil
 	case driver.KindInspect:
 		return inspectProxy{x}, nil
@@ -109,7 +100,10 @@ type proxy struct {
 	props   []driver.Property
 	steps   map[steps.Kind][]steps.Step
 	methods []driver.VendorMethod
-	runner  bool
+	// caps are the optional capabilities the plugin advertised and the
+	// host accepts; Capability provides them.
+	caps   []capability
+	runner bool
 	// unavailable is why the implementation cannot work on the plugin's
 	// host, as described; nil when it can.
 	unavailable error
@@ -140,7 +134,7 @@ func (x *proxy) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind
 	if err != nil {
 		return r, fmt.Errorf("plugin %s: %s/%s: %w: step: %w", x.plugin.Name(), x.kind, x.name, driver.ErrInvalidParameter, err)
 	}
-	err = x.call(ctx, t, opExecuteStep, &invokeArgs{StepKind: string(kind), Step: raw}, &r)
+	err = x.call(ctx, t, opExecuteStep, &invokeArgs{StepKind: kind, Step: raw}, &r)
 	return r, err
 }
 
@@ -212,12 +206,12 @@ func (x managementProxy) GetBootDevice(ctx context.Context, t *driver.Task) (dri
 	return s, err
 }
 
-//go:generate go run ./internal/gencaps
-
-// The optional management capabilities, combined with a managementProxy
-// by managementWithCaps (capcombos.go, generated). They hold the proxy in
-// a named field so that its methods are promoted only once.
+// The optional capabilities a proxy provides through Capability when the
+// plugin advertised them (see capabilities). They hold the proxy in a
+// named field so that none of its methods is promoted: a capability value
+// has only its capability's methods.
 type (
+	preparerCap   struct{ x *proxy }
 	bootModeCap   struct{ x *proxy }
 	nmiCap        struct{ x *proxy }
 	indicatorCap  struct{ x *proxy }
@@ -307,16 +301,14 @@ func (x deployProxy) TakeOver(ctx context.Context, t *driver.Task) error {
 	return x.call(ctx, t, opTakeOver, nil, nil)
 }
 
-type preparerProxy struct{ deployProxy }
-
-func (x preparerProxy) PrepareSteps(ctx context.Context, t *driver.Task, kind steps.Kind) (driver.StepResult, error) {
+func (c preparerCap) PrepareSteps(ctx context.Context, t *driver.Task, kind steps.Kind) (driver.StepResult, error) {
 	var r driver.StepResult
-	err := x.call(ctx, t, opPrepareSteps, &invokeArgs{StepKind: string(kind)}, &r)
+	err := c.x.call(ctx, t, opPrepareSteps, &invokeArgs{StepKind: kind}, &r)
 	return r, err
 }
 
-func (x preparerProxy) TearDownSteps(ctx context.Context, t *driver.Task, kind steps.Kind) error {
-	return x.call(ctx, t, opTearDownSteps, &invokeArgs{StepKind: string(kind)}, nil)
+func (c preparerCap) TearDownSteps(ctx context.Context, t *driver.Task, kind steps.Kind) error {
+	return c.x.call(ctx, t, opTearDownSteps, &invokeArgs{StepKind: kind}, nil)
 }
 
 type inspectProxy struct{ *proxy }
@@ -431,7 +423,8 @@ var (
 	_ driver.AvailabilityReporter = powerProxy{}
 	_ driver.BootInterface        = bootProxy{}
 	_ driver.DeployInterface      = deployProxy{}
-	_ driver.StepPreparer         = preparerProxy{}
+	_ driver.StepPreparer         = preparerCap{}
+	_ driver.CapabilityProvider   = powerProxy{}
 	_ driver.InspectInterface     = inspectProxy{}
 	_ driver.BIOSInterface        = biosProxy{}
 	_ driver.RAIDInterface        = raidProxy{}

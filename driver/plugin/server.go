@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/anvilmetal/anvil/driver"
-	pb "github.com/anvilmetal/anvil/driver/plugin/proto"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -166,7 +166,7 @@ func (s *server) describe() (*pb.DescribeResponse, error) {
 		for _, p := range i.Impl.Properties() {
 			pi.Properties = append(pi.Properties, &pb.Property{Name: p.Name, Description: p.Description, Required: p.Required})
 		}
-		if sp, ok := i.Impl.(driver.StepProvider); ok {
+		if sp, ok := driver.As[driver.StepProvider](i.Impl); ok {
 			all := map[steps.Kind][]steps.Step{}
 			for _, sk := range []steps.Kind{steps.Clean, steps.Deploy, steps.Service, steps.Verify} {
 				if list := sp.Steps(sk); len(list) > 0 {
@@ -188,28 +188,7 @@ func (s *server) describe() (*pb.DescribeResponse, error) {
 			}
 			pi.VendorMethodsJson = b
 		}
-		if _, ok := i.Impl.(driver.StepRunner); ok {
-			pi.Capabilities = append(pi.Capabilities, capStepRunner)
-		}
-		if _, ok := i.Impl.(driver.StepPreparer); ok && i.Kind == driver.KindDeploy {
-			pi.Capabilities = append(pi.Capabilities, capStepPreparer)
-		}
-		if i.Kind == driver.KindManagement {
-			for _, c := range []struct {
-				name string
-				ok   bool
-			}{
-				{capBootMode, is[driver.BootModeManager](i.Impl)},
-				{capNMI, is[driver.NMIInjector](i.Impl)},
-				{capIndicator, is[driver.IndicatorManager](i.Impl)},
-				{capSecureBoot, is[driver.SecureBootManager](i.Impl)},
-				{capSensors, is[driver.SensorReader](i.Impl)},
-			} {
-				if c.ok {
-					pi.Capabilities = append(pi.Capabilities, c.name)
-				}
-			}
-		}
+		pi.Capabilities = advertised(i.Kind, i.Impl)
 		if err := driver.Available(i.Impl); err != nil {
 			pi.Unavailable = err.Error()
 			var ue *driver.UnavailableError
@@ -252,12 +231,6 @@ func (s *server) Invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 	return resp, nil
 }
 
-// is reports whether impl implements T.
-func is[T any](impl driver.Interface) bool {
-	_, ok := impl.(T)
-	return ok
-}
-
 // dispatch runs one operation on impl. The result must be JSON-encodable.
 func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name, op string, t *driver.Task, a invokeArgs) (any, error) {
 	unsupported := func() error {
@@ -268,7 +241,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 	case opValidate:
 		return nil, impl.Validate(ctx, t)
 	case opExecuteStep:
-		r, ok := impl.(driver.StepRunner)
+		r, ok := driver.As[driver.StepRunner](impl)
 		if !ok {
 			return nil, unsupported()
 		}
@@ -276,7 +249,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 		if err := json.Unmarshal(a.Step, &st); err != nil {
 			return nil, fmt.Errorf("%s/%s: %w: step: %w", kind, name, driver.ErrInvalidParameter, err)
 		}
-		return r.ExecuteStep(ctx, t, steps.Kind(a.StepKind), st)
+		return r.ExecuteStep(ctx, t, a.StepKind, st)
 	}
 	switch kind {
 	case driver.KindPower:
@@ -299,7 +272,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 		case opGetBootDevice:
 			return i.GetBootDevice(ctx, t)
 		case opGetBootMode, opSetBootMode:
-			bm, ok := impl.(driver.BootModeManager)
+			bm, ok := driver.As[driver.BootModeManager](impl)
 			if !ok {
 				return nil, unsupported()
 			}
@@ -308,13 +281,13 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 			}
 			return nil, bm.SetBootMode(ctx, t, a.Mode)
 		case opInjectNMI:
-			n, ok := impl.(driver.NMIInjector)
+			n, ok := driver.As[driver.NMIInjector](impl)
 			if !ok {
 				return nil, unsupported()
 			}
 			return nil, n.InjectNMI(ctx, t)
 		case opGetIndicatorState, opSetIndicatorState:
-			im, ok := impl.(driver.IndicatorManager)
+			im, ok := driver.As[driver.IndicatorManager](impl)
 			if !ok {
 				return nil, unsupported()
 			}
@@ -323,7 +296,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 			}
 			return nil, im.SetIndicatorState(ctx, t, a.Indicator)
 		case opGetSecureBootState, opSetSecureBootState:
-			sb, ok := impl.(driver.SecureBootManager)
+			sb, ok := driver.As[driver.SecureBootManager](impl)
 			if !ok {
 				return nil, unsupported()
 			}
@@ -332,7 +305,7 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 			}
 			return nil, sb.SetSecureBootState(ctx, t, a.Enabled)
 		case opGetSensorsData:
-			sr, ok := impl.(driver.SensorReader)
+			sr, ok := driver.As[driver.SensorReader](impl)
 			if !ok {
 				return nil, unsupported()
 			}
@@ -364,14 +337,14 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 		case opTakeOver:
 			return nil, i.TakeOver(ctx, t)
 		case opPrepareSteps, opTearDownSteps:
-			sp, ok := impl.(driver.StepPreparer)
+			sp, ok := driver.As[driver.StepPreparer](impl)
 			if !ok {
 				return nil, unsupported()
 			}
 			if op == opPrepareSteps {
-				return sp.PrepareSteps(ctx, t, steps.Kind(a.StepKind))
+				return sp.PrepareSteps(ctx, t, a.StepKind)
 			}
-			return nil, sp.TearDownSteps(ctx, t, steps.Kind(a.StepKind))
+			return nil, sp.TearDownSteps(ctx, t, a.StepKind)
 		}
 	case driver.KindInspect:
 		i := impl.(driver.InspectInterface)

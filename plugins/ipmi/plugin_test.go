@@ -129,7 +129,8 @@ func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
 	if !strings.Contains(logs.String(), "unavailable on this host") || !strings.Contains(logs.String(), "power/ipmitool") {
 		t.Errorf("host log lacks the unavailable warning:\n%s", logs.String())
 	}
-	_, err = impls[driver.KindManagement].(driver.SensorReader).Sensors(context.Background(), &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}})
+	sr, _ := driver.As[driver.SensorReader](impls[driver.KindManagement])
+	_, err = sr.Sensors(context.Background(), &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}})
 	var ue *driver.UnavailableError
 	if !errors.As(err, &ue) || ue.Kind != driver.KindManagement || ue.Impl != ipmitool.ImplIPMITool {
 		t.Fatalf("sensors without ipmitool: %#v", err)
@@ -149,10 +150,10 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 	if err := driver.Available(m); err != nil {
 		t.Fatalf("available: %v", err)
 	}
-	if _, ok := m.(driver.IndicatorManager); ok {
+	if _, ok := driver.As[driver.IndicatorManager](m); ok {
 		t.Error("ipmitool management offers IndicatorManager, which it does not implement")
 	}
-	sr, ok := m.(driver.SensorReader)
+	sr, ok := driver.As[driver.SensorReader](m)
 	if !ok {
 		t.Fatal("no SensorReader through the plugin")
 	}
@@ -160,7 +161,7 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 	if r, err := sr.Sensors(context.Background(), tk); err != nil || len(r) != 0 {
 		t.Fatalf("sensors of the simulator: %+v, %v", r, err)
 	}
-	nmi, ok := m.(driver.NMIInjector)
+	nmi, ok := driver.As[driver.NMIInjector](m)
 	if !ok {
 		t.Fatal("no NMIInjector through the plugin")
 	}

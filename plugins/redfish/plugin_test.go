@@ -205,14 +205,14 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 	ctx := context.Background()
 	tk := newTask(s, "password")
 	sysURI := "/redfish/v1/Systems/" + redfishtest.SystemID
-	if _, ok := m.(driver.SensorReader); ok {
+	if _, ok := driver.As[driver.SensorReader](m); ok {
 		t.Error("redfish management offers SensorReader, which it does not implement")
 	}
 	if err := driver.Available(m); err != nil {
 		t.Errorf("available: %v", err)
 	}
 
-	nmi, ok := m.(driver.NMIInjector)
+	nmi, ok := driver.As[driver.NMIInjector](m)
 	if !ok {
 		t.Fatal("no NMIInjector through the plugin")
 	}
@@ -223,7 +223,7 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 		t.Fatalf("resets seen by the BMC: %v", r)
 	}
 
-	ind, ok := m.(driver.IndicatorManager)
+	ind, ok := driver.As[driver.IndicatorManager](m)
 	if !ok {
 		t.Fatal("no IndicatorManager through the plugin")
 	}
@@ -256,7 +256,7 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 		t.Fatalf("blinking a location indicator: %v", err)
 	}
 
-	sb, ok := m.(driver.SecureBootManager)
+	sb, ok := driver.As[driver.SecureBootManager](m)
 	if !ok {
 		t.Fatal("no SecureBootManager through the plugin")
 	}

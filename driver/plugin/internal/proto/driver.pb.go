@@ -703,10 +703,12 @@ type InvokeRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kind           string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Implementation string                 `protobuf:"bytes,2,opt,name=implementation,proto3" json:"implementation,omitempty"`
-	// The operation, e.g. "validate", "get_power_state", "execute_step".
+	// The operation, e.g. "validate", "get_power_state", "execute_step":
+	// one of the operations of driver/plugin/testdata/wire-contract.golden.
 	Operation string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
 	Task      *Task  `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
-	// JSON object of operation arguments.
+	// JSON object of the operation's arguments, as the wire contract lists
+	// them.
 	ArgsJson      []byte `protobuf:"bytes,5,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -999,7 +1001,7 @@ const file_driver_proto_rawDesc = "" +
 	"\x11IDENTITY_MISMATCH\x10\v2\xb4\x01\n" +
 	"\x06Driver\x12W\n" +
 	"\bDescribe\x12$.anvil.driver.plugin.DescribeRequest\x1a%.anvil.driver.plugin.DescribeResponse\x12Q\n" +
-	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB7Z5github.com/anvilmetal/anvil/driver/plugin/proto;protob\x06proto3"
+	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB@Z>github.com/anvilmetal/anvil/driver/plugin/internal/proto;protob\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
