@@ -10,7 +10,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
-	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -24,7 +24,7 @@ func openStore(t *testing.T, pg bool) baremetal.Store {
 	if pg {
 		// Each test gets its own schema, dropped when it ends, so runs
 		// (go test -count=2) and tests never see each other's rows.
-		return storetest.OpenPostgres(t, nil)
+		return sqlstoretest.OpenPostgres(t, nil)
 	}
 	s, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
 	if err != nil {
