@@ -153,14 +153,14 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 		NodeUUID: n.UUID, NodeName: n.Name, HardwareType: n.Driver,
 		Interfaces: d.Names, ProvisionState: n.ProvisionState,
 		PowerState:         driver.PowerState(n.PowerState),
-		DriverInfo:         cloneMap(n.DriverInfo),
-		DriverInternalInfo: cloneMap(n.DriverInternalInfo),
-		InstanceInfo:       cloneMap(n.InstanceInfo),
-		Properties:         cloneMap(n.Properties),
+		DriverInfo:         CloneMap(n.DriverInfo),
+		DriverInternalInfo: CloneMap(n.DriverInternalInfo),
+		InstanceInfo:       CloneMap(n.InstanceInfo),
+		Properties:         CloneMap(n.Properties),
 	}
 	for _, p := range ps {
 		v.Ports = append(v.Ports, driver.Port{UUID: p.UUID, Address: p.Address, PXEEnabled: p.PXEEnabled,
-			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: cloneMap(p.LocalLinkConnection), Extra: cloneMap(p.Extra)})
+			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: CloneMap(p.LocalLinkConnection), Extra: CloneMap(p.Extra)})
 	}
 	return v, nil
 }

@@ -107,8 +107,8 @@ func (c *Conductor) agentNode(n *Node) agentclient.Node {
 	return agentclient.Node{
 		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
-		Properties: cloneMap(n.Properties), InstanceInfo: cloneMap(n.InstanceInfo),
-		DriverInternalInfo: cloneMap(n.DriverInternalInfo),
+		Properties: CloneMap(n.Properties), InstanceInfo: CloneMap(n.InstanceInfo),
+		DriverInternalInfo: CloneMap(n.DriverInternalInfo),
 		AgentToken:         tok, AgentURL: url, AgentVerifyCA: ca,
 	}
 }
@@ -273,7 +273,7 @@ func agentNodeDict(n *Node, kind steps.Kind) map[string]any {
 		}
 	}
 	return map[string]any{
-		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": cloneMap(n.Properties),
+		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": CloneMap(n.Properties),
 		"instance_info": ii, "driver_internal_info": MaskSecrets(n.DriverInternalInfo),
 		"driver_info": MaskSecrets(n.DriverInfo),
 	}
