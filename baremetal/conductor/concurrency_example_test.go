@@ -58,7 +58,7 @@ func ExampleConcurrentActionLimitError() {
 		return
 	}
 	// One node at a time may clean.
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "example", MaxConcurrentClean: 1})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "example", MaxConcurrentClean: 1})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -131,6 +131,11 @@ type Options struct {
 	// instance_info traits.
 	DeployTemplates []DeployTemplate
 
+	// Agent configures how the conductor works with ramdisk agents (the
+	// agent client, fast track, the API URL agents call back on); the
+	// zero value suits drivers that need no agent.
+	Agent AgentSettings
+
 	// Cluster, when set, makes the conductor one of several sharing the
 	// store: it acts only on the nodes the hash ring gives it and takes
 	// over those of dead conductors (see ClusterOptions). Nil means a lone
@@ -316,7 +321,7 @@ const (
 
 // New builds a conductor over store with the driver registry drivers. It
 // does not touch the store until Start.
-func New(store baremetal.Store, drivers *driver.Registry, agent AgentSettings, opts Options) (*Conductor, error) {
+func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conductor, error) {
 	if store == nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "conductor", Field: "store", Expected: "a Store"}
 	}
@@ -327,6 +332,7 @@ func New(store baremetal.Store, drivers *driver.Registry, agent AgentSettings, o
 	if err != nil {
 		return nil, err
 	}
+	agent := o.Agent
 	if agent.FastTrackTimeout <= 0 {
 		agent.FastTrackTimeout = 300 * time.Second
 	}

@@ -100,7 +100,8 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	if settings.APIURL == "" {
 		settings.APIURL = apiURL
 	}
-	c, err := conductor.New(store, reg, settings, opts)
+	opts.Agent = settings
+	c, err := conductor.New(store, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		b.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "bench", Logger: slog.New(slog.DiscardHandler)})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "bench", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

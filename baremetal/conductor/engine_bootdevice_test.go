@@ -66,8 +66,7 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := openStore(t, false)
-			c, err := conductor.New(store, reg, conductor.AgentSettings{Client: client, APIURL: "http://127.0.0.1:1"},
-				conductor.Options{Hostname: "bootdev-conductor", Logger: testLogger(t)})
+			c, err := conductor.New(store, reg, conductor.Options{Agent: conductor.AgentSettings{Client: client, APIURL: "http://127.0.0.1:1"}, Hostname: "bootdev-conductor", Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,7 +31,7 @@ func ExampleConductor() {
 		fmt.Println(err)
 		return
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "example"})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "example"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -43,7 +43,7 @@ func newClockHarness(t *testing.T, fake driver.FakeConfig) (*harness, *storetest
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "clock-conductor", Clock: clock,
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "clock-conductor", Clock: clock,
 		// The tests run the periodic tasks themselves.
 		CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1, PowerFailureRecoveryInterval: -1})
 	if err != nil {
@@ -343,7 +343,7 @@ func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "restarting-host", Clock: clock})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "restarting-host", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,7 +281,7 @@ func startConductor(t *testing.T, store baremetal.Store, reg *driver.Registry, h
 // when the test calls them, on clock (nil: the system clock).
 func startConductorClock(t *testing.T, store baremetal.Store, reg *driver.Registry, host string, workers int, clock baremetal.Clock) *conductor.Conductor {
 	t.Helper()
-	c, err := conductor.New(store, reg, conductor.AgentSettings{APIURL: "http://127.0.0.1:1"}, conductor.Options{Hostname: host, Clock: clock,
+	c, err := conductor.New(store, reg, conductor.Options{Agent: conductor.AgentSettings{APIURL: "http://127.0.0.1:1"}, Hostname: host, Clock: clock,
 		Workers: workers, Logger: testLogger(t), IntentPollInterval: -1, CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1,
 		PowerFailureRecoveryInterval: -1})
 	if err != nil {

@@ -124,8 +124,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 		t.Fatal(err)
 	}
 	store := openStore(t, false)
-	c, err := conductor.New(store, reg, conductor.AgentSettings{Client: client, APIURL: apiURL},
-		conductor.Options{Hostname: "lookup-conductor", Logger: testLogger(t)})
+	c, err := conductor.New(store, reg, conductor.Options{Agent: conductor.AgentSettings{Client: client, APIURL: apiURL}, Hostname: "lookup-conductor", Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func newHarness(t *testing.T, store baremetal.Store, fake driver.FakeConfig, opt
 	if opts.Hostname == "" {
 		opts.Hostname = fmt.Sprintf("conductor-%d", time.Now().UnixNano())
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, opts)
+	c, err := conductor.New(store, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

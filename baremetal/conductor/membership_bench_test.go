@@ -74,7 +74,7 @@ func benchConductors(b *testing.B, dsn string, k int) []*conductor.Conductor {
 		if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 			b.Fatal(err)
 		}
-		c, err := conductor.New(s, reg, conductor.AgentSettings{}, conductor.Options{
+		c, err := conductor.New(s, reg, conductor.Options{
 			Hostname: fmt.Sprintf("bench-%d", i), SyncPowerStateInterval: -1, PowerFailureRecoveryInterval: -1,
 			CheckProvisionStateInterval: -1, IntentPollInterval: -1, Logger: slog.New(slog.DiscardHandler),
 			LockPolicy: &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond},

@@ -66,7 +66,8 @@ func startMemberReg(t *testing.T, s baremetal.Store, host string, reg *driver.Re
 	opts.LockPolicy = &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: baremetal.SystemClock()}
 	opts.IntentPollInterval = -1
 	opts.Cluster = &cl
-	c, err := conductor.New(s, reg, agent, opts)
+	opts.Agent = agent
+	c, err := conductor.New(s, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestStopClosesWatchesAndEndsTheirGoroutines(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "watch-stop"})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "watch-stop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestStopBeforeStartClosesWatches(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{}, conductor.Options{Hostname: "never-started"})
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "never-started"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,7 +251,8 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			return nil, err
 		}
 	}
-	cond, err := conductor.New(store, reg, agentSettings, conductor.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:    agentSettings,
 		Hostname: "fleetbench", Workers: cfg.workers, Logger: slog.New(slog.DiscardHandler),
 		MaxConcurrentDeploy: cfg.maxConcurrentDeploy, MaxConcurrentClean: cfg.maxConcurrentClean,
 	})

@@ -167,7 +167,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 1, err
 	}
 
-	cond, err := conductor.New(store, reg, conductor.AgentSettings{Client: client, APIURL: apiURL}, conductor.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:               conductor.AgentSettings{Client: client, APIURL: apiURL},
 		Hostname:            "quickstart-conductor",
 		Workers:             64,
 		Logger:              logger,

@@ -225,7 +225,8 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 	if err != nil {
 		return err
 	}
-	c, err := conductor.New(store, reg, conductor.AgentSettings{Client: client}, conductor.Options{
+	c, err := conductor.New(store, reg, conductor.Options{
+		Agent:                  conductor.AgentSettings{Client: client},
 		Hostname:               cfg.Hostname,
 		Workers:                cfg.Workers,
 		Logger:                 log,

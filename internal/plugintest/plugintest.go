@@ -135,7 +135,8 @@ func StartConductor(t testing.TB, reg *driver.Registry, binary, hostname string)
 	if err := reg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	cond, err := conductor.New(store, reg, conductor.AgentSettings{Client: agent}, conductor.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:    conductor.AgentSettings{Client: agent},
 		Hostname: hostname, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

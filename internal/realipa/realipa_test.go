@@ -332,9 +332,9 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 	apiURL := "http://" + api.Listener.Addr().String()
 	condLog := &syncBuffer{}
 	c, err := conductor.New(store, reg,
-		conductor.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
-			PowerOffWait: 2 * time.Second, PowerOffPollInterval: 200 * time.Millisecond},
 		conductor.Options{Hostname: "realipa-conductor", DisableAutomatedClean: true,
+			Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
+				PowerOffWait: 2 * time.Second, PowerOffPollInterval: 200 * time.Millisecond},
 			Logger: slog.New(slog.NewTextHandler(condLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
