@@ -33,6 +33,7 @@ const (
 	DefaultMaxConductorWaitStep    = 30 * time.Second
 	DefaultMaxConcurrentDeploy     = 250
 	DefaultMaxConcurrentClean      = 50
+	DefaultDrainTimeout            = 30 * time.Second
 )
 
 // Options configure a Conductor. The zero value of every field means the
@@ -47,6 +48,12 @@ type Options struct {
 	// Workers bounds how many operations run at once; default
 	// DefaultWorkers. Accepted work beyond it waits in the database.
 	Workers int
+	// DrainTimeout is the grace period Run gives the running operations
+	// once its context ends (the Drain it calls is bounded by it); default
+	// DefaultDrainTimeout (30 s). Negative means none: Run stops at once
+	// and cancels the operations still running, which the next start-up
+	// or another conductor's takeover then fails or resumes.
+	DrainTimeout time.Duration
 	// Clock is the time source of timeouts and periodic tasks; default
 	// SystemClock().
 	Clock baremetal.Clock
@@ -206,6 +213,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if len(out.Hostname) > 255 {
 		return out, &baremetal.InvalidFieldError{Kind: "conductor", Ident: out.Hostname[:32], Field: "hostname", Expected: "at most 255 characters"}
 	}
+	if out.DrainTimeout == 0 {
+		out.DrainTimeout = DefaultDrainTimeout
+	}
 	if out.Workers <= 0 {
 		out.Workers = DefaultWorkers
 	}
@@ -265,7 +275,8 @@ var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
 // pool under the node's exclusive reservation. All node state lives in the
 // Store, so another conductor can resume whatever this one leaves behind.
 //
-// A Conductor is built with New, started with Start and stopped with Stop.
+// A Conductor is built with New, started with Start (or Run, which also
+// blocks and drains when its context ends) and stopped with Stop or Drain.
 // Its methods are safe for concurrent use.
 type Conductor struct {
 	// bootTokens holds the token desk of each node this conductor is
@@ -377,7 +388,8 @@ func (c *Conductor) Store() baremetal.Store { return c.store }
 // hostname (clears its reservations and pending power actions, fails the
 // nodes it left in an active "-ing" state without a pending intent), picks
 // up accepted intents, and starts the worker pool and the periodic tasks.
-// The goroutines run until Stop; ctx bounds only the start-up itself.
+// The goroutines run until Stop; ctx bounds only the start-up itself, and
+// Start returns as soon as the conductor runs (Run is the blocking form).
 func (c *Conductor) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
