@@ -29,9 +29,13 @@
 //	agentclient   the Ironic Python Agent REST client and the agent-facing
 //	              lookup and heartbeat handler; agentclient/agenttest is a
 //	              faithful fake agent for tests.
-//	baremetal     nodes, ports and conductors, the Store (SQLite embedded
-//	              or PostgreSQL shared), node reservations, and the conductor
-//	              engine that executes provisioning verbs.
+//	baremetal     the model: nodes, ports and conductor records, history,
+//	              the Store contract and its errors, node reservations;
+//	              baremetal/sqlstore implements it (SQLite embedded or
+//	              PostgreSQL shared).
+//	baremetal/conductor
+//	              the conductor engine that executes provisioning verbs,
+//	              heartbeats, periodic tasks and multi-conductor takeover.
 //	plugins/...   driver plugin binaries (fake, ipmi, redfish).
 //	examples/...  runnable programs, starting with examples/quickstart.
 //
@@ -50,6 +54,11 @@
 //	}
 //	fmt.Println(next, target) // cleaning available
 //
-// An embedder opens a store, builds a driver registry and runs a conductor;
-// see examples/quickstart for a complete, runnable program.
+// An embedder opens a store, builds a driver registry and runs a conductor:
+//
+//	store, err := sqlstore.OpenSQLite(ctx, "anvil.db", sqlstore.Options{})
+//	cond, err := conductor.New(store, registry, conductor.Options{Hostname: "c1"})
+//	err = cond.Run(ctx) // starts, serves until ctx ends, then drains
+//
+// See examples/quickstart for a complete, runnable program.
 package anvil

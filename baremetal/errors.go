@@ -27,11 +27,6 @@ var (
 	ErrConductorAlreadyRegistered = errors.New("baremetal: conductor already registered")
 	// ErrNodeInUse: the node cannot be deleted while it is reserved.
 	ErrNodeInUse = errors.New("baremetal: node in use")
-	// ErrConcurrentActionLimit: a deploy, rebuild, undeploy, provide or
-	// manual clean was refused because too many nodes are already
-	// deploying or cleaning (Ironic's ConcurrentActionLimit, HTTP 503).
-	// Nothing was changed; the caller backs off and retries.
-	ErrConcurrentActionLimit = errors.New("baremetal: concurrent action limit reached")
 )
 
 // NotFoundError says which object could not be found. It matches
@@ -202,55 +197,3 @@ func (e *NodeInUseError) Error() string {
 func (e *NodeInUseError) Is(target error) bool {
 	return target == ErrNodeInUse || target == ErrNodeLocked
 }
-
-// ConcurrentActionLimitError says a verb was refused before anything
-// changed because the number of nodes already in the states its limit
-// counts reached the limit, as Ironic's ConcurrentActionLimit (HTTP 503)
-// does: deploy and rebuild count the nodes in deploying and wait call-back
-// against Options.MaxConcurrentDeploy; undeploy, provide and manual clean
-// count the nodes in deleting, cleaning and clean wait against
-// Options.MaxConcurrentClean. The count covers every conductor sharing the
-// database (only the node's conductor group with
-// Options.MaxConcurrentPerConductorGroup). It matches
-// ErrConcurrentActionLimit.
-//
-// The refusal is temporary: the count falls as operations finish. An
-// embedder backs off (a second or so; longer after repeated refusals) and
-// calls the verb again, or reports HTTP 503 to its own caller. The message
-// contains "unable to initiate <action> due to concurrent action limit",
-// for clients that receive only the text.
-type ConcurrentActionLimitError struct {
-	// Node is the UUID of the node whose verb was refused.
-	Node string
-	// Action is the refused verb ("deploy", "rebuild", "undeploy",
-	// "provide" or "clean").
-	Action string
-	// Option names the limit: "max_concurrent_deploy" or
-	// "max_concurrent_clean" (Options.MaxConcurrentDeploy or
-	// Options.MaxConcurrentClean).
-	Option string
-	// Limit is the option's value.
-	Limit int
-	// Count is how many nodes were in the counted states.
-	Count int
-	// States are the provision states counted.
-	States []string
-	// PerConductorGroup is true when only the nodes of ConductorGroup
-	// were counted.
-	PerConductorGroup bool
-	// ConductorGroup is the node's conductor group ("" is the default
-	// group); meaningful with PerConductorGroup.
-	ConductorGroup string
-}
-
-func (e *ConcurrentActionLimitError) Error() string {
-	scope := "across all conductor groups"
-	if e.PerConductorGroup {
-		scope = fmt.Sprintf("in conductor group %q", e.ConductorGroup)
-	}
-	return fmt.Sprintf("baremetal: node %s: unable to initiate %s due to concurrent action limit: %d nodes %s are in %q, %s is %d; retry later",
-		e.Node, e.Action, e.Count, scope, e.States, e.Option, e.Limit)
-}
-
-// Is reports whether target is ErrConcurrentActionLimit.
-func (e *ConcurrentActionLimitError) Is(target error) bool { return target == ErrConcurrentActionLimit }

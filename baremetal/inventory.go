@@ -82,15 +82,3 @@ func isJSONObject(b []byte) bool {
 	t := bytes.TrimSpace(b)
 	return len(t) >= 2 && t[0] == '{' && json.Valid(t)
 }
-
-// NodeInventory returns the stored inspection inventory of node ident
-// (UUID or name), as Ironic's GET /v1/nodes/{node}/inventory does. A node
-// without one gives an *InventoryNotRecordedError, an unknown node a
-// *NotFoundError; both match ErrNotFound.
-func (c *Conductor) NodeInventory(ctx context.Context, ident string) (*NodeInventory, error) {
-	n, err := c.store.GetNode(ctx, ident)
-	if err != nil {
-		return nil, err
-	}
-	return c.store.GetNodeInventory(ctx, n.UUID)
-}

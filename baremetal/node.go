@@ -170,17 +170,17 @@ func (n *Node) Clone() *Node {
 		return nil
 	}
 	c := *n
-	c.DriverInfo = cloneMap(n.DriverInfo)
-	c.DriverInternalInfo = cloneMap(n.DriverInternalInfo)
-	c.InstanceInfo = cloneMap(n.InstanceInfo)
-	c.Properties = cloneMap(n.Properties)
-	c.Extra = cloneMap(n.Extra)
-	c.CleanStep = cloneMap(n.CleanStep)
-	c.DeployStep = cloneMap(n.DeployStep)
-	c.ServiceStep = cloneMap(n.ServiceStep)
-	c.RAIDConfig = cloneMap(n.RAIDConfig)
-	c.TargetRAIDConfig = cloneMap(n.TargetRAIDConfig)
-	c.NetworkData = cloneMap(n.NetworkData)
+	c.DriverInfo = CloneMap(n.DriverInfo)
+	c.DriverInternalInfo = CloneMap(n.DriverInternalInfo)
+	c.InstanceInfo = CloneMap(n.InstanceInfo)
+	c.Properties = CloneMap(n.Properties)
+	c.Extra = CloneMap(n.Extra)
+	c.CleanStep = CloneMap(n.CleanStep)
+	c.DeployStep = CloneMap(n.DeployStep)
+	c.ServiceStep = CloneMap(n.ServiceStep)
+	c.RAIDConfig = CloneMap(n.RAIDConfig)
+	c.TargetRAIDConfig = CloneMap(n.TargetRAIDConfig)
+	c.NetworkData = CloneMap(n.NetworkData)
 	if n.Traits != nil {
 		c.Traits = append([]string(nil), n.Traits...)
 	}
@@ -220,8 +220,10 @@ func (n *Node) Associated() bool { return n.InstanceUUID != "" }
 // Reserved reports whether some conductor holds the node's exclusive lock.
 func (n *Node) Reserved() bool { return n.Reservation != "" }
 
-// cloneMap deep-copies a JSON-shaped map.
-func cloneMap(m map[string]any) map[string]any {
+// CloneMap deep-copies a JSON-shaped map (the values json.Unmarshal
+// produces), so that a caller may change the copy without touching a node
+// another goroutine reads.
+func CloneMap(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
@@ -235,7 +237,7 @@ func cloneMap(m map[string]any) map[string]any {
 func cloneValue(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		return cloneMap(t)
+		return CloneMap(t)
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {

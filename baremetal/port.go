@@ -53,9 +53,9 @@ func (p *Port) Clone() *Port {
 		return nil
 	}
 	c := *p
-	c.LocalLinkConnection = cloneMap(p.LocalLinkConnection)
-	c.InternalInfo = cloneMap(p.InternalInfo)
-	c.Extra = cloneMap(p.Extra)
+	c.LocalLinkConnection = CloneMap(p.LocalLinkConnection)
+	c.InternalInfo = CloneMap(p.InternalInfo)
+	c.Extra = CloneMap(p.Extra)
 	return &c
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
-	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 )
 
 // cpuTime returns the CPU time (user and system) this process has used.
@@ -41,11 +41,11 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) *sqlstore.Store {
 			return openSQLiteOpts(b, filepath.Join(b.TempDir(), "bench.db"), sqlstore.Options{SingleProcess: true})
 		},
 	}
-	if os.Getenv(storetest.EnvPostgresDSN) != "" {
+	if os.Getenv(sqlstoretest.EnvPostgresDSN) != "" {
 		out["postgres"] = func(b *testing.B) *sqlstore.Store {
 			// The test DSN turns synchronous_commit off to speed schema
 			// set-up; the benchmarks measure durable commits.
-			dsn := strings.Replace(storetest.PostgresDSN(b), "synchronous_commit=off", "synchronous_commit=on", 1)
+			dsn := strings.Replace(sqlstoretest.PostgresDSN(b), "synchronous_commit=off", "synchronous_commit=on", 1)
 			s, err := sqlstore.OpenPostgres(context.Background(), dsn, sqlstore.Options{MaxOpenConns: 16})
 			if err != nil {
 				b.Fatal(err)

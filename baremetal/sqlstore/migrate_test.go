@@ -8,7 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
-	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/pressly/goose/v3"
 )
 
@@ -99,7 +99,7 @@ func TestMigrationsSQLite(t *testing.T) {
 }
 
 func TestMigrationsPostgres(t *testing.T) {
-	checkMigrations(t, storetest.OpenPostgres(t, nil))
+	checkMigrations(t, sqlstoretest.OpenPostgres(t, nil))
 }
 
 func TestSQLiteSynchronousFull(t *testing.T) {

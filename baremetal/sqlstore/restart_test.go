@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 )
 
@@ -20,9 +21,9 @@ var restartEpoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 // restarted one's new reservation alone.
 func TestBreakDeadSparesRestartedConductor(t *testing.T) {
 	stores := map[string]func(t *testing.T, clock baremetal.Clock) *sqlstore.Store{
-		"sqlite": func(t *testing.T, clock baremetal.Clock) *sqlstore.Store { return storetest.OpenSQLite(t, clock) },
+		"sqlite": func(t *testing.T, clock baremetal.Clock) *sqlstore.Store { return sqlstoretest.OpenSQLite(t, clock) },
 		"postgres": func(t *testing.T, clock baremetal.Clock) *sqlstore.Store {
-			return storetest.OpenPostgres(t, clock)
+			return sqlstoretest.OpenPostgres(t, clock)
 		},
 	}
 	for name, open := range stores {
@@ -70,7 +71,7 @@ func TestBreakDeadSparesRestartedConductor(t *testing.T) {
 // must see the conductor alive and break nothing, however the two
 // interleave.
 func TestBreakDeadWaitsForReRegistration(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
+	dsn := sqlstoretest.PostgresDSN(t)
 	ctx := context.Background()
 	clock := storetest.NewManualClock(restartEpoch)
 	s, err := sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{Clock: clock, MaxOpenConns: 4})

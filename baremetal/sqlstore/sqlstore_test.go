@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 )
 
@@ -65,8 +66,8 @@ func openSQLiteOpts(t testing.TB, path string, opts sqlstore.Options) *sqlstore.
 }
 
 func TestConformancePostgres(t *testing.T) {
-	storetest.PostgresDSN(t) // skips without a database
+	sqlstoretest.PostgresDSN(t) // skips without a database
 	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
-		return storetest.OpenPostgres(t, clock)
+		return sqlstoretest.OpenPostgres(t, clock)
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 )
 
@@ -142,11 +143,11 @@ func TestStressSQLiteTwoProcesses(t *testing.T) {
 }
 
 func TestStressPostgres(t *testing.T) {
-	stress(t, "postgres", storetest.PostgresDSN(t), false)
+	stress(t, "postgres", sqlstoretest.PostgresDSN(t), false)
 }
 
 func TestStressPostgresTwoProcesses(t *testing.T) {
-	stress(t, "postgres", storetest.PostgresDSN(t), true)
+	stress(t, "postgres", sqlstoretest.PostgresDSN(t), true)
 }
 
 // brokenLocks is a store whose locks exclude nobody: reserving only reads
@@ -164,7 +165,7 @@ func (b brokenLocks) UpdateNode(ctx context.Context, n *baremetal.Node, _ string
 // TestStressDetectsBrokenLocks is the control experiment: the same
 // workload on a store without mutual exclusion must notice.
 func TestStressDetectsBrokenLocks(t *testing.T) {
-	s := storetest.OpenSQLite(t, nil)
+	s := sqlstoretest.OpenSQLite(t, nil)
 	n := &baremetal.Node{Driver: "fake-hardware"}
 	if err := s.CreateNode(context.Background(), n); err != nil {
 		t.Fatal(err)

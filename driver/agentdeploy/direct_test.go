@@ -8,7 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
-	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/steps"
@@ -81,7 +81,7 @@ func TestDirectValidateAndWriteImage(t *testing.T) {
 
 // The baremetal conductor resumes a deploy on a new owner at a step its
 // implementation declares safe to re-run.
-var _ baremetal.RerunSafeStepper = (*agentdeploy.Direct)(nil)
+var _ conductor.RerunSafeStepper = (*agentdeploy.Direct)(nil)
 
 func TestDirectStepRerunSafe(t *testing.T) {
 	d := agentdeploy.New(nil)

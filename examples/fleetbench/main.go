@@ -49,6 +49,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -205,7 +206,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	if err := reg.Register(driver.Builtins(fake)); err != nil {
 		return nil, err
 	}
-	agentSettings := baremetal.AgentSettings{}
+	agentSettings := conductor.AgentSettings{}
 	var fleet *simfleet.Fleet
 	// In agent mode the agent API's listener is bound before the
 	// conductor exists (the simulated fleet needs its URL) and served
@@ -250,7 +251,8 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			return nil, err
 		}
 	}
-	cond, err := baremetal.New(store, reg, agentSettings, baremetal.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:    agentSettings,
 		Hostname: "fleetbench", Workers: cfg.workers, Logger: slog.New(slog.DiscardHandler),
 		MaxConcurrentDeploy: cfg.maxConcurrentDeploy, MaxConcurrentClean: cfg.maxConcurrentClean,
 	})
@@ -303,7 +305,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		{"manage", statemachine.Manageable, cond.Manage},
 		{"provide", statemachine.Available, cond.Provide},
 		{"deploy", statemachine.Active, func(ctx context.Context, u string) error {
-			return cond.Deploy(ctx, u, baremetal.DeployOptions{})
+			return cond.Deploy(ctx, u, conductor.DeployOptions{})
 		}},
 		{"undeploy", statemachine.Available, cond.Undeploy},
 	}
@@ -385,14 +387,14 @@ func phaseFigures(name string, nodes int, wall time.Duration, cpu float64, failu
 }
 
 // retryOnLimit calls verb until it is not refused by a concurrency limit
-// (baremetal.ErrConcurrentActionLimit: the refusal changed nothing), with
+// (conductor.ErrConcurrentActionLimit: the refusal changed nothing), with
 // a back-off doubling from 20 ms to 500 ms, and returns how many refusals
 // it retried and its last error. It stops retrying when ctx ends.
 func retryOnLimit(ctx context.Context, verb func() error) (int, error) {
 	backoff, retries := 20*time.Millisecond, 0
 	for {
 		err := verb()
-		if !errors.Is(err, baremetal.ErrConcurrentActionLimit) {
+		if !errors.Is(err, conductor.ErrConcurrentActionLimit) {
 			return retries, err
 		}
 		retries++
@@ -433,9 +435,9 @@ type waiter struct {
 	cancel func()
 }
 
-func newWaiter(c *baremetal.Conductor) *waiter {
+func newWaiter(c *conductor.Conductor) *waiter {
 	w := &waiter{chans: map[string]chan string{}}
-	w.cancel = c.Subscribe(baremetal.WatchFilter{Types: []baremetal.EventType{baremetal.EventTransition}}, func(e baremetal.Event) {
+	w.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
 		st := statemachine.State(e.To)
 		if !statemachine.IsStable(st) && !statemachine.IsFailure(st) {
 			return

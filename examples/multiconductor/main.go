@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/internal/clusterlab"
 )
@@ -60,7 +61,7 @@ func run(dsn string, count int, ring string, hbTimeout time.Duration, logPath st
 		return err
 	}
 	defer notifier.Close()
-	ringOpts := baremetal.RingOptions{Ring: ringCfg, HeartbeatTimeout: hbTimeout, ResetInterval: time.Second}
+	ringOpts := conductor.RingOptions{Ring: ringCfg, HeartbeatTimeout: hbTimeout, ResetInterval: time.Second}
 	// Agent commands take 250 ms, like a short real step, so the kill below
 	// finds deploys in flight.
 	lab, err := clusterlab.NewLab(clusterlab.LabConfig{Store: store, Ring: ringOpts, Notifier: notifier, HeartbeatInterval: time.Second,
@@ -226,7 +227,7 @@ func drive(ctx context.Context, verbs *clusterlab.VerbClient, store baremetal.St
 }
 
 // limitRefusal is the part of a conductor's refusal text that says the
-// verb met a concurrency limit (baremetal.ConcurrentActionLimitError, the
+// verb met a concurrency limit (conductor.ConcurrentActionLimitError, the
 // conductors' max_concurrent_deploy / max_concurrent_clean: Ironic's 250
 // nodes deploying, 50 cleaning). The control API answers with the error's
 // text, so the typed error does not cross it.

@@ -37,6 +37,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -166,7 +167,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 1, err
 	}
 
-	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client, APIURL: apiURL}, baremetal.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:               conductor.AgentSettings{Client: client, APIURL: apiURL},
 		Hostname:            "quickstart-conductor",
 		Workers:             64,
 		Logger:              logger,
@@ -232,7 +234,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		{"provide", statemachine.Available, cond.Provide},
 		{"deploy", statemachine.Active, func(ctx context.Context, uuid string) error {
 			cd := fmt.Sprintf(`{"meta_data":{"hostname":"%s"},"user_data":"#cloud-config\nruncmd: [echo hello]\n"}`, uuid[:8])
-			return cond.Deploy(ctx, uuid, baremetal.DeployOptions{ConfigDrive: []byte(cd)})
+			return cond.Deploy(ctx, uuid, conductor.DeployOptions{ConfigDrive: []byte(cd)})
 		}},
 		{"undeploy", statemachine.Available, cond.Undeploy},
 	}
@@ -311,7 +313,7 @@ type issueResult struct {
 }
 
 // issue calls verb on every node in order. A verb refused by a
-// concurrency limit (baremetal.ErrConcurrentActionLimit: too many nodes
+// concurrency limit (conductor.ErrConcurrentActionLimit: too many nodes
 // deploying or cleaning) changed nothing; it is retried after a back-off
 // (doubling from limitBackoffMin to limitBackoffMax), and until it is
 // accepted the tracker shows it and the nodes after it as waiting. A verb
@@ -328,7 +330,7 @@ func issue(ctx context.Context, uuids []string, verb func(context.Context, strin
 			tr.setWaiting(false, u)
 			backoff = limitBackoffMin
 			i++
-		case errors.Is(err, baremetal.ErrConcurrentActionLimit):
+		case errors.Is(err, conductor.ErrConcurrentActionLimit):
 			res.waits++
 			// The limit counts every node, so the nodes after this one
 			// would be refused too: they wait behind it.
@@ -435,9 +437,9 @@ type tracker struct {
 // waits for a concurrency limit.
 const waitingLabel = "waiting (concurrency limit)"
 
-func newTracker(c *baremetal.Conductor) *tracker {
+func newTracker(c *conductor.Conductor) *tracker {
 	tr := &tracker{state: map[string]string{}, pending: map[string]bool{}, waiting: map[string]bool{}, changed: make(chan struct{}, 1)}
-	tr.cancel = c.Subscribe(baremetal.WatchFilter{Types: []baremetal.EventType{baremetal.EventTransition}}, func(e baremetal.Event) {
+	tr.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
 		tr.mu.Lock()
 		tr.state[e.NodeUUID] = e.To
 		if tr.pending[e.NodeUUID] && settled(e.To) {

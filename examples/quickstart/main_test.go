@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 )
 
 // TestQuickstart runs the whole quickstart on a small fleet and checks it
@@ -81,7 +81,7 @@ func TestIssueRetriesOnlyTheLimit(t *testing.T) {
 		tr.mu.Unlock()
 		switch {
 		case u == "a" && calls[u] <= 2:
-			return &baremetal.ConcurrentActionLimitError{Node: u, Action: "provide", Option: "max_concurrent_clean", Limit: 1, Count: 1}
+			return &conductor.ConcurrentActionLimitError{Node: u, Action: "provide", Option: "max_concurrent_clean", Limit: 1, Count: 1}
 		case u == "b":
 			return errors.New("refused for good")
 		}

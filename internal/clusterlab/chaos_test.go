@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/internal/clusterlab"
 )
@@ -187,7 +188,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer notifier.Close()
-	ring := baremetal.RingOptions{HeartbeatTimeout: heartbeatTimeout, ResetInterval: time.Second}
+	ring := conductor.RingOptions{HeartbeatTimeout: heartbeatTimeout, ResetInterval: time.Second}
 	lab, err := clusterlab.NewLab(clusterlab.LabConfig{Store: store, Ring: ring, Notifier: notifier, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

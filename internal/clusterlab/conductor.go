@@ -14,6 +14,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -224,7 +225,8 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 	if err != nil {
 		return err
 	}
-	c, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: client}, baremetal.Options{
+	c, err := conductor.New(store, reg, conductor.Options{
+		Agent:                  conductor.AgentSettings{Client: client},
 		Hostname:               cfg.Hostname,
 		Workers:                cfg.Workers,
 		Logger:                 log,
@@ -244,8 +246,8 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		// The timeout checks run at the orphan check's pace.
 		CheckProvisionStateInterval: cfg.OrphanCheckInterval,
 		LockPolicy:                  &baremetal.LockPolicy{Attempts: 20, Interval: 50 * time.Millisecond},
-		Cluster: &baremetal.ClusterOptions{
-			Ring:                baremetal.RingOptions{Ring: ringCfg, ResetInterval: cfg.RingReset, HeartbeatTimeout: cfg.HeartbeatTimeout},
+		Cluster: &conductor.ClusterOptions{
+			Ring:                conductor.RingOptions{Ring: ringCfg, ResetInterval: cfg.RingReset, HeartbeatTimeout: cfg.HeartbeatTimeout},
 			Notifier:            notifier,
 			OrphanCheckInterval: cfg.OrphanCheckInterval,
 			RerunSafeSteps:      cfg.RerunSafeSteps,
@@ -351,7 +353,7 @@ func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterf
 // not served or over a concurrent action limit (with Retry-After, as
 // Ironic's ConcurrentActionLimit), 500 otherwise; the body is the error
 // text.
-func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
+func serveVerb(w http.ResponseWriter, r *http.Request, c *conductor.Conductor) {
 	node, verb := r.PathValue("node"), r.PathValue("verb")
 	var err error
 	switch verb {
@@ -371,7 +373,7 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
 			return nil
 		})
 		if err == nil {
-			err = c.Deploy(r.Context(), node, baremetal.DeployOptions{})
+			err = c.Deploy(r.Context(), node, conductor.DeployOptions{})
 		}
 	case "undeploy":
 		err = c.Undeploy(r.Context(), node)
@@ -382,12 +384,12 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *baremetal.Conductor) {
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusAccepted)
-	case errors.Is(err, baremetal.ErrNodeLocked), errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, baremetal.ErrVerbRefused), errors.Is(err, baremetal.ErrUpdateInProgress):
+	case errors.Is(err, baremetal.ErrNodeLocked), errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, conductor.ErrVerbRefused), errors.Is(err, conductor.ErrUpdateInProgress):
 		http.Error(w, err.Error(), http.StatusConflict)
-	case errors.Is(err, baremetal.ErrConcurrentActionLimit):
+	case errors.Is(err, conductor.ErrConcurrentActionLimit):
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-	case errors.Is(err, baremetal.ErrNoConductor), errors.Is(err, baremetal.ErrConductorNotRunning):
+	case errors.Is(err, conductor.ErrNoConductor), errors.Is(err, conductor.ErrConductorNotRunning):
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -30,6 +30,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 )
 
 // LabConfig configures a Lab.
@@ -37,7 +38,7 @@ type LabConfig struct {
 	// Store is the fleet's database, read to route agents to owners.
 	Store baremetal.ConductorStore
 	// Ring must match the conductors' ring options.
-	Ring baremetal.RingOptions
+	Ring conductor.RingOptions
 	// Notifier, when set, makes the router follow membership changes at
 	// once; it refreshes every RouteRefresh anyway.
 	Notifier baremetal.ClusterNotifier
@@ -86,7 +87,7 @@ type Lab struct {
 	cfg    LabConfig
 	log    *slog.Logger
 	agents *agenttest.Server
-	own    *baremetal.Ownership
+	own    *conductor.Ownership
 	ln     net.Listener
 	srv    *http.Server
 	hc     *http.Client
@@ -123,7 +124,7 @@ func NewLab(cfg LabConfig) (*Lab, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	own, err := baremetal.NewOwnership(cfg.Store, "", "", cfg.Ring, nil, log)
+	own, err := conductor.NewOwnership(cfg.Store, "", "", cfg.Ring, nil, log)
 	if err != nil {
 		return nil, err
 	}

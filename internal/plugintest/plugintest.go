@@ -22,6 +22,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -98,7 +99,7 @@ func Load(t testing.TB, binary string, logs io.Writer) (*plugin.Host, *plugin.Pl
 
 // Conductor is a running conductor serving a plugin's hardware type.
 type Conductor struct {
-	*baremetal.Conductor
+	*conductor.Conductor
 	Store baremetal.Store
 }
 
@@ -134,7 +135,8 @@ func StartConductor(t testing.TB, reg *driver.Registry, binary, hostname string)
 	if err := reg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	cond, err := baremetal.New(store, reg, baremetal.AgentSettings{Client: agent}, baremetal.Options{
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:    conductor.AgentSettings{Client: agent},
 		Hostname: hostname, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

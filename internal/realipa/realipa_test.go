@@ -25,6 +25,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -330,10 +331,10 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 	t.Cleanup(api.Close)
 	apiURL := "http://" + api.Listener.Addr().String()
 	condLog := &syncBuffer{}
-	c, err := baremetal.New(store, reg,
-		baremetal.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
-			PowerOffWait: 2 * time.Second, PowerOffPollInterval: 200 * time.Millisecond},
-		baremetal.Options{Hostname: "realipa-conductor", DisableAutomatedClean: true,
+	c, err := conductor.New(store, reg,
+		conductor.Options{Hostname: "realipa-conductor", DisableAutomatedClean: true,
+			Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
+				PowerOffWait: 2 * time.Second, PowerOffPollInterval: 200 * time.Millisecond},
 			Logger: slog.New(slog.NewTextHandler(condLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +396,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		t.Fatal(err)
 	}
 	waitFor(statemachine.Available, 30*time.Second, nil, &token)
-	if err := c.Deploy(ctx, n.UUID, baremetal.DeployOptions{}); err != nil {
+	if err := c.Deploy(ctx, n.UUID, conductor.DeployOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(statemachine.DeployWait, 30*time.Second, nil, &token)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 	"github.com/anvilmetal/anvil/internal/plugintest"
@@ -90,7 +91,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	if selEntries() == 0 {
 		t.Fatal("SEL entry not added")
 	}
-	err = cond.Clean(ctx, n.UUID, []steps.Step{{Interface: "management", Name: "clear_system_event_log"}}, baremetal.CleanOptions{DisableRamdisk: true})
+	err = cond.Clean(ctx, n.UUID, []steps.Step{{Interface: "management", Name: "clear_system_event_log"}}, conductor.CleanOptions{DisableRamdisk: true})
 	if err != nil {
 		t.Fatal(err)
 	}

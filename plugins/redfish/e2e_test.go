@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
@@ -55,7 +56,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	err = cond.Clean(ctx, n.UUID, []steps.Step{{
 		Interface: "bios", Name: "apply_configuration",
 		Args: map[string]any{"settings": []any{map[string]any{"name": "ProcTurboMode", "value": "Disabled"}}},
-	}}, baremetal.CleanOptions{DisableRamdisk: true})
+	}}, conductor.CleanOptions{DisableRamdisk: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,116 @@
+// Package conductor is Anvil's provisioning engine: the core of Ironic's
+// conductor. It takes verbs (manage, inspect, provide, deploy, undeploy,
+// rescue, service, ...) on the nodes of a baremetal.Store, runs them through
+// the nodes' drivers and ramdisk agents in a bounded worker pool, and keeps
+// the fleet in order with periodic tasks. All state lives in the store, so
+// another conductor can resume whatever this one leaves behind.
+//
+// # Lifecycle
+//
+// New builds a conductor over a store and a driver registry; it touches
+// nothing until it is started.
+//
+//	store, err := sqlstore.OpenSQLite(ctx, "anvil.db", sqlstore.Options{})
+//	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"ipmi"}})
+//	cond, err := conductor.New(store, reg, conductor.Options{Hostname: "c1"})
+//
+// Then either Start it, which registers the conductor, recovers what a
+// previous run of the same hostname left behind, starts the workers and the
+// periodic tasks and returns at once; or Run it, which does the same, blocks
+// until its context ends and then drains it (below). While it runs, call
+// verbs; follow nodes with WaitFor, Watch or Subscribe; and end with Drain
+// (leave the fleet gracefully: let the running operations finish, hand the
+// nodes over) or Stop (stop now: cancel what is still running once ctx
+// ends). A conductor is started once; after Stop it cannot be restarted.
+//
+// # Verbs return once the intent is stored
+//
+// A verb checks the request, moves the node to its transitional state
+// (deploying, cleaning, ...) and stores its intent on the node row, all
+// under the node's reservation; then it returns, and a worker does the
+// work. The verb's error says only whether the request was accepted. To
+// learn the outcome, wait for it:
+//
+//	if err := cond.Deploy(ctx, "n1", conductor.DeployOptions{}); err != nil {
+//		return err // refused: nothing changed
+//	}
+//	n, err := cond.WaitFor(ctx, "n1", statemachine.Active)
+//	if errors.Is(err, conductor.ErrNodeFailed) {
+//		log.Printf("deploy failed: %s", n.LastError)
+//	}
+//
+// WaitFor returns the node once it is in one of the given states, a
+// *WaitError matching ErrNodeFailed when it lands in a failure state it was
+// not waiting for, and a *WaitError wrapping ctx.Err() when ctx ends first.
+// Watch (a channel) and Subscribe (a callback) deliver every event
+// (transitions, steps, power changes, maintenance) for dashboards and
+// audit; the node history in the store keeps the same events.
+//
+// # Options
+//
+// The zero value of every Options field is its default (named on the field,
+// mostly Ironic's configuration default); for intervals, timeouts and
+// limits a negative value turns the feature off (DrainTimeout -1: no grace
+// period; SyncPowerStateInterval -1: no power sync; MaxConcurrentDeploy -1:
+// no limit). Options.Agent configures the ramdisk agent: its client, the
+// URL agents call back on and fast track; serve the agents' lookup and
+// heartbeat API with agentclient.NewHandler(cond.AgentBackend(), ...).
+//
+// # Cluster mode
+//
+// Leave Options.Cluster nil for a lone conductor, which owns every node of
+// its conductor group. With a ClusterOptions, several conductors (in one
+// process over SQLite, or on several hosts over PostgreSQL) share a store:
+// a hash ring per conductor group and hardware type gives each node one
+// owner, a verb accepted by any conductor is handed to the owner, the
+// nodes of a conductor whose keepalive stops are taken over, and Drain
+// hands this conductor's nodes to the others. Set ClusterOptions.Notifier
+// (sqlstore.NewNotifier on PostgreSQL, baremetal.NewLocalNotifier in one
+// process) to make membership changes and hand-offs immediate rather than
+// periodic. NodeOwner says which conductor owns a node; ErrNoConductor
+// when none is alive.
+//
+// # Running under controller-runtime
+//
+// A Kubernetes operator adds the conductor to its manager:
+//
+//	if err := mgr.Add(cond.Runnable()); err != nil {
+//		return err
+//	}
+//
+// The manager calls Runnable's Start (Run) on every replica, since
+// NeedLeaderElection is false (the hash ring, not a leader, shares the
+// nodes out), and when the manager's context ends Run drains the conductor
+// within Options.DrainTimeout before it returns. Do not pass the conductor
+// itself to mgr.Add: its Start has the same signature but returns at once,
+// and nothing would drain it.
+//
+// # Errors
+//
+// Branch with errors.Is on the sentinels; the typed errors that match them
+// carry the detail (errors.As):
+//
+//	ErrConductorNotRunning    a verb before Start or after Stop
+//	ErrVerbRefused            *VerbError: the node's state or settings refuse the verb
+//	statemachine.ErrInvalidTransition  *statemachine.TransitionError: no such transition
+//	ErrConcurrentActionLimit  *ConcurrentActionLimitError: too many deploys or cleans; retry later
+//	ErrUpdateInProgress       *VerbError: Update during a transition
+//	ErrDeleteRefused          *VerbError: Delete in a state that forbids it
+//	ErrNodeFailed             *WaitError: WaitFor saw the node fail
+//	ErrNoConductor            *NoConductorError: no live conductor owns the node
+//	baremetal.ErrNotFound, baremetal.ErrNodeLocked, baremetal.ErrInvalidInput
+//	                          from the store: unknown node, node locked past the
+//	                          LockPolicy, a field the node cannot have
+//
+// A refused verb changes nothing. Never compare error text.
+//
+// # Concurrency
+//
+// Every method of a Conductor is safe for concurrent use: verbs on the same
+// node are serialized by its reservation (a second one waits per
+// Options.LockPolicy, then fails with baremetal.ErrNodeLocked), verbs on
+// different nodes run in parallel, and several conductors may share a
+// store. A Subscribe callback runs on a goroutine of its own and must not
+// call Stop or its own cancel; Stop and Drain end every Watch and
+// Subscribe.
+package conductor

@@ -1,0 +1,700 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// Defaults of the conductor options, from Ironic's configuration (reference
+// §4.2, §5.3, §6).
+const (
+	DefaultWorkers                 = 64
+	DefaultCallbackTimeout         = 1800 * time.Second
+	DefaultCheckProvisionInterval  = 60 * time.Second
+	DefaultSyncPowerStateInterval  = 120 * time.Second
+	DefaultPowerRecoveryInterval   = 300 * time.Second
+	DefaultPowerStateSyncRetries   = 3
+	DefaultPowerStateChangeTimeout = 60 * time.Second
+	DefaultIntentPollInterval      = 60 * time.Second
+	DefaultKeepaliveInterval       = 10 * time.Second
+	DefaultPeriodicMaxWorkers      = 8
+	DefaultMaxConductorWaitStep    = 30 * time.Second
+	DefaultMaxConcurrentDeploy     = 250
+	DefaultMaxConcurrentClean      = 50
+	DefaultDrainTimeout            = 30 * time.Second
+)
+
+// Options configure a Conductor. The zero value of every field means the
+// default named on it.
+type Options struct {
+	// Hostname identifies the conductor in reservations and the
+	// conductors table; default os.Hostname().
+	Hostname string
+	// ConductorGroup is the group of nodes this conductor serves ("" is
+	// the default group); nodes of other groups are left alone.
+	ConductorGroup string
+	// Workers bounds how many operations run at once; default
+	// DefaultWorkers. Accepted work beyond it waits in the database.
+	Workers int
+	// DrainTimeout is the grace period Run gives the running operations
+	// once its context ends (the Drain it calls is bounded by it); default
+	// DefaultDrainTimeout (30 s). Negative means none: Run stops at once
+	// and cancels the operations still running, which the next start-up
+	// or another conductor's takeover then fails or resumes.
+	DrainTimeout time.Duration
+	// Clock is the time source of timeouts and periodic tasks; default
+	// SystemClock().
+	Clock baremetal.Clock
+	// Logger receives the conductor's logs; default slog.Default().
+	Logger *slog.Logger
+	// LockPolicy is how verbs retry a node locked by someone else; default
+	// DefaultLockPolicy() (3 attempts 1 s apart).
+	LockPolicy *baremetal.LockPolicy
+
+	// DeployCallbackTimeout, CleanCallbackTimeout, RescueCallbackTimeout,
+	// ServiceCallbackTimeout and InspectWaitTimeout bound the wait states
+	// (default 1800 s each); a negative value disables the check.
+	DeployCallbackTimeout  time.Duration
+	CleanCallbackTimeout   time.Duration
+	RescueCallbackTimeout  time.Duration
+	ServiceCallbackTimeout time.Duration
+	InspectWaitTimeout     time.Duration
+	// CheckProvisionStateInterval paces the callback-timeout checks;
+	// default 60 s; negative disables them.
+	CheckProvisionStateInterval time.Duration
+	// SyncPowerStateInterval paces power state sync; default 120 s;
+	// negative disables it.
+	SyncPowerStateInterval time.Duration
+	// PowerStateSyncMaxRetries is how many consecutive failures or
+	// mismatches are tolerated before maintenance; default 3.
+	PowerStateSyncMaxRetries int
+	// KeepHardwarePowerState disables Ironic's default of forcing the
+	// hardware back to the recorded power state on a mismatch; the record
+	// is updated to the hardware's state instead.
+	KeepHardwarePowerState bool
+	// PowerFailureRecoveryInterval paces the automatic recovery of nodes
+	// put in maintenance by power failures; default 300 s; negative
+	// disables it.
+	PowerFailureRecoveryInterval time.Duration
+	// PowerStateChangeTimeout bounds a power action; default 60 s.
+	PowerStateChangeTimeout time.Duration
+	// PeriodicMaxWorkers bounds how many nodes a periodic task handles in
+	// parallel; default 8.
+	PeriodicMaxWorkers int
+	// IntentPollInterval paces the scan for accepted work this process was
+	// not told about (written by another process, or left behind); default
+	// 60 s; negative disables it. Intents accepted by this process are
+	// handed to its workers at once and never wait for the poll.
+	IntentPollInterval time.Duration
+	// KeepaliveInterval paces the conductor row's keepalive; default 10 s.
+	KeepaliveInterval time.Duration
+	// MaxConductorWaitStep caps the seconds argument of a "wait" step;
+	// default 30 s.
+	MaxConductorWaitStep time.Duration
+	// MaxConcurrentDeploy refuses deploy and rebuild with a
+	// *ConcurrentActionLimitError while this many nodes are in deploying
+	// or wait call-back (Ironic's [conductor]max_concurrent_deploy);
+	// default 250; negative means no limit. The nodes are counted in the
+	// database, so the limit holds across every conductor sharing it.
+	MaxConcurrentDeploy int
+	// MaxConcurrentClean refuses undeploy, provide and manual clean with
+	// a *ConcurrentActionLimitError while this many nodes are in
+	// deleting, cleaning or clean wait (Ironic's
+	// [conductor]max_concurrent_clean); default 50; negative means no
+	// limit.
+	MaxConcurrentClean int
+	// MaxConcurrentPerConductorGroup applies MaxConcurrentDeploy and
+	// MaxConcurrentClean to each conductor group separately: only the
+	// nodes of the verb's node's group are counted (Ironic's
+	// [conductor]max_concurrent_per_conductor_group).
+	MaxConcurrentPerConductorGroup bool
+
+	// DisableAutomatedClean skips automated cleaning for nodes whose
+	// automated_clean field is unset (Ironic's [conductor]automated_clean
+	// = False).
+	DisableAutomatedClean bool
+	// RefuseDeletingAvailable forbids deleting available nodes (Ironic's
+	// allow_deleting_available_nodes = False).
+	RefuseDeletingAvailable bool
+	// CleanStepPriorityOverride maps "interface.step" to a priority for
+	// automated cleaning (0 disables the step); a manual clean runs a step
+	// at its overridden priority. A key no clean step can have (boot.x,
+	// or one without an interface) is ignored with a warning naming it,
+	// and the other keys still apply, as in Ironic.
+	CleanStepPriorityOverride map[string]int
+	// DeployTemplates are the deploy templates, matched by name against
+	// instance_info traits.
+	DeployTemplates []DeployTemplate
+
+	// Agent configures how the conductor works with ramdisk agents (the
+	// agent client, fast track, the API URL agents call back on); the
+	// zero value suits drivers that need no agent.
+	Agent AgentSettings
+
+	// Cluster, when set, makes the conductor one of several sharing the
+	// store: it acts only on the nodes the hash ring gives it and takes
+	// over those of dead conductors (see ClusterOptions). Nil means a lone
+	// conductor that owns every node of its group.
+	Cluster *ClusterOptions
+}
+
+// DeployTemplate is a named list of deploy steps applied when a node's
+// instance_info.traits names it.
+type DeployTemplate struct {
+	Name  string
+	Steps []TemplateStep
+}
+
+// TemplateStep is one step of a deploy template.
+type TemplateStep struct {
+	Interface string
+	Step      string
+	Args      map[string]any
+	Priority  int
+}
+
+// AgentSettings configure how the conductor works with ramdisk agents.
+type AgentSettings struct {
+	// Client talks to the agents; required for agent-based deploy
+	// interfaces (in-band steps), unused otherwise.
+	Client *agentclient.Client
+	// FastTrack enables fast track for nodes whose driver_info does not
+	// say otherwise (Ironic's [deploy]fast_track).
+	FastTrack bool
+	// FastTrackTimeout is how recent the agent's last heartbeat must be
+	// for fast track; default 300 s.
+	FastTrackTimeout time.Duration
+	// APIURL is the base URL where agents reach the handler of
+	// AgentBackend (IPA's ipa-api-url). In-band inspection (an inspect
+	// interface that is a driver.InbandInspector) needs it: the ramdisk
+	// is booted with ipa-inspection-callback-url set to
+	// APIURL/v1/continue_inspection.
+	APIURL string
+	// PowerOffWait bounds the wait for a node to power off after its
+	// agent was asked to (standby.power_off) at the end of a deploy,
+	// before the conductor powers it off out of band (Ironic's
+	// [agent]post_deploy_get_power_state_retries times
+	// post_deploy_get_power_state_retry_interval); default 30 s.
+	PowerOffWait time.Duration
+	// PowerOffPollInterval is how often the power state is read during
+	// that wait; default 5 s.
+	PowerOffPollInterval time.Duration
+	// ForceOOBPowerOff is Ironic's [agent]deploy_forces_oob_reboot: the
+	// agent is not asked to power the node off; its disks are flushed
+	// (standby.sync) and the node is powered off out of band.
+	ForceOOBPowerOff bool
+	// SyncTimeout bounds the flush (standby.sync, retries included)
+	// before a hard power off, so a hung agent delays a power action by
+	// at most this long; default 30 s.
+	SyncTimeout time.Duration
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	out := *o
+	if out.Hostname == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return out, fmt.Errorf("baremetal: conductor hostname: %w", err)
+		}
+		out.Hostname = h
+	}
+	if len(out.Hostname) > 255 {
+		return out, &baremetal.InvalidFieldError{Kind: "conductor", Ident: out.Hostname[:32], Field: "hostname", Expected: "at most 255 characters"}
+	}
+	if out.DrainTimeout == 0 {
+		out.DrainTimeout = DefaultDrainTimeout
+	}
+	if out.Workers <= 0 {
+		out.Workers = DefaultWorkers
+	}
+	if out.Clock == nil {
+		out.Clock = baremetal.SystemClock()
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.LockPolicy == nil {
+		p := baremetal.DefaultLockPolicy()
+		out.LockPolicy = &p
+	}
+	if out.LockPolicy.Clock == nil {
+		p := *out.LockPolicy
+		p.Clock = out.Clock
+		out.LockPolicy = &p
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&out.DeployCallbackTimeout, DefaultCallbackTimeout)
+	def(&out.CleanCallbackTimeout, DefaultCallbackTimeout)
+	def(&out.RescueCallbackTimeout, DefaultCallbackTimeout)
+	def(&out.ServiceCallbackTimeout, DefaultCallbackTimeout)
+	def(&out.InspectWaitTimeout, DefaultCallbackTimeout)
+	def(&out.CheckProvisionStateInterval, DefaultCheckProvisionInterval)
+	def(&out.SyncPowerStateInterval, DefaultSyncPowerStateInterval)
+	def(&out.PowerFailureRecoveryInterval, DefaultPowerRecoveryInterval)
+	def(&out.PowerStateChangeTimeout, DefaultPowerStateChangeTimeout)
+	def(&out.IntentPollInterval, DefaultIntentPollInterval)
+	def(&out.KeepaliveInterval, DefaultKeepaliveInterval)
+	def(&out.MaxConductorWaitStep, DefaultMaxConductorWaitStep)
+	if out.PowerStateSyncMaxRetries <= 0 {
+		out.PowerStateSyncMaxRetries = DefaultPowerStateSyncRetries
+	}
+	if out.PeriodicMaxWorkers <= 0 {
+		out.PeriodicMaxWorkers = DefaultPeriodicMaxWorkers
+	}
+	if out.MaxConcurrentDeploy == 0 {
+		out.MaxConcurrentDeploy = DefaultMaxConcurrentDeploy
+	}
+	if out.MaxConcurrentClean == 0 {
+		out.MaxConcurrentClean = DefaultMaxConcurrentClean
+	}
+	return out, nil
+}
+
+// ErrConductorNotRunning is returned by verbs called before Start or after
+// Stop.
+var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
+
+// Conductor is the provisioning engine: it accepts verbs by persisting
+// their intent on the node row, and executes them in a bounded worker
+// pool under the node's exclusive reservation. All node state lives in the
+// Store, so another conductor can resume whatever this one leaves behind.
+//
+// A Conductor is built with New, started with Start (or Run, which also
+// blocks and drains when its context ends) and stopped with Stop or Drain.
+// Its methods are safe for concurrent use.
+type Conductor struct {
+	// bootTokens holds the token desk of each node this conductor is
+	// powering into a ramdisk (node UUID to *tokenDesk), so a lookup
+	// during the power action needs no lock (see EnsureAgentToken).
+	bootTokens sync.Map
+
+	store   baremetal.Store
+	drivers *driver.Registry
+	agent   AgentSettings
+	opts    Options
+	host    string
+	clock   baremetal.Clock
+	log     *slog.Logger
+	fsm     *statemachine.Machine
+	metrics *Metrics
+	hub     *watchHub
+
+	running atomic.Bool
+	mu      sync.Mutex
+	state   lifecycle
+	record  *baremetal.ConductorRecord
+	cancel  context.CancelFunc // ends background loops
+	workCtx context.Context    // passed to jobs; cancelled when Stop gives up waiting
+	workEnd context.CancelFunc
+	loops   sync.WaitGroup // pickup, dispatcher, periodic loops
+	workers sync.WaitGroup
+
+	queue   *jobQueue
+	handoff chan job // unbuffered: succeeds only when a worker is idle
+	stopCh  chan struct{}
+	busy    atomic.Int64
+
+	powerMu       sync.Mutex
+	powerFailures map[string]int
+
+	hbMu      sync.Mutex
+	pendingHB map[string]agentclient.Heartbeat
+
+	plannerOnce sync.Once
+	plan        *steps.Planner
+
+	cluster *cluster // nil for a lone conductor
+}
+
+type lifecycle int
+
+const (
+	lifecycleNew lifecycle = iota
+	lifecycleRunning
+	lifecycleStopped
+)
+
+// New builds a conductor over store with the driver registry drivers. It
+// does not touch the store until Start.
+func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conductor, error) {
+	if store == nil {
+		return nil, &baremetal.InvalidFieldError{Kind: "conductor", Field: "store", Expected: "a Store"}
+	}
+	if drivers == nil {
+		return nil, &baremetal.InvalidFieldError{Kind: "conductor", Field: "drivers", Expected: "a driver registry"}
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	agent := o.Agent
+	if agent.FastTrackTimeout <= 0 {
+		agent.FastTrackTimeout = 300 * time.Second
+	}
+	if agent.PowerOffWait <= 0 {
+		agent.PowerOffWait = 30 * time.Second
+	}
+	if agent.PowerOffPollInterval <= 0 {
+		agent.PowerOffPollInterval = 5 * time.Second
+	}
+	if agent.SyncTimeout <= 0 {
+		agent.SyncTimeout = 30 * time.Second
+	}
+	c := &Conductor{
+		store:         store,
+		drivers:       drivers,
+		agent:         agent,
+		opts:          o,
+		host:          o.Hostname,
+		clock:         o.Clock,
+		log:           o.Logger.With("component", "conductor", "conductor", o.Hostname),
+		fsm:           statemachine.NewProvisionMachine(),
+		metrics:       newMetrics(o.Hostname),
+		hub:           newWatchHub(),
+		queue:         newJobQueue(),
+		handoff:       make(chan job),
+		stopCh:        make(chan struct{}),
+		powerFailures: make(map[string]int),
+		pendingHB:     make(map[string]agentclient.Heartbeat),
+	}
+	c.metrics.workers.Set(float64(o.Workers))
+	return c, nil
+}
+
+// Hostname returns the conductor's hostname, the value it writes into the
+// reservation of the nodes it locks.
+func (c *Conductor) Hostname() string { return c.host }
+
+// Store returns the conductor's store, for reading nodes.
+func (c *Conductor) Store() baremetal.Store { return c.store }
+
+// Start registers the conductor, recovers from a previous run of the same
+// hostname (clears its reservations and pending power actions, fails the
+// nodes it left in an active "-ing" state without a pending intent), picks
+// up accepted intents, and starts the worker pool and the periodic tasks.
+// The goroutines run until Stop; ctx bounds only the start-up itself, and
+// Start returns as soon as the conductor runs (Run is the blocking form).
+func (c *Conductor) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != lifecycleNew {
+		return fmt.Errorf("baremetal: conductor %s: Start called twice or after Stop", c.host)
+	}
+	if _, err := c.store.ClearTargetPowerStateOf(ctx, c.host,
+		fmt.Sprintf("Pending power operation was aborted due to conductor %s restart", c.host)); err != nil {
+		return fmt.Errorf("baremetal: conductor %s start: clear pending power actions: %w", c.host, err)
+	}
+	if _, err := c.store.ReleaseReservationsOf(ctx, c.host); err != nil {
+		return fmt.Errorf("baremetal: conductor %s start: release stale reservations: %w", c.host, err)
+	}
+	rec, err := c.store.RegisterConductor(ctx, baremetal.ConductorRegistration{
+		Hostname:       c.host,
+		ConductorGroup: c.opts.ConductorGroup,
+		Drivers:        c.drivers.Enabled().HardwareTypes,
+		Interfaces:     c.hardwareInterfaces(),
+		UpdateExisting: true,
+	})
+	if err != nil {
+		return fmt.Errorf("baremetal: conductor %s start: register: %w", c.host, err)
+	}
+	c.record = rec
+	if err := c.startCluster(ctx); err != nil {
+		return fmt.Errorf("baremetal: conductor %s start: %w", c.host, err)
+	}
+
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.workCtx, c.workEnd = context.WithCancel(context.Background())
+	c.state = lifecycleRunning
+	c.running.Store(true)
+
+	for i := 0; i < c.opts.Workers; i++ {
+		c.workers.Add(1)
+		go c.worker()
+	}
+	c.loops.Add(1)
+	go c.dispatch(bg)
+
+	if err := c.recoverNodes(ctx); err != nil {
+		c.log.Warn("start-up recovery incomplete", "error", err)
+	}
+	c.startPeriodics(bg)
+	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
+	return nil
+}
+
+func (c *Conductor) hardwareInterfaces() []baremetal.HardwareInterface {
+	var out []baremetal.HardwareInterface
+	en := c.drivers.Enabled()
+	for _, hw := range en.HardwareTypes {
+		for _, k := range driver.Kinds() {
+			def, _ := c.drivers.DefaultInterface(hw, k)
+			for _, name := range en.Interfaces[k] {
+				out = append(out, baremetal.HardwareInterface{HardwareType: hw, InterfaceType: string(k), InterfaceName: name, Default: name == def})
+			}
+		}
+	}
+	return out
+}
+
+// Stop stops accepting work, lets the running operations finish until ctx
+// ends (then cancels them: the nodes are left for the next start-up to
+// fail or resume), releases the conductor's reservations and unregisters
+// it. Intents still queued stay in the database for the next owner. Last,
+// it ends every Subscribe and closes every Watch channel, waiting for their
+// goroutines to return.
+func (c *Conductor) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state == lifecycleNew {
+		// A conductor stopped before it started still owns the Watches
+		// and subscriptions made on it; it cannot be started afterwards.
+		c.state = lifecycleStopped
+		c.mu.Unlock()
+		c.hub.close()
+		return nil
+	}
+	if c.state != lifecycleRunning {
+		c.mu.Unlock()
+		return nil
+	}
+	c.state = lifecycleStopped
+	c.running.Store(false)
+	c.cancel()
+	close(c.stopCh)
+	c.queue.close()
+	c.mu.Unlock()
+
+	c.loops.Wait()
+	done := make(chan struct{})
+	go func() {
+		c.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.workEnd()
+		<-done
+	}
+	c.workEnd()
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if _, err := c.store.ReleaseReservationsOf(cleanup, c.host); err != nil {
+		errs = append(errs, fmt.Errorf("release reservations: %w", err))
+	}
+	if err := c.store.UnregisterConductor(cleanup, c.host); err != nil {
+		errs = append(errs, fmt.Errorf("unregister: %w", err))
+	}
+	c.announceMembership(cleanup)
+	c.hub.close()
+	c.log.Info("conductor stopped")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)
+	}
+	return nil
+}
+
+// job is one unit of work for the pool: an intent to execute or a
+// heartbeat to process.
+type job struct {
+	uuid string
+	kind jobKind
+	// node is set when the job is handed over with the reservation
+	// already held by this conductor (the verb just took it).
+	node *baremetal.Node
+}
+
+type jobKind int
+
+const (
+	jobIntent jobKind = iota
+	jobHeartbeat
+)
+
+func (j job) key() string {
+	if j.kind == jobHeartbeat {
+		return "hb:" + j.uuid
+	}
+	return j.uuid
+}
+
+// jobQueue is the FIFO of work waiting for a worker. It holds node UUIDs
+// only: the work itself is the intent persisted on the node, so nothing is
+// lost if the process dies with a full queue.
+type jobQueue struct {
+	mu     sync.Mutex
+	items  []job
+	queued map[string]bool
+	wake   chan struct{}
+	closed bool
+}
+
+func newJobQueue() *jobQueue {
+	return &jobQueue{queued: make(map[string]bool), wake: make(chan struct{}, 1)}
+}
+
+func (q *jobQueue) push(j job) bool {
+	j.node = nil
+	q.mu.Lock()
+	if q.closed || q.queued[j.key()] {
+		q.mu.Unlock()
+		return false
+	}
+	q.queued[j.key()] = true
+	q.items = append(q.items, j)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (q *jobQueue) pop(ctx context.Context) (job, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			j := q.items[0]
+			q.items[0] = job{}
+			q.items = q.items[1:]
+			delete(q.queued, j.key())
+			q.mu.Unlock()
+			return j, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return job{}, false
+		}
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+			return job{}, false
+		}
+	}
+}
+
+func (q *jobQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
+func (q *jobQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.items = nil
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit hands j to an idle worker at once, or queues it. A job carrying
+// a reservation that cannot be handed over has its reservation released
+// first: queued work never holds a lock.
+func (c *Conductor) submit(j job) {
+	if !c.running.Load() {
+		if j.node != nil {
+			c.releaseQuietly(j.node.UUID)
+		}
+		return
+	}
+	select {
+	case c.handoff <- j:
+		return
+	default:
+	}
+	if j.node != nil {
+		// The reservation goes; the worker that pops the job later
+		// reserves the node afresh (and reads it anew).
+		c.releaseQuietly(j.node.UUID)
+		j.node = nil
+	}
+	c.queue.push(j)
+	c.metrics.queuedIntents.Set(float64(c.queue.len()))
+}
+
+// releaseQuietly releases this conductor's reservation of the node. A
+// release the store fails (a database stalled past the 10 s bound, a
+// dropped connection) is tried again with a growing pause, up to six
+// attempts: nothing else would ever release a live conductor's
+// reservation, and the node's agent and verbs would be refused until a
+// restart. A stopping conductor stops retrying: Stop releases all its
+// reservations.
+func (c *Conductor) releaseQuietly(uuid string) {
+	pause := time.Second
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.store.ReleaseNode(ctx, uuid, c.host)
+		cancel()
+		if err == nil || errors.Is(err, baremetal.ErrNodeNotLocked) || errors.Is(err, baremetal.ErrNotFound) {
+			return
+		}
+		if attempt >= releaseAttempts {
+			c.log.Error("release failed; the node stays reserved until this conductor stops or restarts", "node", uuid, "attempts", attempt, "error", err)
+			return
+		}
+		c.log.Warn("release failed; retrying", "node", uuid, "attempt", attempt, "error", err)
+		select {
+		case <-c.stopCh:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 8*time.Second)
+	}
+}
+
+// releaseAttempts bounds releaseQuietly's attempts.
+const releaseAttempts = 6
+
+// dispatch feeds queued jobs to workers as they become free.
+func (c *Conductor) dispatch(ctx context.Context) {
+	defer c.loops.Done()
+	for {
+		j, ok := c.queue.pop(ctx)
+		if !ok {
+			return
+		}
+		c.metrics.queuedIntents.Set(float64(c.queue.len()))
+		select {
+		case c.handoff <- j:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *Conductor) worker() {
+	defer c.workers.Done()
+	for {
+		select {
+		case j := <-c.handoff:
+			c.busy.Add(1)
+			c.metrics.busyWorkers.Inc()
+			c.runJob(c.workCtx, j)
+			c.metrics.busyWorkers.Dec()
+			c.busy.Add(-1)
+		case <-c.stopCh:
+			return
+		}
+	}
+}

@@ -1,0 +1,437 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// intentKey is the driver_internal_info key holding an accepted verb's
+// intent until a worker starts executing it.
+const intentKey = "anvil_intent"
+
+// intent is the work a verb asked for, persisted on the node row.
+type intent struct {
+	Op          string         `json:"op"`
+	RequestedAt time.Time      `json:"requested_at"`
+	Args        map[string]any `json:"args,omitempty"`
+}
+
+func (in intent) encode() map[string]any {
+	m := map[string]any{"op": in.Op, "requested_at": in.RequestedAt.UTC().Format(time.RFC3339Nano)}
+	if in.Args != nil {
+		m["args"] = in.Args
+	}
+	return m
+}
+
+func readIntent(n *baremetal.Node) (intent, bool) {
+	raw, ok := n.DriverInternalInfo[intentKey].(map[string]any)
+	if !ok {
+		return intent{}, false
+	}
+	op, _ := raw["op"].(string)
+	if op == "" {
+		return intent{}, false
+	}
+	in := intent{Op: op}
+	if s, ok := raw["requested_at"].(string); ok {
+		in.RequestedAt, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	in.Args, _ = raw["args"].(map[string]any)
+	return in, true
+}
+
+// task is a node held under this conductor's exclusive reservation. Every
+// write is a compare-and-swap on the node's version together with the
+// reservation, so a conductor that lost the node cannot overwrite the new
+// owner's work.
+type task struct {
+	c     *Conductor
+	node  *baremetal.Node
+	drv   *driver.Driver
+	ports []*baremetal.Port
+	// portsLoaded says ports were read from the store.
+	portsLoaded bool
+	// noPorts leaves ports out of the driver's view, for the power sync,
+	// whose power reads need none (Ironic loads ports lazily).
+	noPorts bool
+}
+
+func (c *Conductor) newTask(n *baremetal.Node) *task { return &task{c: c, node: n} }
+
+// acquire reserves node ident for an operation, retrying a locked node per
+// the lock policy.
+func (c *Conductor) acquire(ctx context.Context, ident string) (*task, error) {
+	n, err := c.store.GetNode(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+	if err != nil {
+		return nil, err
+	}
+	return c.newTask(locked), nil
+}
+
+func (t *task) release() {
+	t.c.releaseQuietly(t.node.UUID)
+}
+
+func (t *task) uuid() string { return t.node.UUID }
+
+// save writes the node as a fenced compare-and-swap.
+func (t *task) save(ctx context.Context) error {
+	if err := t.c.store.UpdateNode(ctx, t.node, t.c.host); err != nil {
+		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+	}
+	return nil
+}
+
+// driver resolves the node's composed driver.
+func (t *task) driver() (*driver.Driver, error) {
+	if t.drv != nil {
+		return t.drv, nil
+	}
+	d, err := t.c.drivers.Resolve(nodeInterfaces(t.node))
+	if err != nil {
+		return nil, err
+	}
+	t.drv = d
+	return d, nil
+}
+
+func nodeInterfaces(n *baremetal.Node) driver.NodeInterfaces {
+	return driver.NodeInterfaces{
+		Node:         n.UUID,
+		HardwareType: n.Driver,
+		Interfaces: map[driver.Kind]string{
+			driver.KindBIOS: n.BIOSInterface, driver.KindBoot: n.BootInterface,
+			driver.KindConsole: n.ConsoleInterface, driver.KindDeploy: n.DeployInterface,
+			driver.KindFirmware: n.FirmwareInterface, driver.KindInspect: n.InspectInterface,
+			driver.KindManagement: n.ManagementInterface, driver.KindNetwork: n.NetworkInterface,
+			driver.KindPower: n.PowerInterface, driver.KindRAID: n.RAIDInterface,
+			driver.KindRescue: n.RescueInterface, driver.KindStorage: n.StorageInterface,
+			driver.KindVendor: n.VendorInterface,
+		},
+		InstanceInfo: n.InstanceInfo,
+	}
+}
+
+func (t *task) loadPorts(ctx context.Context) ([]*baremetal.Port, error) {
+	if t.portsLoaded {
+		return t.ports, nil
+	}
+	ps, err := t.c.store.ListPorts(ctx, t.node.UUID)
+	if err != nil {
+		return nil, err
+	}
+	t.ports, t.portsLoaded = ps, true
+	return ps, nil
+}
+
+// view builds the driver's view of the node.
+func (t *task) view(ctx context.Context) (*driver.Task, error) {
+	d, err := t.driver()
+	if err != nil {
+		return nil, err
+	}
+	var ps []*baremetal.Port
+	if !t.noPorts {
+		ps, err = t.loadPorts(ctx)
+		if err != nil {
+			return nil, err
+		}
+	}
+	n := t.node
+	v := &driver.Task{
+		NodeUUID: n.UUID, NodeName: n.Name, HardwareType: n.Driver,
+		Interfaces: d.Names, ProvisionState: n.ProvisionState,
+		PowerState:         driver.PowerState(n.PowerState),
+		DriverInfo:         baremetal.CloneMap(n.DriverInfo),
+		DriverInternalInfo: baremetal.CloneMap(n.DriverInternalInfo),
+		InstanceInfo:       baremetal.CloneMap(n.InstanceInfo),
+		Properties:         baremetal.CloneMap(n.Properties),
+	}
+	for _, p := range ps {
+		v.Ports = append(v.Ports, driver.Port{UUID: p.UUID, Address: p.Address, PXEEnabled: p.PXEEnabled,
+			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: baremetal.CloneMap(p.LocalLinkConnection), Extra: baremetal.CloneMap(p.Extra)})
+	}
+	return v, nil
+}
+
+// absorb copies what a driver changed on v into the node (unsaved) and
+// creates or updates the ports it added or changed.
+func (t *task) absorb(ctx context.Context, v *driver.Task) error {
+	ch := v.Changes()
+	if ch.DriverInfo != nil {
+		t.node.DriverInfo = ch.DriverInfo
+	}
+	if ch.DriverInternalInfo != nil {
+		t.node.DriverInternalInfo = ch.DriverInternalInfo
+	}
+	if ch.InstanceInfo != nil {
+		t.node.InstanceInfo = ch.InstanceInfo
+	}
+	if ch.Properties != nil {
+		t.node.Properties = ch.Properties
+	}
+	if !ch.PortsChanged {
+		return nil
+	}
+	existing := map[string]*baremetal.Port{}
+	for _, p := range t.ports {
+		existing[p.UUID] = p
+	}
+	for _, dp := range ch.Ports {
+		if dp.UUID == "" {
+			p := &baremetal.Port{NodeUUID: t.node.UUID, Address: dp.Address, PXEEnabled: dp.PXEEnabled, PhysicalNetwork: dp.PhysicalNetwork,
+				LocalLinkConnection: dp.LocalLinkConnection, Extra: dp.Extra}
+			if err := t.c.store.CreatePort(ctx, p); err != nil {
+				if errors.Is(err, baremetal.ErrDuplicate) {
+					continue
+				}
+				return fmt.Errorf("baremetal: node %s: create port %s: %w", t.node.UUID, dp.Address, err)
+			}
+			t.ports = append(t.ports, p)
+			continue
+		}
+		p, ok := existing[dp.UUID]
+		if !ok {
+			continue
+		}
+		p.PXEEnabled, p.PhysicalNetwork = dp.PXEEnabled, dp.PhysicalNetwork
+		p.LocalLinkConnection, p.Extra = dp.LocalLinkConnection, dp.Extra
+		if err := t.c.store.UpdatePort(ctx, p); err != nil {
+			return fmt.Errorf("baremetal: node %s: update port %s: %w", t.node.UUID, p.Address, err)
+		}
+	}
+	return nil
+}
+
+// call runs fn against a fresh driver view and absorbs its changes, also
+// when fn fails (a driver may record partial progress).
+func (t *task) call(ctx context.Context, fn func(*driver.Driver, *driver.Task) error) error {
+	d, err := t.driver()
+	if err != nil {
+		return err
+	}
+	v, err := t.view(ctx)
+	if err != nil {
+		return err
+	}
+	callErr := fn(d, v)
+	if err := t.absorb(ctx, v); err != nil {
+		return errors.Join(callErr, err)
+	}
+	return callErr
+}
+
+// moveOpts tune a transition like Ironic's process_event arguments.
+type moveOpts struct {
+	// target is the explicit target state (manual clean: manageable).
+	target statemachine.State
+	// work says work follows the transition (a callback in Ironic), so
+	// last_error is reset to lastError and a stable state keeps its
+	// target.
+	work bool
+	// lastError is recorded as last_error (set when non-empty, and always
+	// when work follows).
+	lastError string
+	// keepTarget keeps the current target (manual clean and timeouts).
+	keepTarget bool
+}
+
+// process fires ev on the node, persists the new states and publishes
+// the transition.
+func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) error {
+	n := t.node
+	from := n.ProvisionState
+	explicit := o.target
+	if o.keepTarget && explicit == "" && statemachine.State(n.TargetProvisionState) != "" &&
+		t.c.fsm.IsStable(statemachine.State(n.TargetProvisionState)) {
+		explicit = statemachine.State(n.TargetProvisionState)
+	}
+	cur := statemachine.State(n.TargetProvisionState)
+	if cur != "" && !t.c.fsm.IsStable(cur) {
+		cur = ""
+	}
+	next, target, err := t.c.fsm.Apply(statemachine.Move{
+		State: statemachine.State(from), Target: cur, Event: ev,
+		ExplicitTarget: explicit, WorkFollows: o.work,
+	})
+	if err != nil {
+		return fmt.Errorf("baremetal: node %s: %w", n.UUID, err)
+	}
+	n.ProvisionState, n.TargetProvisionState = string(next), string(target)
+	if o.work || o.lastError != "" {
+		n.LastError = o.lastError
+	}
+	h := t.c.transitionHistory(n, from, string(ev), o.lastError)
+	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
+		// The state change and its history line commit together.
+		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
+			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
+		}
+		h = nil
+	} else if err := t.save(ctx); err != nil {
+		return err
+	}
+	t.c.transitioned(ctx, n, from, string(ev), o.lastError, h)
+	return nil
+}
+
+// transitionHistory is the history entry recording a transition of n
+// from from by ev.
+func (c *Conductor) transitionHistory(n *baremetal.Node, from, ev, errText string) *baremetal.HistoryEntry {
+	sev := baremetal.HistoryInfo
+	msg := fmt.Sprintf("%s -> %s (event %s, target %s)", from, n.ProvisionState, ev, orNone(n.TargetProvisionState))
+	if errText != "" {
+		sev = baremetal.HistoryError
+		msg += ": " + errText
+	}
+	// The store masks secrets in history messages itself.
+	return &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: truncEvent("provision state " + n.ProvisionState), EventType: "provisioning",
+		Message: msg, Severity: sev, Conductor: c.host}
+}
+
+// transitioned records a committed transition: the history entry h when
+// it was not written with the change (nil when it was), watchers,
+// metrics.
+func (c *Conductor) transitioned(ctx context.Context, n *baremetal.Node, from, ev, errText string, h *baremetal.HistoryEntry) {
+	c.metrics.transitions.WithLabelValues(from, n.ProvisionState, ev).Inc()
+	e := Event{Time: c.clock.Now(), Type: EventTransition, NodeUUID: n.UUID, NodeName: n.Name,
+		From: from, To: n.ProvisionState, Target: n.TargetProvisionState, Trigger: ev, Error: errText, Conductor: c.host}
+	if h != nil {
+		c.addHistory(ctx, h)
+	}
+	c.hub.publish(e)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (c *Conductor) history(ctx context.Context, uuid, event, eventType, msg, severity string) {
+	// The store masks secrets in history messages itself.
+	c.addHistory(ctx, &baremetal.HistoryEntry{NodeUUID: uuid, Event: truncEvent(event), EventType: eventType, Message: msg, Severity: severity, Conductor: c.host})
+}
+
+// addHistory appends h to its node's history, logging a failure.
+func (c *Conductor) addHistory(ctx context.Context, h *baremetal.HistoryEntry) {
+	if err := c.store.AddHistory(context.WithoutCancel(ctx), h); err != nil {
+		c.log.Warn("node history not recorded", "node", h.NodeUUID, "error", err)
+	}
+}
+
+// truncEvent caps a history event at the store's 255 bytes.
+func truncEvent(event string) string {
+	if len(event) > 255 {
+		return event[:255]
+	}
+	return event
+}
+
+func (c *Conductor) publish(e Event) {
+	if e.Time.IsZero() {
+		e.Time = c.clock.Now()
+	}
+	e.Conductor = c.host
+	c.hub.publish(e)
+}
+
+// runJob executes one job on a worker.
+func (c *Conductor) runJob(ctx context.Context, j job) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("job panicked", "node", j.uuid, "panic", r)
+			if j.node != nil {
+				c.releaseQuietly(j.uuid)
+			}
+		}
+	}()
+	if j.kind == jobHeartbeat {
+		c.processHeartbeat(ctx, j.uuid)
+		return
+	}
+	n := j.node
+	if n == nil {
+		var err error
+		n, err = c.store.ReserveNode(ctx, j.uuid, c.host)
+		if err != nil {
+			if errors.Is(err, baremetal.ErrNodeLocked) {
+				c.retryLater(j)
+			} else if !errors.Is(err, baremetal.ErrNotFound) {
+				c.log.Warn("cannot reserve node for accepted work", "node", j.uuid, "error", err)
+				c.retryLater(j)
+			}
+			return
+		}
+	}
+	if !c.ownsNode(n) {
+		c.handOff(n)
+		return
+	}
+	t := c.newTask(n)
+	defer t.release()
+	in, ok := readIntent(n)
+	if !ok {
+		return
+	}
+	c.execute(ctx, t, in)
+}
+
+// retryLater queues j again after a short real-time delay: the node was
+// locked (by a heartbeat being processed, or another conductor), and the
+// intent is still in the database.
+func (c *Conductor) retryLater(j job) {
+	if !c.running.Load() {
+		return
+	}
+	time.AfterFunc(200*time.Millisecond, func() {
+		if c.running.Load() {
+			c.queue.push(job{uuid: j.uuid, kind: j.kind})
+		}
+	})
+}
+
+// consumeIntent removes the intent from the node; the caller saves it
+// with its first write, so a crash before that write leaves the intent
+// for the next owner and a crash after it leaves a node Ironic would fail.
+func (t *task) consumeIntent() {
+	delete(t.node.DriverInternalInfo, intentKey)
+}
+
+// fail is the generic error handler: it records lastError and fires
+// "fail" (when the state allows it), keeping the target for manual
+// cleaning.
+func (t *task) fail(ctx context.Context, msg string, keepTarget bool) {
+	t.consumeIntent()
+	if !t.c.fsm.Allows(statemachine.State(t.node.ProvisionState), statemachine.EventFail) {
+		t.node.LastError = msg
+		if err := t.save(ctx); err != nil {
+			t.c.log.Warn("cannot record failure", "node", t.uuid(), "error", err)
+		}
+		return
+	}
+	if err := t.process(ctx, statemachine.EventFail, moveOpts{lastError: msg, keepTarget: keepTarget}); err != nil {
+		t.c.log.Warn("cannot record failure", "node", t.uuid(), "error", err, "failure", msg)
+	}
+}
+
+// describeErr renders an error for last_error without secrets.
+func describeErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return baremetal.MaskText(strings.TrimSpace(err.Error()))
+}

@@ -1,0 +1,724 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RerunSafeStepper is an optional capability of a driver interface
+// implementation that has steps: it says which of its steps may run again
+// after a conductor died while running them (the step converges to the
+// same result however often it runs, such as setting a BIOS value or
+// writing the same image). A new owner resumes a deploy, clean or service
+// at such a step instead of failing the node. Steps it does not name are
+// assumed unsafe.
+type RerunSafeStepper interface {
+	StepRerunSafe(kind steps.Kind, step string) bool
+}
+
+// AgentHandoffStepper is an optional capability of an implementation
+// with steps: it names the steps whose only work is to hand a command to
+// the ramdisk agent (the direct interface's write_image sends
+// deploy.execute_deploy_step and does nothing else). Such a step,
+// interrupted by a conductor's death, is decided by asking the agent: the
+// new owner waits for the agent when it knows the step, and runs the step
+// again when a reachable agent never received it (nothing was done yet).
+type AgentHandoffStepper interface {
+	StepHandsOffToAgent(kind steps.Kind, step string) bool
+}
+
+// EventTakeover is published when a conductor resumes a node it took over
+// from a dead conductor.
+const EventTakeover EventType = "takeover"
+
+// ClusterCollectors returns the Prometheus collectors of the conductor's
+// multi-conductor machinery (rings and takeovers), for the embedder to
+// register beside Metrics(); nil for a lone conductor.
+func (c *Conductor) ClusterCollectors() []prometheus.Collector {
+	if c.cluster == nil {
+		return nil
+	}
+	return []prometheus.Collector{c.cluster.own, c.cluster.takeovers, c.cluster.latency}
+}
+
+// CheckOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
+// §4.6): the reservations of conductors that stopped heart-beating for the
+// heartbeat timeout are released, and every node this conductor owns that
+// was left mid-operation by a dead conductor is taken over:
+//
+//   - a pending power action (target_power_state without an intent) is
+//     cleared, with a node history note and last_error saying why;
+//   - deploying, cleaning and servicing are resumed from the persisted
+//     step index when the interrupted step is safe to re-run (see
+//     resumable), restarted when no step had started (see restart), and
+//     failed as Ironic does otherwise (cleaning also puts the node in
+//     maintenance);
+//   - the other active states (verifying, inspecting, rescuing, deleting,
+//     ...) are failed as a conductor start-up fails them, so nothing is
+//     left stuck;
+//   - wait and hold states are left alone: the next agent heartbeat is
+//     processed by the new owner, since all progress is in the database.
+//
+// A conductor restarted under the same hostname leaves the nodes it finds
+// interrupted to this task too, so both paths follow the same rule.
+//
+// A cluster conductor runs it every ClusterOptions.OrphanCheckInterval, as
+// Ironic does, and also at the moment a peer it saw alive would cross the
+// heartbeat timeout (see runOrphanChecks): a dead conductor's reservations
+// are released about one heartbeat timeout after its last keepalive, not
+// up to one check interval later. Tests call it directly.
+func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
+	if c.breakOrphans(ctx) {
+		c.takeOverInterrupted(ctx)
+	}
+}
+
+// orphanDeadlineEpsilon is how long after a peer's last keepalive plus the
+// heartbeat timeout the prompt orphan check runs. The store keeps
+// keepalives to the microsecond and calls a conductor dead only once its
+// keepalive is strictly older than the timeout, so a check at exactly
+// that instant could still find it alive.
+const orphanDeadlineEpsilon = 10 * time.Millisecond
+
+// runOrphanChecks starts the conductor's orphan check loop (it ends with
+// ctx): the release of dead conductors' reservations, and the takeover of
+// the nodes they left mid-operation, run
+//
+//   - every OrphanCheckInterval, as Ironic's periodic task does, which also
+//     catches the conductors this one never saw alive; and
+//   - as soon as a live peer's keepalive would be older than the heartbeat
+//     timeout: the loop reads the live conductors (their rows' updated_at,
+//     one query) and sleeps until the earliest peer's last keepalive +
+//     heartbeat timeout + orphanDeadlineEpsilon. On waking it reads them
+//     again: a peer that kept itself alive meanwhile moves the deadline on;
+//     a peer gone from the list (dead, or drained or stopped, which the
+//     check then leaves alone) makes the check run at once. A peer that
+//     drained before dying is left to the interval.
+//
+// Keepalives are stamped, and "dead" decided, by the store's clock (every
+// process's sqlstore uses its own clock, the system clock by default,
+// against the same cutoff rule); the deadline is turned into a wait on the
+// conductor's clock, which must therefore agree with the store's, as both
+// do by default. A deadline that this conductor's clock says has passed
+// while the store still lists the peer alive (a slow query, or clocks
+// apart) is retried after a doubling pause, never in a busy loop. Each
+// wait is at most one heartbeat timeout, so a conductor that joins after a
+// look is seen before its own deadline.
+//
+// A disabled OrphanCheckInterval (negative) disables both.
+func (c *Conductor) runOrphanChecks(ctx context.Context) {
+	cl := c.cluster
+	if cl == nil || cl.opts.OrphanCheckInterval <= 0 {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		w := &peerWatch{self: c.host, timeout: cl.opts.Ring.HeartbeatTimeout}
+		tick := c.clock.After(cl.opts.OrphanCheckInterval)
+		deadline := c.clock.After(c.watchPeers(ctx, w))
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+				c.checkOrphansPeriodic(ctx)
+				tick = c.clock.After(cl.opts.OrphanCheckInterval)
+			case <-deadline:
+				wait := c.watchPeers(ctx, w)
+				if w.gone {
+					c.checkOrphansPeriodic(ctx)
+				}
+				deadline = c.clock.After(wait)
+			}
+		}
+	}()
+}
+
+// watchPeers reads the live conductors once and returns how long to wait
+// before the next look; w.gone says whether a peer seen alive before is
+// no longer. A failed read is retried after one heartbeat timeout.
+func (c *Conductor) watchPeers(ctx context.Context, w *peerWatch) time.Duration {
+	alive, err := c.store.ListAliveConductors(ctx, w.timeout)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("orphan check: cannot list live conductors", "error", err)
+		}
+		w.gone = false
+		return w.timeout
+	}
+	return w.observe(c.clock.Now(), alive)
+}
+
+// peerWatch is the state of the prompt orphan check (see
+// runOrphanChecks): the peers seen alive at the last look, by lower-cased
+// hostname, with their last keepalive.
+type peerWatch struct {
+	self    string
+	timeout time.Duration
+	seen    map[string]time.Time
+	// gone is set by observe when a peer of the previous look is missing.
+	gone bool
+	// late is the pause after a deadline that passed on the conductor's
+	// clock while the store still listed the peer alive.
+	late time.Duration
+}
+
+// observe takes the live conductors listed just before now and returns
+// how long to wait for the earliest peer to cross the heartbeat timeout,
+// at most one heartbeat timeout; it sets w.gone when a peer of the
+// previous look is not in alive.
+func (w *peerWatch) observe(now time.Time, alive []*baremetal.ConductorRecord) time.Duration {
+	next := make(map[string]time.Time, len(alive))
+	var earliest time.Time
+	for _, r := range alive {
+		h := strings.ToLower(r.Hostname)
+		if h == strings.ToLower(w.self) {
+			continue
+		}
+		next[h] = r.UpdatedAt
+		if earliest.IsZero() || r.UpdatedAt.Before(earliest) {
+			earliest = r.UpdatedAt
+		}
+	}
+	w.gone = false
+	for h := range w.seen {
+		if _, ok := next[h]; !ok {
+			w.gone = true
+			break
+		}
+	}
+	w.seen = next
+	if earliest.IsZero() {
+		w.late = 0
+		return w.timeout
+	}
+	wait := earliest.Add(w.timeout + orphanDeadlineEpsilon).Sub(now)
+	if wait <= 0 {
+		w.late = min(max(2*w.late, orphanDeadlineEpsilon), w.timeout)
+		return w.late
+	}
+	w.late = 0
+	return min(wait, w.timeout)
+}
+
+// checkOrphansPeriodic is CheckOrphanNodes as the orphan check loop runs
+// it: the takeover of interrupted nodes (which may run steps) goes to a
+// goroutine of its own, so that a long takeover never delays the next
+// release of a dead conductor's reservations; a pass starts only when the
+// previous one finished.
+func (c *Conductor) checkOrphansPeriodic(ctx context.Context) {
+	cl := c.cluster
+	if !c.breakOrphans(ctx) || !cl.takeoverBusy.CompareAndSwap(false, true) {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		defer cl.takeoverBusy.Store(false)
+		c.takeOverInterrupted(ctx)
+	}()
+}
+
+// breakOrphans releases the reservations of dead conductors; it reports
+// false for a lone conductor.
+func (c *Conductor) breakOrphans(ctx context.Context) bool {
+	cl := c.cluster
+	if cl == nil {
+		return false
+	}
+	timeout := cl.opts.Ring.HeartbeatTimeout
+	broken, err := c.store.BreakDeadReservations(ctx, timeout, c.host)
+	if err != nil {
+		c.log.Warn("orphan check: cannot release dead conductors' reservations", "error", err)
+	}
+	now := c.clock.Now()
+	// The dead holders' last keepalives, for the latency metric: read only
+	// when something was released, so a quiet check is one transaction. A
+	// holder restarted meanwhile (its row fresh again) is not measured.
+	lastSeen := map[string]time.Time{}
+	for _, b := range broken {
+		if _, ok := lastSeen[b.Holder]; ok {
+			continue
+		}
+		lastSeen[b.Holder] = time.Time{}
+		if rec, err := c.store.GetConductor(ctx, b.Holder); err == nil && now.Sub(rec.UpdatedAt) >= timeout {
+			lastSeen[b.Holder] = rec.UpdatedAt
+		}
+	}
+	var slowest time.Duration
+	for _, b := range broken {
+		cl.takeovers.WithLabelValues("released").Inc()
+		if seen := lastSeen[b.Holder]; !seen.IsZero() {
+			cl.latency.Observe(now.Sub(seen).Seconds())
+			slowest = max(slowest, now.Sub(seen))
+		}
+		c.history(ctx, b.NodeUUID, "reservation released", "conductor",
+			fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host), baremetal.HistoryWarning)
+	}
+	if len(broken) > 0 {
+		holders := make([]string, 0, len(lastSeen))
+		for h := range lastSeen {
+			holders = append(holders, h)
+		}
+		sort.Strings(holders)
+		args := []any{"nodes", len(broken), "holders", holders}
+		if slowest > 0 {
+			args = append(args, "since_last_keepalive", slowest.Round(time.Millisecond).String())
+		}
+		c.log.Info("released reservations of dead conductors", args...)
+		// A dead conductor leaves the rings as soon as we see it dead.
+		if _, err := cl.own.Refresh(ctx); err != nil {
+			c.log.Warn("ring rebuild failed", "error", err)
+		}
+	}
+	return true
+}
+
+// takeOverInterrupted handles the owned, unreserved nodes left in an
+// active state with no pending intent: a dead (or restarted) conductor
+// was running them.
+func (c *Conductor) takeOverInterrupted(ctx context.Context) {
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: baremetal.Ptr(false)})
+	if err != nil {
+		c.log.Warn("orphan check: cannot list nodes", "error", err)
+		return
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for i := 0; i < c.opts.PeriodicMaxWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for uuid := range work {
+				c.takeOverNode(ctx, uuid)
+			}
+		}()
+	}
+	for _, n := range nodes {
+		if !interrupted(n) {
+			continue
+		}
+		select {
+		case work <- n.UUID:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// interrupted says n was left mid-operation: unreserved, no intent waiting
+// for a worker, and in an active state or with a power action pending.
+func interrupted(n *baremetal.Node) bool {
+	if n.Reserved() {
+		return false
+	}
+	if _, ok := readIntent(n); ok {
+		return false
+	}
+	return statemachine.IsStuckTreatedAsFail(statemachine.State(n.ProvisionState)) || n.TargetPowerState != ""
+}
+
+// takeOverNode takes over one interrupted node. The lock is retried as
+// the conductor's lock policy says: a heartbeat or a verb holding the node
+// for a moment must not make the takeover skip it until the next check.
+func (c *Conductor) takeOverNode(ctx context.Context, uuid string) {
+	locked, err := baremetal.AcquireNode(ctx, c.store, uuid, c.host, *c.opts.LockPolicy)
+	if err != nil {
+		return
+	}
+	t := c.newTask(locked)
+	defer t.release()
+	if !interrupted(&baremetal.Node{ProvisionState: locked.ProvisionState, TargetPowerState: locked.TargetPowerState, DriverInternalInfo: locked.DriverInternalInfo}) || !c.ownsNode(locked) {
+		return
+	}
+	c.recoverInterrupted(ctx, t, fmt.Sprintf("conductor %s took the node over from a dead conductor", c.host))
+}
+
+// recoverInterrupted takes over a node held under t that a conductor left
+// mid-operation; why says what happened, for last_error and the history.
+// It reports whether the node's operation was resumed.
+func (c *Conductor) recoverInterrupted(ctx context.Context, t *task, why string) bool {
+	cl := c.cluster
+	n := t.node
+	if n.TargetPowerState != "" {
+		msg := fmt.Sprintf("Pending power operation to %s was aborted: %s", n.TargetPowerState, why)
+		n.TargetPowerState = ""
+		n.LastError = msg
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("takeover: cannot clear the pending power action", "node", n.UUID, "error", err)
+			return false
+		}
+		c.history(ctx, n.UUID, "power action aborted", "power", msg, baremetal.HistoryWarning)
+		c.countTakeover(cl, "power_cleared")
+	}
+	state := statemachine.State(n.ProvisionState)
+	if !statemachine.IsStuckTreatedAsFail(state) {
+		return false
+	}
+	kind, hasSteps := stepKindOf(state)
+	if hasSteps {
+		if cl != nil && !cl.opts.FailInterrupted {
+			resumed, reason := c.resume(ctx, t, kind, why)
+			if resumed {
+				return true
+			}
+			why += "; " + reason
+		}
+		msg := fmt.Sprintf("%s was interrupted and cannot be resumed: %s", state, why)
+		_ = c.stepsFailed(ctx, t, kind, msg, kind == steps.Clean)
+		c.countTakeover(cl, "failed")
+		return false
+	}
+	t.fail(ctx, fmt.Sprintf("%s was interrupted and cannot be resumed: %s", state, why), true)
+	c.countTakeover(cl, "failed")
+	return false
+}
+
+func (c *Conductor) countTakeover(cl *cluster, outcome string) {
+	if cl != nil {
+		cl.takeovers.WithLabelValues(outcome).Inc()
+	}
+}
+
+// resume continues an interrupted deploy, clean or service run from its
+// persisted step index, when the rule of resumable allows it. It returns
+// false with the reason otherwise, having changed nothing.
+func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
+	n := t.node
+	if done, _ := n.DriverInternalInfo[stepsFinishedKey(kind)].(bool); done {
+		// Every step had finished; the conductor died tearing the run
+		// down (which is idempotent): finish it here.
+		c.history(ctx, n.UUID, "takeover", string(kind),
+			fmt.Sprintf("%s; every step had finished, finishing %s", why, kindVerb(kind)), baremetal.HistoryWarning)
+		c.countTakeover(c.cluster, "finished")
+		if err := c.finishSteps(ctx, t, kind); err != nil {
+			c.log.Warn("resumed teardown ended with an error", "node", n.UUID, "error", err)
+		}
+		return true, ""
+	}
+	prog, err := readNodeProgress(n, kind)
+	if err != nil {
+		return false, "its step progress cannot be read: " + describeErr(err)
+	}
+	if prog.Current == nil || prog.Current.IsZero() || prog.Index == nil {
+		return c.restart(ctx, t, kind, why)
+	}
+	s := *prog.Current
+	decision, reason := c.resumable(ctx, t, kind, s)
+	switch decision {
+	case resumeNo:
+		return false, reason
+	case resumeWait:
+		// The agent still runs (or already finished) the step: wait for
+		// its next heartbeat, which the new owner processes.
+		if err := t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true}); err != nil {
+			return false, "cannot move to the wait state: " + describeErr(err)
+		}
+		c.history(ctx, n.UUID, "takeover", string(kind),
+			fmt.Sprintf("%s; step %s (index %d) is %s, waiting for the agent", why, s.Key(), *prog.Index, reason), baremetal.HistoryWarning)
+		c.countTakeover(c.cluster, "waiting")
+		return true, ""
+	}
+	f := false
+	prog.SkipCurrentStep = &f
+	c.history(ctx, n.UUID, "takeover", string(kind),
+		fmt.Sprintf("%s; resuming %s at step %s (index %d), which %s", why, kindVerb(kind), s.Key(), *prog.Index, reason), baremetal.HistoryWarning)
+	c.countTakeover(c.cluster, "resumed")
+	c.publish(Event{Type: EventTakeover, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, StepKind: string(kind), Step: s.Key()})
+	if err := c.runActions(ctx, t, kind, c.planner().Continue(prog)); err != nil {
+		c.log.Warn("resumed operation ended with an error", "node", n.UUID, "error", err)
+	}
+	return true, ""
+}
+
+// restart handles a run interrupted before its first step started (the
+// conductor was preparing it: validating, preparing the environment,
+// booting the ramdisk, all idempotent): a deploy or an automated clean is
+// started again from the beginning by writing its intent back on the node
+// and queueing it. Manual cleaning and servicing, whose requested steps
+// were consumed with the intent, are not restarted.
+func (c *Conductor) restart(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
+	n := t.node
+	var in intent
+	switch {
+	case kind == steps.Deploy:
+		in = intent{Op: opDeploy, RequestedAt: c.clock.Now()}
+		if user, ok := n.DriverInternalInfo[userStepsKey(steps.Deploy)]; ok && user != nil {
+			in.Args = map[string]any{"deploy_steps": user}
+		}
+	case kind == steps.Clean && n.TargetProvisionState != string(statemachine.Manageable):
+		in = intent{Op: opClean, RequestedAt: c.clock.Now()}
+	default:
+		return false, "no step was recorded as running and the requested steps are gone"
+	}
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo[intentKey] = in.encode()
+	if err := t.save(ctx); err != nil {
+		return false, "cannot record the restart: " + describeErr(err)
+	}
+	c.history(ctx, n.UUID, "takeover", string(kind),
+		fmt.Sprintf("%s; no step had started, restarting %s from the beginning", why, kindVerb(kind)), baremetal.HistoryWarning)
+	c.countTakeover(c.cluster, "restarted")
+	c.queue.push(job{uuid: n.UUID})
+	return true, ""
+}
+
+type resumeDecision int
+
+const (
+	resumeNo resumeDecision = iota
+	resumeRerun
+	resumeWait
+)
+
+// resumable is the rule deciding whether a run interrupted at step s can
+// continue on a new owner:
+//
+//  0. No step started yet: see restart.
+//  1. Steps the conductor runs itself (power_on, power_off, reboot, hold,
+//     wait) are re-run: they are idempotent.
+//  2. An out-of-band step (declared by the node's implementation of the
+//     step's interface) is re-run only if the implementation says it is
+//     safe (RerunSafeStepper) or ClusterOptions.RerunSafeSteps lists it.
+//     Otherwise, on an agent-based node, a declared step that hands its
+//     work to the agent's step of the same name (the direct interface's
+//     write_image) waits for the next heartbeat when the agent's last
+//     execute command is that very step: the agent has or is running it,
+//     and its report ends the step as it would have without the takeover.
+//     When the implementation declares that the step only hands work to
+//     the agent (AgentHandoffStepper) and a reachable agent never received
+//     it, it is re-run: nothing was done yet. An agent that cannot say so
+//     (gone, or it moved on to another step after this one), or a step
+//     that does more than hand over, leaves the step failed: the
+//     conductor's own part may have run.
+//  3. An in-band step is checked against the agent's command list first:
+//     if the agent's last execute command is this step, the agent has or
+//     is running it, so the node waits for the next heartbeat (the step is
+//     not re-run); if the agent never received it, it is run now. An agent
+//     that is gone (its URL answers 404, or the connection fails: the
+//     ramdisk is rebooting or powered off) makes the node wait for the
+//     next heartbeat of its agent, where the step is checked again, up to
+//     the callback timeout; any other agent error fails the node.
+//
+// Anything else fails the node as Ironic does.
+func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (resumeDecision, string) {
+	if s.IsReserved() {
+		return resumeRerun, "the conductor runs itself and is idempotent"
+	}
+	d, err := t.driver()
+	if err != nil {
+		return resumeNo, "its driver cannot be loaded: " + describeErr(err)
+	}
+	impl := d.Interface(driver.Kind(s.Interface))
+	if impl != nil && driver.HasStep(impl, kind, s.Name) {
+		if rs, ok := impl.(RerunSafeStepper); ok && rs.StepRerunSafe(kind, s.Name) {
+			return resumeRerun, "its implementation declares safe to re-run"
+		}
+		if c.cluster != nil && c.cluster.rerun[s.Key()] {
+			return resumeRerun, "the conductor's options declare safe to re-run"
+		}
+		if c.agentBased(t) {
+			if status, ok := c.agentRunsStep(ctx, t, kind, s); ok {
+				return resumeWait, "handed to the agent, which knows it (" + string(status) + ")"
+			}
+			if ho, ok := impl.(AgentHandoffStepper); ok && ho.StepHandsOffToAgent(kind, s.Name) && c.agentNeverReceived(ctx, t, kind, s) {
+				return resumeRerun, "it only hands work to the agent, which never received it"
+			}
+		}
+		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", s.Key())
+	}
+	if !c.agentBased(t) {
+		return resumeNo, fmt.Sprintf("step %s is provided by no interface of the node", s.Key())
+	}
+	cl, err := c.agentClient()
+	if err != nil {
+		return resumeNo, "no agent client: " + describeErr(err)
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return resumeNo, "the node's agent URL is unknown"
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		if agentGone(err) {
+			// The ramdisk is being rebooted or powered off (its URL
+			// answers 404 or nothing): as Ironic does for a node in a
+			// wait state, wait for the next heartbeat of the (new)
+			// agent, where the step is checked again, up to the
+			// callback timeout.
+			return resumeWait, "unknown: the agent is not reachable (" + describeErr(err) + ")"
+		}
+		return resumeNo, "the agent cannot be asked for its commands: " + describeErr(err)
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := len(cmds) - 1; i >= 0; i-- {
+		if cmds[i].Name != execName {
+			continue
+		}
+		if sr, err := agentclient.DecodeStepResult(kind, &cmds[i]); err == nil && sr.Step.Interface != "" &&
+			(sr.Step.Interface != s.Interface || sr.Step.Name != s.Name) {
+			break // the last step the agent received is an earlier one
+		}
+		return resumeWait, "known to the agent (" + string(cmds[i].Status) + ")"
+	}
+	return resumeRerun, "the agent never received"
+}
+
+// agentRunsStep reports whether the last execute_<kind>_step command the
+// node's agent received is step s, with that command's status: its result
+// names s, or it still runs without a result (IPA names the step only in
+// the result, and a run moves past an in-band step only once the agent
+// reported it finished, so a step still running is the current one). An
+// agent that cannot be asked, whose last step is another, or whose
+// finished last step is not named, gives false.
+func (c *Conductor) agentRunsStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (agentclient.CommandStatus, bool) {
+	cl, err := c.agentClient()
+	if err != nil {
+		return "", false
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return "", false
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		return "", false
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := len(cmds) - 1; i >= 0; i-- {
+		if cmds[i].Name != execName {
+			continue
+		}
+		sr, err := agentclient.DecodeStepResult(kind, &cmds[i])
+		switch {
+		case err != nil:
+			return "", false
+		case sr.Step.Interface == "" && sr.Step.Name == "":
+			return cmds[i].Status, cmds[i].Status == agentclient.StatusRunning
+		case sr.Step.Interface != s.Interface || sr.Step.Name != s.Name:
+			return "", false
+		}
+		return cmds[i].Status, true
+	}
+	return "", false
+}
+
+// SyncLocalState is Ironic's _sync_local_state, run once (reference
+// §4.6): active nodes this conductor owns whose conductor affinity names
+// another conductor (or none) are re-prepared here (deploy Prepare and
+// TakeOver, which re-create conductor-local boot configuration) and their
+// affinity set to this conductor. At most PeriodicMaxWorkers nodes are
+// handled per run. It is a periodic task; tests call it directly.
+func (c *Conductor) SyncLocalState(ctx context.Context) {
+	cl := c.cluster
+	if cl == nil || c.record == nil {
+		return
+	}
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: baremetal.Ptr(false),
+		Maintenance: baremetal.Ptr(false), ConductorAffinityNot: c.record.ID})
+	if err != nil {
+		c.log.Warn("sync local state: cannot list nodes", "error", err)
+		return
+	}
+	done := 0
+	for _, n := range nodes {
+		if done >= c.opts.PeriodicMaxWorkers {
+			return
+		}
+		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		if err != nil {
+			continue
+		}
+		done++
+		c.reprepare(ctx, c.newTask(locked))
+	}
+}
+
+func (c *Conductor) reprepare(ctx context.Context, t *task) {
+	defer t.release()
+	n := t.node
+	if n.ProvisionState != string(statemachine.Active) || n.Maintenance || n.ConductorAffinity == c.record.ID || !c.ownsNode(n) {
+		return
+	}
+	previous := n.ConductorAffinity
+	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		dep := d.Deploy()
+		if dep == nil {
+			return fmt.Errorf("no deploy interface")
+		}
+		if err := dep.Prepare(ctx, v); err != nil {
+			return err
+		}
+		return dep.TakeOver(ctx, v)
+	})
+	if err != nil {
+		c.log.Warn("sync local state: takeover failed", "node", n.UUID, "error", err)
+		c.history(ctx, n.UUID, "takeover failed", "conductor", fmt.Sprintf("conductor %s could not take the active node over: %s", c.host, describeErr(err)), baremetal.HistoryError)
+		return
+	}
+	n.ConductorAffinity = c.record.ID
+	if err := t.save(ctx); err != nil {
+		c.log.Warn("sync local state: cannot record the affinity", "node", n.UUID, "error", err)
+		return
+	}
+	c.countTakeover(c.cluster, "reprepared")
+	c.history(ctx, n.UUID, "takeover", "conductor",
+		fmt.Sprintf("conductor %s (id %d) re-prepared the active node, previously prepared by conductor id %d", c.host, c.record.ID, previous), baremetal.HistoryInfo)
+}
+
+// agentGone reports whether err from an agent call means no agent answers
+// at the recorded URL (HTTP 404 or a failed connection), as opposed to an
+// agent that answered with an error.
+func agentGone(err error) bool {
+	if errors.Is(err, agentclient.ErrConnectionFailed) {
+		return true
+	}
+	var ae *agentclient.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// agentNeverReceived reports whether the node's agent answers and none of
+// its execute_<kind>_step commands is s: the step was never handed over.
+// An agent that cannot be asked, or a command whose step cannot be read,
+// counts as "may have received it".
+func (c *Conductor) agentNeverReceived(ctx context.Context, t *task, kind steps.Kind, s steps.Step) bool {
+	cl, err := c.agentClient()
+	if err != nil {
+		return false
+	}
+	a := agentOf(t.node)
+	if a.URL == "" {
+		return false
+	}
+	cmds, err := cl.ListCommands(ctx, a)
+	if err != nil {
+		return false
+	}
+	execName := "execute_" + string(kind) + "_step"
+	for i := range cmds {
+		if cmds[i].Name != execName {
+			continue
+		}
+		sr, err := agentclient.DecodeStepResult(kind, &cmds[i])
+		if err != nil || sr.Step.Interface == "" && sr.Step.Name == "" ||
+			sr.Step.Interface == s.Interface && sr.Step.Name == s.Name {
+			return false
+		}
+	}
+	return true
+}
