@@ -38,8 +38,9 @@
 // (ErrPluginBackoff) while it waits; Plugin.Status reports health,
 // PID, restarts and the last error. Plugin processes get a parent-death
 // signal on Linux and also watch their parent, so they never outlive the
-// host. Their hclog output is re-levelled into the host's hclog.Logger;
-// NewSlogAdapter bridges to log/slog. gRPC message limits are raised to
+// host. Their hclog JSON output on stderr is re-levelled into the host's
+// *slog.Logger (HostConfig.Logger): hclog stays inside the plugin
+// boundary, and an embedder configures only log/slog. gRPC message limits are raised to
 // 64 MiB for inventories and BIOS registries.
 //
 // # Usage

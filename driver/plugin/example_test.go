@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
@@ -25,7 +23,7 @@ func ExampleServe() {
 // built-ins and use them like any implementation.
 func ExampleHost() {
 	ctx := context.Background()
-	logger := plugin.NewSlogAdapter(slog.New(slog.NewTextHandler(os.Stderr, nil)), hclog.Info)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{"/var/lib/anvil/plugins"}, Logger: logger})
 	defer host.Close()
 

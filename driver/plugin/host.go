@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -25,10 +26,11 @@ type HostConfig struct {
 	// Dirs are the plugin directories scanned for executables named
 	// anvil-driver-<name>, in order; the first file of a name wins.
 	Dirs []string
-	// Logger receives the host's logs and, re-levelled, every plugin's
-	// hclog JSON output. Nil discards them. Use NewSlogAdapter to log
-	// through a *slog.Logger.
-	Logger hclog.Logger
+	// Logger receives the host's logs and, re-levelled at the matching
+	// slog level (hclog trace maps to slog.LevelDebug-4), every plugin's
+	// hclog JSON output. Nil discards them, as every component below the
+	// conductor does; the handler's level decides what is kept.
+	Logger *slog.Logger
 	// Pins maps an executable's base name ("anvil-driver-acme") or its
 	// absolute path to the hex SHA-256 the file must have; a plugin whose
 	// file differs is refused before it runs (at discovery and at every
@@ -53,6 +55,9 @@ type HostConfig struct {
 // process and waits for the host's goroutines.
 type Host struct {
 	cfg HostConfig
+	// log is cfg.Logger seen through hclog, the logger go-plugin needs at
+	// the plugin boundary.
+	log hclog.Logger
 	wg  sync.WaitGroup
 
 	mu      sync.Mutex
@@ -63,7 +68,7 @@ type Host struct {
 // NewHost returns a host with cfg's defaults filled in. It starts nothing.
 func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 10 * time.Second
@@ -80,7 +85,7 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
 	}
-	return &Host{cfg: cfg, plugins: map[string]*Plugin{}}
+	return &Host{cfg: cfg, log: newSlogAdapter(cfg.Logger), plugins: map[string]*Plugin{}}
 }
 
 // Report is the outcome of Discover: the plugins that described
@@ -154,7 +159,7 @@ func (h *Host) Discover(ctx context.Context) (Report, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				h.cfg.Logger.Warn("skipping driver plugin", "path", path, "error", err)
+				h.log.Warn("skipping driver plugin", "path", path, "error", err)
 				rep.Skipped = append(rep.Skipped, &DiscoveryError{Path: path, Err: err})
 				return nil
 			}
@@ -230,9 +235,9 @@ func (h *Host) load(ctx context.Context, path string) (*Plugin, error) {
 		return nil, h.explainStartFailure(ctx, abs, name, err)
 	}
 	st := p.Status()
-	h.cfg.Logger.Info("driver plugin loaded", "plugin", p.Name(), "path", abs, "protocol", st.ProtocolVersion)
+	h.log.Info("driver plugin loaded", "plugin", p.Name(), "path", abs, "protocol", st.ProtocolVersion)
 	for _, impl := range slices.Sorted(maps.Keys(st.Unavailable)) {
-		h.cfg.Logger.Warn("driver plugin implementation unavailable on this host", "plugin", p.Name(), "implementation", impl, "reason", st.Unavailable[impl])
+		h.log.Warn("driver plugin implementation unavailable on this host", "plugin", p.Name(), "implementation", impl, "reason", st.Unavailable[impl])
 	}
 	return p, nil
 }

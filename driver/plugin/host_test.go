@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
 	"github.com/anvilmetal/anvil/driver"
@@ -225,7 +224,7 @@ func TestUnsupportedProtocolVersionIsRefused(t *testing.T) {
 func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	dir := pluginDir(t, map[string]string{"anvil-driver-old": bins.old})
 	var logs syncBuffer
-	logger := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn, JSONFormat: true})
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
 	defer host.Close()
 	p, err := host.Load(context.Background(), filepath.Join(dir, "anvil-driver-old"))
@@ -277,7 +276,7 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(logs.String(), `"@level":"warn"`) || !strings.Contains(logs.String(), "plugin wrote to stdout") {
+	if !strings.Contains(logs.String(), `"level":"WARN"`) || !strings.Contains(logs.String(), "plugin wrote to stdout") {
 		t.Errorf("stdout write not logged as a warning:\n%s", logs.String())
 	}
 }
@@ -308,7 +307,7 @@ func TestChecksumPinning(t *testing.T) {
 
 func TestPluginLogsAreRelevelledIntoHostLogger(t *testing.T) {
 	var buf syncBuffer
-	logger := plugin.NewSlogAdapter(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 4})), hclog.Trace)
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 	host, _ := loadFake(t, plugin.HostConfig{Logger: logger})
 	host.Close()
 	out := buf.String()
@@ -401,7 +400,7 @@ func TestSIGKILLDuringCall(t *testing.T) {
 func TestSIGKILLDuringIdempotentCall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	logs := &syncBuffer{}
-	host, reg := loadFake(t, plugin.HostConfig{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn, JSONFormat: true})})
+	host, reg := loadFake(t, plugin.HostConfig{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer host.Close() // before goleak's check; the cleanup's Close is then a no-op
 	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
 	if err != nil {

@@ -166,7 +166,7 @@ func (p *Plugin) startLocked() (*instance, error) {
 	if p.sum != nil {
 		secure = &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()}
 	}
-	logger := p.host.cfg.Logger.Named(p.name)
+	logger := p.host.log.Named(p.name)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake(),
 		VersionedPlugins: pluginSets(HostProtocolVersions(), nil),
@@ -297,7 +297,7 @@ func (p *Plugin) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 	if err == nil || !retriedAfterCrash(req.Operation) || !errors.Is(err, ErrPluginCrashed) || ctx.Err() != nil {
 		return resp, ver, err
 	}
-	p.host.cfg.Logger.Warn("driver plugin crashed during a call that is safe to repeat; sending it to a new process",
+	p.host.log.Warn("driver plugin crashed during a call that is safe to repeat; sending it to a new process",
 		"plugin", p.Name(), "operation", req.Kind+"/"+req.Implementation+" "+req.Operation, "error", err)
 	resp, ver, rerr := p.invokeOnce(ctx, req)
 	if rerr != nil {

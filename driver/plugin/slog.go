@@ -10,12 +10,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// NewSlogAdapter returns an hclog.Logger that writes to l, for embedders
-// that log with log/slog: plugin output re-levelled by the host arrives in
-// l at the matching slog level (trace maps to debug-4). level sets the
-// lowest hclog level passed on.
-func NewSlogAdapter(l *slog.Logger, level hclog.Level) hclog.Logger {
-	return &slogAdapter{l: l, level: level}
+// newSlogAdapter returns an hclog.Logger that writes to l, so that the
+// host hands go-plugin the hclog logger it needs while the embedder
+// configures only a *slog.Logger: plugin output re-levelled by the host
+// arrives in l at the matching slog level (trace maps to debug-4), and l's
+// handler decides which levels are kept.
+func newSlogAdapter(l *slog.Logger) hclog.Logger {
+	return &slogAdapter{l: l, level: hclog.Trace}
 }
 
 type slogAdapter struct {

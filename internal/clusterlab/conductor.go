@@ -21,7 +21,6 @@ import (
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/anvilmetal/anvil/statemachine"
-	"github.com/hashicorp/go-hclog"
 )
 
 // LabHardwareType is the hardware type of the lab's machines.
@@ -215,7 +214,7 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		fake  *plugin.Plugin
 	)
 	if cfg.PluginDir != "" {
-		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{cfg.PluginDir}, Logger: plugin.NewSlogAdapter(log, hclog.Warn)})
+		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{cfg.PluginDir}, Logger: log})
 		defer host.Close()
 		if inner, fake, err = fakePluginPower(ctx, host); err != nil {
 			return err

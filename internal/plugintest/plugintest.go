@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -80,9 +78,9 @@ func (s *SyncBuffer) String() string {
 // not nil the host's and the plugin's log lines go there at trace level.
 func Load(t testing.TB, binary string, logs io.Writer) (*plugin.Host, *plugin.Plugin, driver.Bundle) {
 	t.Helper()
-	var logger hclog.Logger
+	var logger *slog.Logger
 	if logs != nil {
-		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 	}
 	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
 	t.Cleanup(func() { host.Close() })

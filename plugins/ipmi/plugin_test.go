@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
@@ -117,7 +116,7 @@ func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &plugintest.SyncBuffer{}
-	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer host.Close()
 	rep, err := host.Discover(context.Background())
 	if err != nil || len(rep.Plugins) != 1 {

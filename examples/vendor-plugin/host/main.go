@@ -15,8 +15,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
@@ -31,7 +29,7 @@ func main() {
 }
 
 func run(ctx context.Context, dir string) error {
-	logger := plugin.NewSlogAdapter(slog.New(slog.NewTextHandler(os.Stderr, nil)), hclog.Info)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: logger})
 	defer host.Close()
 	rep, err := host.Discover(ctx)
