@@ -42,9 +42,19 @@
 // WaitFor returns the node once it is in one of the given states, a
 // *WaitError matching ErrNodeFailed when it lands in a failure state it was
 // not waiting for, and a *WaitError wrapping ctx.Err() when ctx ends first.
-// Watch (a channel) and Subscribe (a callback) deliver every event
+// Watch (a channel) and Subscribe (a callback) deliver the events
 // (transitions, steps, power changes, maintenance) for dashboards and
-// audit; the node history in the store keeps the same events.
+// audit; the node history in the store keeps the same events. Both exist
+// because they suit different consumers over one mechanism: Watch ends
+// with a context and fits a select loop (WaitFor is built on it);
+// Subscribe needs no goroutine of the caller's, so a metrics recorder or
+// an event log costs no forwarding hop and no context. Each holds at most
+// Options.WatchBuffer events (default 1024) for a slow consumer; beyond
+// that the oldest are dropped, never the engine blocked, and the next
+// event delivered says how many in Event.Dropped (the conductor's
+// anvil_conductor_watch_events_dropped_total counts them all). A
+// consumer that must not miss a transition reads the node history, which
+// is never dropped.
 //
 // # Options
 //

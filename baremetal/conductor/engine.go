@@ -148,6 +148,13 @@ type Options struct {
 	// over those of dead conductors (see ClusterOptions). Nil means a lone
 	// conductor that owns every node of its group.
 	Cluster *ClusterOptions
+
+	// WatchBuffer bounds how many events each Watch and Subscribe holds
+	// for a slow consumer; beyond it the oldest are dropped and counted
+	// (Event.Dropped, anvil_conductor_watch_events_dropped_total).
+	// Default DefaultWatchBuffer (1024); a negative value also means the
+	// default, as an unbounded buffer is never offered.
+	WatchBuffer int
 }
 
 // DeployTemplate is a named list of deploy steps applied when a node's
@@ -366,7 +373,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		log:           o.Logger.With("component", "conductor", "conductor", o.Hostname),
 		fsm:           statemachine.NewProvisionMachine(),
 		metrics:       newMetrics(o.Hostname),
-		hub:           newWatchHub(),
+		hub:           newWatchHub(o.WatchBuffer, nil),
 		queue:         newJobQueue(),
 		handoff:       make(chan job),
 		stopCh:        make(chan struct{}),
@@ -374,6 +381,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		pendingHB:     make(map[string]agentclient.Heartbeat),
 	}
 	c.metrics.workers.Set(float64(o.Workers))
+	c.hub.onDrop = func(n int) { c.metrics.watchDropped.Add(float64(n)) }
 	return c, nil
 }
 

@@ -18,6 +18,7 @@ type Metrics struct {
 	busyWorkers   prometheus.Gauge
 	queuedIntents prometheus.Gauge
 	workers       prometheus.Gauge
+	watchDropped  prometheus.Counter
 }
 
 func newMetrics(host string) *Metrics {
@@ -60,12 +61,16 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "workers",
 			Help: "Size of the worker pool.", ConstLabels: labels,
 		}),
+		watchDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "watch_events_dropped_total",
+			Help: "Events dropped because a Watch or Subscribe consumer fell more than Options.WatchBuffer events behind.", ConstLabels: labels,
+		}),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
-		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers}
+		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped}
 }
 
 // Describe implements prometheus.Collector.

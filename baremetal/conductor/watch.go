@@ -58,6 +58,11 @@ type Event struct {
 	Error string
 	// Conductor is the hostname of the conductor that did it.
 	Conductor string
+	// Dropped is how many events matching this watcher's filter were
+	// dropped, because its buffer was full, between the event it received
+	// before this one and this one; zero for a reader that keeps up. It
+	// is set only on events delivered by Watch and Subscribe.
+	Dropped int
 }
 
 // WatchFilter selects the events a watcher receives. The zero value
@@ -93,9 +98,17 @@ func (f WatchFilter) match(e *Event) bool {
 	return true
 }
 
+// DefaultWatchBuffer is the default of Options.WatchBuffer: how many
+// events each Watch or Subscribe holds for a slow consumer before it
+// drops the oldest.
+const DefaultWatchBuffer = 1024
+
 // watchHub fans events out to subscribers. Each subscriber has its own
-// unbounded queue drained by its own goroutine, so a slow subscriber never
-// blocks the engine and never loses an event; the goroutine ends when the
+// queue, bounded to size events, drained by its own goroutine, so a slow
+// subscriber never blocks the engine and never grows memory without
+// limit: when its queue is full the oldest event is dropped, counted in
+// the next event it receives (Event.Dropped) and in onDrop (the
+// conductor's watch_events_dropped_total). The goroutine ends when the
 // subscription is cancelled or the hub is closed. close (called by
 // Conductor.Stop) ends every subscription and every Watch, so no goroutine
 // outlives the conductor that started it.
@@ -103,6 +116,11 @@ type watchHub struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	closed bool
+	// size bounds each subscriber's queue.
+	size int
+	// onDrop is called with the number of events dropped, under no lock
+	// of the hub's.
+	onDrop func(n int)
 	// done is closed by close; every Watch forwarder selects on it.
 	done chan struct{}
 	// watches counts the running Watch forwarders, so close can wait for
@@ -111,10 +129,12 @@ type watchHub struct {
 }
 
 type subscriber struct {
-	filter   WatchFilter
-	fn       func(Event)
-	mu       sync.Mutex
-	queue    []Event
+	filter WatchFilter
+	fn     func(Event)
+	mu     sync.Mutex
+	queue  eventRing
+	// dropped counts the events dropped since the last one handed to fn.
+	dropped  int
 	wake     chan struct{}
 	done     chan struct{}
 	finished chan struct{}
@@ -122,26 +142,43 @@ type subscriber struct {
 	once     sync.Once
 }
 
-func newWatchHub() *watchHub {
-	return &watchHub{subs: make(map[*subscriber]struct{}), done: make(chan struct{})}
+// newWatchHub returns a hub whose subscribers hold at most size events
+// each (DefaultWatchBuffer when size <= 0); onDrop may be nil.
+func newWatchHub(size int, onDrop func(n int)) *watchHub {
+	if size <= 0 {
+		size = DefaultWatchBuffer
+	}
+	if onDrop == nil {
+		onDrop = func(int) {}
+	}
+	return &watchHub{subs: make(map[*subscriber]struct{}), size: size, onDrop: onDrop, done: make(chan struct{})}
 }
 
 func (h *watchHub) publish(e Event) {
+	dropped := 0
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for s := range h.subs {
 		if !s.filter.match(&e) {
 			continue
 		}
 		s.mu.Lock()
 		if !s.closed {
-			s.queue = append(s.queue, e)
+			// A full queue drops its oldest: a watcher that falls behind
+			// cares more about where nodes are now than where they were.
+			if s.queue.push(e, h.size) {
+				s.dropped++
+				dropped++
+			}
 		}
 		s.mu.Unlock()
 		select {
 		case s.wake <- struct{}{}:
 		default:
 		}
+	}
+	h.mu.Unlock()
+	if dropped > 0 {
+		h.onDrop(dropped)
 	}
 }
 
@@ -160,18 +197,72 @@ func (h *watchHub) subscribe(f WatchFilter, fn func(Event)) (cancel func()) {
 	return func() { s.stop(h) }
 }
 
+// eventRing is a FIFO of events that grows by doubling up to a limit and
+// then overwrites its oldest, so a subscriber that keeps up holds a few
+// events and one that does not holds at most the limit.
+type eventRing struct {
+	buf     []Event
+	head, n int
+}
+
+// push appends e, dropping the oldest event when limit events are already
+// held; it reports whether it dropped one.
+func (r *eventRing) push(e Event, limit int) (dropped bool) {
+	if r.n == len(r.buf) {
+		if len(r.buf) >= limit {
+			r.buf[r.head] = e
+			r.head = (r.head + 1) % len(r.buf)
+			return true
+		}
+		grown := make([]Event, min(max(2*len(r.buf), 8), limit))
+		for i := range r.n {
+			grown[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = e
+	r.n++
+	return false
+}
+
+// pop removes and returns the oldest event, or reports that there is none.
+func (r *eventRing) pop() (Event, bool) {
+	if r.n == 0 {
+		return Event{}, false
+	}
+	e := r.buf[r.head]
+	r.buf[r.head] = Event{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return e, true
+}
+
+// next takes the oldest queued event, with the count of events dropped
+// before it, or reports that the queue is empty.
+func (s *subscriber) next() (Event, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.queue.pop()
+	if !ok {
+		return Event{}, false
+	}
+	e.Dropped = s.dropped
+	s.dropped = 0
+	return e, true
+}
+
 func (s *subscriber) run() {
 	defer close(s.finished)
 	for {
-		s.mu.Lock()
-		batch := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, e := range batch {
+		for {
 			select {
 			case <-s.done:
 				return
 			default:
+			}
+			e, ok := s.next()
+			if !ok {
+				break
 			}
 			s.fn(e)
 		}
@@ -192,7 +283,7 @@ func (s *subscriber) stop(h *watchHub) {
 		h.mu.Unlock()
 		s.mu.Lock()
 		s.closed = true
-		s.queue = nil
+		s.queue = eventRing{}
 		s.mu.Unlock()
 		close(s.done)
 	})
@@ -224,18 +315,21 @@ func (h *watchHub) close() {
 // Subscribe calls fn with every event that matches f, in order, on a
 // goroutine owned by the subscription, until cancel is called or the
 // conductor stops (Stop ends every subscription and waits for a running fn
-// to return). fn must not call cancel or Stop itself. Events are queued for
-// a slow fn, never dropped while the conductor runs. cancel waits for a
-// running fn to return; after Stop, Subscribe registers nothing.
+// to return). fn must not call cancel or Stop itself. At most
+// Options.WatchBuffer events wait for a slow fn; beyond that the oldest
+// are dropped, and the next event fn receives says how many in its
+// Dropped field. cancel waits for a running fn to return; after Stop,
+// Subscribe registers nothing.
 func (c *Conductor) Subscribe(f WatchFilter, fn func(Event)) (cancel func()) {
 	return c.hub.subscribe(f, fn)
 }
 
 // Watch returns a channel of the events matching f until ctx ends or the
 // conductor stops, when the channel is closed (after Stop, Watch returns a
-// closed channel). Events are buffered without bound while the reader is
-// slow, so none is lost while the conductor runs; those not yet received
-// when Stop returns are dropped.
+// closed channel). It is Subscribe for a select loop: at most
+// Options.WatchBuffer events wait for a slow reader, the oldest beyond
+// that are dropped and counted in the Dropped field of the next event
+// received, and those not yet received when Stop returns are dropped.
 func (c *Conductor) Watch(ctx context.Context, f WatchFilter) <-chan Event {
 	h := c.hub
 	out := make(chan Event)
@@ -247,37 +341,26 @@ func (c *Conductor) Watch(ctx context.Context, f WatchFilter) <-chan Event {
 	}
 	h.watches.Add(1)
 	h.mu.Unlock()
-	inner := make(chan Event, 64)
 	stopped := make(chan struct{})
+	// The subscription's goroutine hands each event straight to the
+	// reader, so the subscriber's bounded queue is the only buffer.
 	cancel := h.subscribe(f, func(e Event) {
 		select {
-		case inner <- e:
+		case out <- e:
+		case <-ctx.Done():
+		case <-h.done:
 		case <-stopped:
 		}
 	})
 	go func() {
 		defer h.watches.Done()
-		defer close(out)
-		defer func() {
-			close(stopped)
-			cancel()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-h.done:
-				return
-			case e := <-inner:
-				select {
-				case out <- e:
-				case <-ctx.Done():
-					return
-				case <-h.done:
-					return
-				}
-			}
+		select {
+		case <-ctx.Done():
+		case <-h.done:
 		}
+		close(stopped)
+		cancel()
+		close(out)
 	}()
 	return out
 }
