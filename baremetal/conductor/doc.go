@@ -66,6 +66,18 @@
 // URL agents call back on and fast track; serve the agents' lookup and
 // heartbeat API with agentclient.NewHandler(cond.AgentBackend(), ...).
 //
+// # Periodic tasks
+//
+// Start runs Ironic's periodic tasks on their Options intervals: the
+// callback timeout check (CheckProvisionStateInterval), power state sync
+// (SyncPowerStateInterval), power failure recovery
+// (PowerFailureRecoveryInterval) and, in cluster mode, the orphan check
+// and the local state sync (ClusterOptions). None has an on-demand
+// trigger, as in Ironic: a run covers every node of the conductor, so a
+// trigger would only race the loop that already runs it, and an embedder
+// that wants fresher power states shortens SyncPowerStateInterval; the
+// power state of one node is set, and read back, with SetPowerState.
+//
 // # Cluster mode
 //
 // Leave Options.Cluster nil for a lone conductor, which owns every node of

@@ -36,7 +36,7 @@ type ClusterOptions struct {
 	// reservations and the takeover of the nodes they left mid-operation;
 	// 0 means DefaultOrphanCheckInterval, negative disables it. Besides
 	// this tick, the check runs as soon as a peer seen alive crosses the
-	// heartbeat timeout (see CheckOrphanNodes), so takeover does not wait
+	// heartbeat timeout (see checkOrphanNodes), so takeover does not wait
 	// for the tick.
 	OrphanCheckInterval time.Duration
 	// SyncLocalStateInterval paces the re-preparation of active nodes last
@@ -141,7 +141,7 @@ func (c *Conductor) startClusterLoops(ctx context.Context) {
 		}()
 	}
 	c.runOrphanChecks(ctx)
-	c.every(ctx, cl.opts.SyncLocalStateInterval, func(ctx context.Context) { c.SyncLocalState(ctx) })
+	c.every(ctx, cl.opts.SyncLocalStateInterval, func(ctx context.Context) { c.syncLocalState(ctx) })
 }
 
 // intentNotified queues a node another conductor accepted a verb for, if

@@ -22,9 +22,9 @@ func (c *Conductor) startPeriodics(ctx context.Context) {
 			c.log.Warn("conductor keepalive failed", "error", err)
 		}
 	})
-	c.every(ctx, c.opts.SyncPowerStateInterval, func(ctx context.Context) { c.SyncPowerStates(ctx) })
-	c.every(ctx, c.opts.PowerFailureRecoveryInterval, func(ctx context.Context) { c.RecoverPowerFailures(ctx) })
-	c.every(ctx, c.opts.CheckProvisionStateInterval, func(ctx context.Context) { c.CheckTimeouts(ctx) })
+	c.every(ctx, c.opts.SyncPowerStateInterval, func(ctx context.Context) { c.syncPowerStates(ctx) })
+	c.every(ctx, c.opts.PowerFailureRecoveryInterval, func(ctx context.Context) { c.recoverPowerFailures(ctx) })
+	c.every(ctx, c.opts.CheckProvisionStateInterval, func(ctx context.Context) { c.checkTimeouts(ctx) })
 	c.every(ctx, c.opts.IntentPollInterval, func(ctx context.Context) { c.pollIntents(ctx) })
 	c.startClusterLoops(ctx)
 }
@@ -117,12 +117,12 @@ func (c *Conductor) pollIntents(ctx context.Context) {
 	c.metrics.queuedIntents.Set(float64(c.queue.len()))
 }
 
-// CheckTimeouts runs the callback timeout checks once: nodes waiting in
+// checkTimeouts runs the callback timeout checks once: nodes waiting in
 // wait call-back, clean wait, rescue wait or service wait for longer than
 // their timeout since provision_updated_at, and in inspect wait since
-// inspection_started_at, are failed. It is a periodic task; tests call it
-// directly.
-func (c *Conductor) CheckTimeouts(ctx context.Context) {
+// inspection_started_at, are failed. It is a periodic task (tests call it
+// through export_test.go).
+func (c *Conductor) checkTimeouts(ctx context.Context) {
 	now := c.clock.Now()
 	checks := []struct {
 		state   statemachine.State
@@ -205,15 +205,15 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 	t.fail(ctx, msg, true)
 }
 
-// SyncPowerStates runs power state synchronisation once (reference §6.1):
+// syncPowerStates runs power state synchronisation once (reference §6.1):
 // every node of this conductor's group not in maintenance, not reserved,
 // not in a sync-excluded state and without a power action in flight has
 // its hardware power state read, in parallel; a mismatch forces the
 // hardware back to the recorded state (or records the hardware's state
 // with KeepHardwarePowerState); more than PowerStateSyncMaxRetries
 // consecutive failures put the node in maintenance with fault "power
-// failure". It is a periodic task; tests call it directly.
-func (c *Conductor) SyncPowerStates(ctx context.Context) {
+// failure". It is a periodic task (tests call it through export_test.go).
+func (c *Conductor) syncPowerStates(ctx context.Context) {
 	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: baremetal.Ptr(false), Reserved: baremetal.Ptr(false)})
 	if err != nil {
 		c.log.Warn("power sync: cannot list nodes", "error", err)
@@ -367,11 +367,11 @@ func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg, hw string) 
 	c.publish(Event{Type: EventMaintenance, NodeUUID: uuid, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState, Error: msg})
 }
 
-// RecoverPowerFailures runs the power failure recovery once: nodes in
+// recoverPowerFailures runs the power failure recovery once: nodes in
 // maintenance with fault "power failure" whose BMC answers again leave
 // maintenance with their real power state recorded. It is a periodic
-// task; tests call it directly.
-func (c *Conductor) RecoverPowerFailures(ctx context.Context) {
+// task (tests call it through export_test.go).
+func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: baremetal.Ptr(true), Reserved: baremetal.Ptr(false)})
 	if err != nil {
 		return

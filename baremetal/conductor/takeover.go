@@ -54,7 +54,7 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 	return []prometheus.Collector{c.cluster.own, c.cluster.takeovers, c.cluster.latency}
 }
 
-// CheckOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
+// checkOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
 // §4.6): the reservations of conductors that stopped heart-beating for the
 // heartbeat timeout are released, and every node this conductor owns that
 // was left mid-operation by a dead conductor is taken over:
@@ -79,8 +79,8 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 // Ironic does, and also at the moment a peer it saw alive would cross the
 // heartbeat timeout (see runOrphanChecks): a dead conductor's reservations
 // are released about one heartbeat timeout after its last keepalive, not
-// up to one check interval later. Tests call it directly.
-func (c *Conductor) CheckOrphanNodes(ctx context.Context) {
+// up to one check interval later. Tests call it through export_test.go.
+func (c *Conductor) checkOrphanNodes(ctx context.Context) {
 	if c.breakOrphans(ctx) {
 		c.takeOverInterrupted(ctx)
 	}
@@ -215,7 +215,7 @@ func (w *peerWatch) observe(now time.Time, alive []*baremetal.ConductorRecord) t
 	return min(wait, w.timeout)
 }
 
-// checkOrphansPeriodic is CheckOrphanNodes as the orphan check loop runs
+// checkOrphansPeriodic is checkOrphanNodes as the orphan check loop runs
 // it: the takeover of interrupted nodes (which may run steps) goes to a
 // goroutine of its own, so that a long takeover never delays the next
 // release of a dead conductor's reservations; a pass starts only when the
@@ -618,13 +618,14 @@ func (c *Conductor) agentRunsStep(ctx context.Context, t *task, kind steps.Kind,
 	return "", false
 }
 
-// SyncLocalState is Ironic's _sync_local_state, run once (reference
+// syncLocalState is Ironic's _sync_local_state, run once (reference
 // §4.6): active nodes this conductor owns whose conductor affinity names
 // another conductor (or none) are re-prepared here (deploy Prepare and
 // TakeOver, which re-create conductor-local boot configuration) and their
 // affinity set to this conductor. At most PeriodicMaxWorkers nodes are
-// handled per run. It is a periodic task; tests call it directly.
-func (c *Conductor) SyncLocalState(ctx context.Context) {
+// handled per run. It is a periodic task (tests call it through
+// export_test.go).
+func (c *Conductor) syncLocalState(ctx context.Context) {
 	cl := c.cluster
 	if cl == nil || c.record == nil {
 		return

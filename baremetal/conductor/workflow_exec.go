@@ -916,7 +916,7 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 		return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to prepare to deploy: %s", describeErr(err)), false)
 	}
 	// This conductor prepared the node's local state (Ironic's
-	// do_node_deploy records conductor_affinity), so SyncLocalState on
+	// do_node_deploy records conductor_affinity), so syncLocalState on
 	// another owner re-prepares it only if that is a different conductor.
 	if c.record != nil {
 		n.ConductorAffinity = c.record.ID
