@@ -58,7 +58,7 @@ type ClientConfig struct {
 	// agent_api_version). Empty means "v1".
 	APIVersion string
 	// Logger gets debug lines for retries. Tokens are never logged. Nil
-	// discards.
+	// means slog.Default(), as everywhere an embedder configures logging.
 	Logger *slog.Logger
 	// Clock paces polling. Nil means the system clock.
 	Clock Clock
@@ -137,7 +137,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, clients: map[[32]byte]*pooledClient{}}
 	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+		c.log = slog.Default()
 	}
 	if c.clock == nil {
 		c.clock = SystemClock{}

@@ -40,7 +40,8 @@ const MaxLookupAddresses = 1000
 // is Ironic's default configuration.
 type HandlerConfig struct {
 	// Logger receives one debug line per refused request and warnings for
-	// backend failures. Tokens are never logged. Nil discards.
+	// backend failures. Tokens are never logged. Nil means slog.Default(),
+	// as everywhere an embedder configures logging.
 	Logger *slog.Logger
 	// Clock stamps accepted heartbeats. Nil means the system clock.
 	Clock Clock
@@ -122,7 +123,7 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 	}
 	h := &Handler{backend: b, cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
 	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
+		h.log = slog.Default()
 	}
 	if h.clock == nil {
 		h.clock = SystemClock{}

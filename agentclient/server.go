@@ -53,8 +53,8 @@ type ServerConfig struct {
 	// (or ListenAndServeTLS's own).
 	TLSConfig *tls.Config
 	// Logger receives the server's own errors (failed TLS handshakes,
-	// accept errors) at warning level. Nil keeps http.Server's default,
-	// the standard logger.
+	// accept errors) at warning level. Nil means slog.Default(), as
+	// everywhere an embedder configures logging.
 	Logger *slog.Logger
 }
 
@@ -83,8 +83,10 @@ func NewServer(h http.Handler, cfg ServerConfig) *http.Server {
 	if srv.MaxHeaderBytes <= 0 {
 		srv.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
-	if cfg.Logger != nil {
-		srv.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	return srv
 }

@@ -66,6 +66,15 @@
 // URL agents call back on and fast track; serve the agents' lookup and
 // heartbeat API with agentclient.NewHandler(cond.AgentBackend(), ...).
 //
+// Every logger an embedder configures is a *slog.Logger, and nil means
+// slog.Default(), so a program that calls slog.SetDefault once is heard
+// from everywhere: Options.Logger, the agentclient Client, Handler and
+// Server configs, plugin.HostConfig, sqlstore.NewNotifier and the Redfish
+// driver's Options. hclog stays inside the plugin boundary: plugin
+// processes log hclog JSON on stderr, and the plugin host re-levels it
+// into its *slog.Logger. Pass slog.New(slog.DiscardHandler) to silence a
+// component.
+//
 // # Periodic tasks
 //
 // Start runs Ironic's periodic tasks on their Options intervals: the

@@ -44,10 +44,11 @@ var notifyTopics = []string{baremetal.TopicMembership, baremetal.TopicIntent}
 
 // NewNotifier connects to the PostgreSQL database of dsn (the same DSN the
 // store was opened with, so the same schema) and starts listening. log
-// receives connection problems; nil discards them.
+// receives connection problems; nil means slog.Default(), as everywhere an
+// embedder configures logging.
 func NewNotifier(ctx context.Context, dsn string, log *slog.Logger) (*Notifier, error) {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	pub, err := pgx.Connect(ctx, dsn)
 	if err != nil {

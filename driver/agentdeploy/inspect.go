@@ -96,7 +96,8 @@ type InspectOptions struct {
 	// interfaces validate-interfaces kept.
 	KeepPorts string
 	// Logger receives the hooks' warnings (no suitable root disk, unknown
-	// PXE interface); nil discards.
+	// PXE interface); nil means slog.Default(), as everywhere an embedder
+	// configures logging.
 	Logger *slog.Logger
 }
 
@@ -155,7 +156,7 @@ func NewInspect(o InspectOptions) (*Inspect, error) {
 		in.keepPorts = KeepPortsAll
 	}
 	if in.log == nil {
-		in.log = slog.New(slog.DiscardHandler)
+		in.log = slog.Default()
 	}
 	switch in.addPorts {
 	case AddPortsPXE, AddPortsActive, AddPortsAll:

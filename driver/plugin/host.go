@@ -28,8 +28,9 @@ type HostConfig struct {
 	Dirs []string
 	// Logger receives the host's logs and, re-levelled at the matching
 	// slog level (hclog trace maps to slog.LevelDebug-4), every plugin's
-	// hclog JSON output. Nil discards them, as every component below the
-	// conductor does; the handler's level decides what is kept.
+	// hclog JSON output. Nil means slog.Default(), as everywhere an
+	// embedder configures logging; the handler's level decides what is
+	// kept.
 	Logger *slog.Logger
 	// Pins maps an executable's base name ("anvil-driver-acme") or its
 	// absolute path to the hex SHA-256 the file must have; a plugin whose
@@ -68,7 +69,7 @@ type Host struct {
 // NewHost returns a host with cfg's defaults filled in. It starts nothing.
 func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 10 * time.Second

@@ -613,3 +613,18 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 		t.Errorf("sensors = %+v, %v", r, err)
 	}
 }
+
+// TestNilLoggerLogsToSlogDefault leaves HostConfig.Logger nil: the host's
+// own lines reach slog.Default(), as everywhere an embedder configures
+// logging, instead of being discarded.
+func TestNilLoggerLogsToSlogDefault(t *testing.T) {
+	var buf syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	host, _ := loadFake(t, plugin.HostConfig{})
+	host.Close()
+	if !strings.Contains(buf.String(), `"msg":"driver plugin loaded"`) {
+		t.Errorf("slog.Default() got no host line from a nil Logger:\n%s", buf.String())
+	}
+}

@@ -86,8 +86,8 @@ type Options struct {
 	// PollInterval is how often power state and tasks are polled
 	// (default 1 s).
 	PollInterval time.Duration
-	// Logger receives debug lines; nil discards them. Passwords are never
-	// logged.
+	// Logger receives debug lines; nil means slog.Default(), as everywhere
+	// an embedder configures logging. Passwords are never logged.
 	Logger *slog.Logger
 	// Media publishes the per-node boot ISO (the deploy ISO re-mastered
 	// with the node's kernel parameters) and, with driver_info
@@ -136,7 +136,7 @@ func (o *Options) defaults() {
 		o.PollInterval = time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	if o.MaxDeployISOSize <= 0 {
 		o.MaxDeployISOSize = DefaultMaxDeployISOSize
