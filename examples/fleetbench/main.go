@@ -255,12 +255,15 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		Agent:    agentSettings,
 		Hostname: "fleetbench", Workers: cfg.workers, Logger: slog.New(slog.DiscardHandler),
 		MaxConcurrentDeploy: cfg.maxConcurrentDeploy, MaxConcurrentClean: cfg.maxConcurrentClean,
+		// The waiter must see every node's last transition: room for a
+		// whole fleet's transitions means none is dropped under load.
+		WatchBuffer: max(conductor.DefaultWatchBuffer, 16*cfg.nodes),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.agent {
-		h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{})
+		h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return nil, err
 		}
