@@ -65,6 +65,8 @@
 //
 // See examples/vendor-plugin for a complete plugin with a README, and
 // plugins/fake for the built-in fake-hardware served out of process.
+// Package driver/plugin/plugintest tests a plugin through its real
+// process: build once, discover, register, run the conformance suite.
 //
 // # Wire contract
 //

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -226,22 +227,19 @@ func drive(ctx context.Context, verbs *clusterlab.VerbClient, store baremetal.St
 	return nil
 }
 
-// limitRefusal is the part of a conductor's refusal text that says the
-// verb met a concurrency limit (conductor.ConcurrentActionLimitError, the
-// conductors' max_concurrent_deploy / max_concurrent_clean: Ironic's 250
-// nodes deploying, 50 cleaning). The control API answers with the error's
-// text, so the typed error does not cross it.
-const limitRefusal = "due to concurrent action limit"
-
 // callVerb calls verb on node through the control API until a conductor
 // accepts it. The client already retries refusals for 30 s; a verb still
-// refused by a concurrency limit after that is called again (the refusal
-// changed nothing, and the limit frees up as the fleet's deploys and
-// cleans finish) until issueBy. Any other refusal is returned.
+// refused by a concurrency limit after that (conductor.ErrConcurrentActionLimit:
+// max_concurrent_deploy / max_concurrent_clean) is called again (the
+// refusal changed nothing, and the limit frees up as the fleet's deploys
+// and cleans finish) until issueBy. Any other refusal is returned.
 func callVerb(ctx context.Context, verbs *clusterlab.VerbClient, node, verb string, issueBy time.Time) error {
 	for {
 		_, err := verbs.Call(ctx, node, verb, 30*time.Second)
-		if err == nil || !strings.Contains(err.Error(), limitRefusal) || ctx.Err() != nil {
+		// The control API names the sentinel a refusal matched, so the
+		// client's *clusterlab.VerbError matches it as the conductor's
+		// *conductor.ConcurrentActionLimitError did.
+		if err == nil || !errors.Is(err, conductor.ErrConcurrentActionLimit) || ctx.Err() != nil {
 			return err
 		}
 		if time.Now().After(issueBy) {

@@ -20,7 +20,6 @@ import (
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/hashring"
-	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // LabHardwareType is the hardware type of the lab's machines.
@@ -351,7 +350,9 @@ func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterf
 // Answers: 202 accepted, 409 locked or refused by the state machine, 503
 // not served or over a concurrent action limit (with Retry-After, as
 // Ironic's ConcurrentActionLimit), 500 otherwise; the body is the error
-// text.
+// text and the refusalHeader names the sentinel the error matched, so
+// that the client (VerbClient) gives its caller an error that matches it
+// too.
 func serveVerb(w http.ResponseWriter, r *http.Request, c *conductor.Conductor) {
 	node, verb := r.PathValue("node"), r.PathValue("verb")
 	var err error
@@ -380,17 +381,5 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *conductor.Conductor) {
 		http.Error(w, "unknown verb "+verb, http.StatusNotFound)
 		return
 	}
-	switch {
-	case err == nil:
-		w.WriteHeader(http.StatusAccepted)
-	case errors.Is(err, baremetal.ErrNodeLocked), errors.Is(err, statemachine.ErrInvalidTransition), errors.Is(err, conductor.ErrVerbRefused), errors.Is(err, conductor.ErrUpdateInProgress):
-		http.Error(w, err.Error(), http.StatusConflict)
-	case errors.Is(err, conductor.ErrConcurrentActionLimit):
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-	case errors.Is(err, conductor.ErrNoConductor), errors.Is(err, conductor.ErrConductorNotRunning):
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-	default:
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-	}
+	answerVerb(w, err)
 }

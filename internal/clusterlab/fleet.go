@@ -249,11 +249,12 @@ func (v *VerbClient) pick() *Process {
 
 // Call sends verb for node until a conductor accepts it, retrying a
 // locked node, an unreachable or stopping conductor, for at most budget.
-// It returns how many attempts were refused before the acceptance.
+// It returns how many attempts were refused before the acceptance, and
+// otherwise a *VerbError that matches the sentinel of the last refusal.
 func (v *VerbClient) Call(ctx context.Context, node, verb string, budget time.Duration) (int, error) {
 	deadline := time.Now().Add(budget)
 	refused := 0
-	var last string
+	last := &VerbError{Node: node, Verb: verb, Message: "no live conductor"}
 	for time.Now().Before(deadline) {
 		if p := v.pick(); p != nil {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.AgentAPI+"/lab/verb/"+node+"/"+verb, nil)
@@ -262,17 +263,19 @@ func (v *VerbClient) Call(ctx context.Context, node, verb string, budget time.Du
 			}
 			resp, err := v.hc.Do(req)
 			if err == nil {
-				body, _ := io.ReadAll(resp.Body)
+				// The answer is an error text: 64 KiB is plenty.
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusAccepted {
 					return refused, nil
 				}
-				last = fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+				last = &VerbError{Node: node, Verb: verb, Status: resp.StatusCode, Reason: resp.Header.Get(refusalHeader),
+					Message: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(body)))}
 				if resp.StatusCode == http.StatusNotFound {
-					return refused, fmt.Errorf("clusterlab: %s of %s: %s", verb, node, last)
+					return refused, last
 				}
 			} else {
-				last = err.Error()
+				last = &VerbError{Node: node, Verb: verb, Message: err.Error()}
 			}
 			refused++
 		}
@@ -282,7 +285,8 @@ func (v *VerbClient) Call(ctx context.Context, node, verb string, budget time.Du
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return refused, fmt.Errorf("clusterlab: %s of %s not accepted within %s: %s", verb, node, budget, last)
+	last.Budget = budget.String()
+	return refused, last
 }
 
 // PID returns the process id.

@@ -10,7 +10,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
-	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
@@ -49,7 +49,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err := reg.RegisterInterface(driver.KindBoot, "pxe", stubPXE{}); err != nil {
 		t.Fatal(err)
 	}
-	cond := plugintest.StartConductor(t, reg, binary, "e2e-ipmi")
+	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "e2e-ipmi")
 
 	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "ipmi-1", Driver: ipmitool.HardwareType, DriverInfo: map[string]any{
 		"ipmi_address": bmc.Addr, "ipmi_port": strconv.Itoa(bmc.Port), "ipmi_username": bmc.Username,

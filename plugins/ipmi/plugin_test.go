@@ -14,19 +14,19 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
-	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
 
-// binary is the plugin executable, built once by TestMain.
-var binary string
+// thePlugin is this package's plugin executable, built once for the test
+// binary.
+var thePlugin = &plugintest.Plugin{Package: ".", Name: "ipmi"}
 
-func TestMain(m *testing.M) { plugintest.Main(m, "anvil-driver-ipmi", &binary) }
+func TestMain(m *testing.M) { plugintest.Main(m, thePlugin) }
 
-func load(t testing.TB, logs *plugintest.SyncBuffer) map[driver.Kind]driver.Interface {
+func load(t testing.TB, logs *plugintest.LogBuffer) map[driver.Kind]driver.Interface {
 	t.Helper()
 	impls, _ := loadPlugin(t, logs)
 	return impls
@@ -34,13 +34,18 @@ func load(t testing.TB, logs *plugintest.SyncBuffer) map[driver.Kind]driver.Inte
 
 // loadPlugin starts the plugin under a fresh host and returns its
 // implementations and the plugin handle.
-func loadPlugin(t testing.TB, logs *plugintest.SyncBuffer) (map[driver.Kind]driver.Interface, *plugin.Plugin) {
+func loadPlugin(t testing.TB, logs *plugintest.LogBuffer) (map[driver.Kind]driver.Interface, *plugin.Plugin) {
 	t.Helper()
 	var sink io.Writer
 	if logs != nil {
 		sink = logs
 	}
-	_, p, b := plugintest.Load(t, binary, sink)
+	host, _ := plugintest.Load(t, thePlugin.Path(t), plugintest.Options{Logs: sink})
+	p := host.Plugins()[0]
+	b, err := p.Bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != ipmitool.HardwareType {
 		t.Fatalf("hardware types %+v", b.HardwareTypes)
 	}
@@ -68,7 +73,7 @@ func simTask(b *ipmisim.BMC, password string) *driver.Task {
 // be found: it still describes itself, and validation gives the reason.
 func TestUnavailableWithoutIpmitool(t *testing.T) {
 	t.Setenv("ANVIL_IPMITOOL_PATH", "/nonexistent/ipmitool")
-	logs := &plugintest.SyncBuffer{}
+	logs := &plugintest.LogBuffer{}
 	impls := load(t, logs)
 	tk := &driver.Task{NodeUUID: "n1", DriverInfo: map[string]any{"ipmi_address": "10.0.0.1"}}
 	err := impls[driver.KindPower].Validate(context.Background(), tk)
@@ -112,10 +117,10 @@ func TestUnavailableWithoutIpmitoolOnPath(t *testing.T) {
 	}
 	// Discovery reports it too, and warns in the host's log.
 	dir := t.TempDir()
-	if err := os.Symlink(binary, filepath.Join(dir, "anvil-driver-ipmi")); err != nil {
+	if err := os.Symlink(thePlugin.Path(t), filepath.Join(dir, "anvil-driver-ipmi")); err != nil {
 		t.Fatal(err)
 	}
-	logs := &plugintest.SyncBuffer{}
+	logs := &plugintest.LogBuffer{}
 	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer host.Close()
 	rep, err := host.Discover(context.Background())
@@ -176,24 +181,28 @@ func TestManagementCapabilitiesThroughPlugin(t *testing.T) {
 func TestConformanceThroughPlugin(t *testing.T) {
 	ipmisim.Require(t)
 	bmc := ipmisim.Start(t, ipmisim.Options{})
-	logs := &plugintest.SyncBuffer{}
-	impls := load(t, logs)
-	for _, k := range []driver.Kind{driver.KindPower, driver.KindManagement, driver.KindVendor} {
-		t.Run(string(k), func(t *testing.T) {
-			c := drivertest.Config{Kind: k, Name: ipmitool.ImplIPMITool, Impl: impls[k], NewTask: func() *driver.Task { return simTask(bmc, bmc.Password) }}
-			if k != driver.KindVendor {
-				c.Slow = func(tk *driver.Task) { tk.DriverInfo["ipmi_port"] = "1" }
+	logs := &plugintest.LogBuffer{}
+	host, _ := plugintest.Load(t, thePlugin.Path(t), plugintest.Options{Logs: logs})
+	plugintest.Conformance(t, host, plugintest.Suite{
+		NewTask: func() *driver.Task { return simTask(bmc, bmc.Password) },
+		Slow: func(k driver.Kind, _ string) func(*driver.Task) {
+			if k == driver.KindVendor {
+				return nil // passthru methods answer from the task alone
 			}
-			drivertest.Run(t, c)
-		})
+			return func(tk *driver.Task) { tk.DriverInfo["ipmi_port"] = "1" }
+		},
+	})
+	impls := plugintest.Implementations(t, host)
+	if len(impls) != 3 {
+		t.Fatalf("implementations %v, want power, management and vendor", impls)
 	}
-	mgmt := impls[driver.KindManagement].(driver.ManagementInterface)
+	mgmt := impls[driver.KindManagement][ipmitool.ImplIPMITool].(driver.ManagementInterface)
 	tk := simTask(bmc, bmc.Password)
 	if err := mgmt.SetBootDevice(context.Background(), tk, driver.BootPXE, false); err != nil || bmc.Boot() != "pxe" {
 		t.Fatalf("boot device through the plugin: %v (sim %s)", err, bmc.Boot())
 	}
 	const secret = "Zq9wrongPw"
-	_, err := impls[driver.KindPower].(driver.PowerInterface).GetPowerState(context.Background(), simTask(bmc, secret))
+	_, err := impls[driver.KindPower][ipmitool.ImplIPMITool].(driver.PowerInterface).GetPowerState(context.Background(), simTask(bmc, secret))
 	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(logs.String(), secret) {
 		t.Fatalf("wrong password leaked or accepted: %v", err)
 	}

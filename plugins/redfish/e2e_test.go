@@ -7,7 +7,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -27,7 +27,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	cond := plugintest.StartConductor(t, reg, binary, "e2e-redfish")
+	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "e2e-redfish")
 
 	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "rf-1", Driver: rfdriver.HardwareType, DriverInfo: map[string]any{
 		"redfish_address": bmc.URL(), "redfish_username": "admin", "redfish_password": "password",

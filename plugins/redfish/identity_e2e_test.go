@@ -8,7 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -16,7 +16,7 @@ import (
 
 // waitPowerDone polls until the node's power action has finished (no
 // target power state, no reservation) and returns the node.
-func waitPowerDone(t *testing.T, cond *plugintest.Conductor, uuid string) *baremetal.Node {
+func waitPowerDone(t *testing.T, cond *plugine2e.Conductor, uuid string) *baremetal.Node {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -49,7 +49,7 @@ func TestConductorRefusesAnotherMachine(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	cond := plugintest.StartConductor(t, reg, binary, "identity")
+	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "identity")
 	n, err := cond.Enroll(ctx, &baremetal.Node{Name: "rf-id", Driver: rfdriver.HardwareType, DriverInfo: map[string]any{
 		"redfish_address": bmc.URL(), "redfish_username": "admin", "redfish_password": "password",
 		"redfish_deploy_iso": "http://images.example/ipa.iso", "redfish_frobnicate": "yes",

@@ -11,26 +11,30 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
-	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 )
 
-// binary is the plugin executable, built once by TestMain.
-var binary string
+// thePlugin is this package's plugin executable, built once for the test
+// binary.
+var thePlugin = &plugintest.Plugin{Package: ".", Name: "redfish"}
 
-func TestMain(m *testing.M) { plugintest.Main(m, "anvil-driver-redfish", &binary) }
+func TestMain(m *testing.M) { plugintest.Main(m, thePlugin) }
 
 // load starts the plugin through a host and returns its implementations.
-func load(t testing.TB, logs *plugintest.SyncBuffer) (*plugin.Host, map[driver.Kind]driver.Implementation) {
+func load(t testing.TB, logs *plugintest.LogBuffer) (*plugin.Host, map[driver.Kind]driver.Implementation) {
 	t.Helper()
 	var sink io.Writer
 	if logs != nil {
 		sink = logs
 	}
-	host, _, b := plugintest.Load(t, binary, sink)
+	host, _ := plugintest.Load(t, thePlugin.Path(t), plugintest.Options{Logs: sink})
+	b, err := host.Plugins()[0].Bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(b.HardwareTypes) != 1 || b.HardwareTypes[0].Name != rfdriver.HardwareType {
 		t.Fatalf("hardware types %+v", b.HardwareTypes)
 	}
@@ -64,7 +68,7 @@ func newServer(t testing.TB, opts redfishtest.Options) *redfishtest.Server {
 func TestConformanceThroughPlugin(t *testing.T) {
 	s := newServer(t, redfishtest.Options{TLS: true})
 	slow := newServer(t, redfishtest.Options{TLS: true, Latency: 3 * time.Second})
-	_, impls := load(t, nil)
+	host, impls := load(t, nil)
 	want := map[driver.Kind]string{
 		driver.KindPower: "redfish", driver.KindManagement: "redfish", driver.KindBoot: "redfish-virtual-media",
 		driver.KindInspect: "redfish", driver.KindBIOS: "redfish", driver.KindRAID: "redfish",
@@ -75,20 +79,16 @@ func TestConformanceThroughPlugin(t *testing.T) {
 			t.Fatalf("%s implementation %q, want %q", k, impls[k].Name, name)
 		}
 	}
-	for _, k := range driver.Kinds() {
-		i, ok := impls[k]
-		if !ok {
-			continue
-		}
-		t.Run(string(k), func(t *testing.T) {
-			c := drivertest.Config{Kind: k, Name: i.Name, Impl: i.Impl, NewTask: func() *driver.Task { return newTask(s, "password") }}
+	plugintest.Conformance(t, host, plugintest.Suite{
+		NewTask: func() *driver.Task { return newTask(s, "password") },
+		Slow: func(k driver.Kind, _ string) func(*driver.Task) {
 			switch k {
 			case driver.KindPower, driver.KindManagement, driver.KindBIOS, driver.KindFirmware:
-				c.Slow = func(tk *driver.Task) { tk.DriverInfo["redfish_address"] = slow.URL() }
+				return func(tk *driver.Task) { tk.DriverInfo["redfish_address"] = slow.URL() }
 			}
-			drivertest.Run(t, c)
-		})
-	}
+			return nil
+		},
+	})
 }
 
 // TestSessionReuseLogoutAndSecrets checks, across the process boundary,
@@ -96,7 +96,7 @@ func TestConformanceThroughPlugin(t *testing.T) {
 // that a wrong password appears neither in errors nor in any log line.
 func TestSessionReuseLogoutAndSecrets(t *testing.T) {
 	s := newServer(t, redfishtest.Options{})
-	logs := &plugintest.SyncBuffer{}
+	logs := &plugintest.LogBuffer{}
 	host, impls := load(t, logs)
 	ctx := context.Background()
 	p := impls[driver.KindPower].Impl.(driver.PowerInterface)

@@ -18,7 +18,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/internal/plugintest"
+	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
+	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -76,7 +77,7 @@ func startSushy(t *testing.T) *sushy {
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &plugintest.SyncBuffer{}
+	logs := &plugintest.LogBuffer{}
 	cmd := exec.Command(python, "-m", "sushy_tools.emulator.main", "--fake", "--config", conf)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logs, logs
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
@@ -153,7 +154,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	cond := plugintest.StartConductor(t, reg, binary, "sushy")
+	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "sushy")
 	info := func(i int) map[string]any {
 		di := map[string]any{
 			"redfish_address": s.url, "redfish_username": "admin", "redfish_password": "password",

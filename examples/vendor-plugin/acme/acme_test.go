@@ -3,13 +3,11 @@ package acme_test
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
-	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/examples/vendor-plugin/acme"
 )
 
@@ -36,31 +34,22 @@ func TestValidateExplainsBadAddress(t *testing.T) {
 	}
 }
 
-// TestThroughPluginWithBuiltins builds the plugin, loads it in a host and
-// composes the acme hardware type from its implementations and the
-// built-in ones, as the README describes.
+// acmePlugin is the plugin executable (package main one directory up),
+// built once for the test binary.
+var acmePlugin = &plugintest.Plugin{Package: "github.com/anvilmetal/anvil/examples/vendor-plugin", Name: acme.Name}
+
+func TestMain(m *testing.M) { plugintest.Main(m, acmePlugin) }
+
+// TestThroughPluginWithBuiltins builds the plugin, discovers it in a
+// host and composes the acme hardware type from its implementations and
+// the built-in ones, as the README describes, then runs the conformance
+// suite on the plugin's implementations through the process.
 func TestThroughPluginWithBuiltins(t *testing.T) {
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "anvil-driver-acme"), "github.com/anvilmetal/anvil/examples/vendor-plugin")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}})
-	defer host.Close()
-	rep, err := host.Discover(context.Background())
-	if err != nil || len(rep.Plugins) != 1 {
-		t.Fatalf("Discover = %v, %v", rep.Err(), err)
-	}
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{acme.Name}})
 	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Check(); err != nil {
-		t.Fatal(err)
-	}
+	host, reg := plugintest.Load(t, acmePlugin.Path(t), plugintest.Options{Registry: reg})
 	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: acme.Name})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +60,8 @@ func TestThroughPluginWithBuiltins(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, drv.Names[k], name)
 		}
 	}
-	t.Run("conformance", func(t *testing.T) { drivertest.RunDriver(t, drv, newTask, nil) })
+	t.Run("conformance", func(t *testing.T) { plugintest.Conformance(t, host, plugintest.Suite{NewTask: newTask}) })
+	t.Run("composed", func(t *testing.T) { drivertest.RunDriver(t, drv, newTask, nil) })
 
 	task := newTask()
 	if _, err := drv.Vendor().Call(context.Background(), task, "reset_bmc", "POST", nil); err != nil {

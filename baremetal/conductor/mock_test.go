@@ -1,0 +1,109 @@
+package conductor_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/mock/gomock"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/drivermock"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// TestPowerSyncCountsConsecutiveBMCFailures scripts, with a mock power
+// interface, a BMC that answers, stops answering, answers once and stops
+// again, each failure a *driver.BMCUnreachableError with its address: a
+// sequence no fake gives without rewriting the node's driver_info between
+// runs. With PowerStateSyncMaxRetries 2 the failure count must restart
+// after the answer, so only the third consecutive failure puts the node
+// in maintenance with fault "power failure" and the BMC's error in the
+// reason; once in maintenance the sync reads the BMC no more (the mock
+// fails the test on any call beyond the seven expected).
+func TestPowerSyncCountsConsecutiveBMCFailures(t *testing.T) {
+	ctx := context.Background()
+	ctrl := gomock.NewController(t)
+	power := drivermock.NewMockPowerInterface(ctrl)
+	unreachable := func(_ context.Context, tk *driver.Task) (driver.PowerState, error) {
+		return "", &driver.BMCUnreachableError{Node: tk.NodeUUID, Kind: driver.KindPower, Impl: "mock",
+			Address: "192.0.2.7:623", Attempts: 3, Waited: "60s"}
+	}
+	on := driver.PowerOn
+	gomock.InOrder(
+		power.EXPECT().GetPowerState(gomock.Any(), gomock.Any()).Return(on, nil),
+		power.EXPECT().GetPowerState(gomock.Any(), gomock.Any()).DoAndReturn(unreachable).Times(2),
+		power.EXPECT().GetPowerState(gomock.Any(), gomock.Any()).Return(on, nil),
+		power.EXPECT().GetPowerState(gomock.Any(), gomock.Any()).DoAndReturn(unreachable).Times(3),
+	)
+
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindPower: {"mock"}}})
+	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindPower, "mock", power); err != nil {
+		t.Fatal(err)
+	}
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "mock-conductor", PowerStateSyncMaxRetries: 2,
+		// The test runs the power sync itself.
+		CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1, PowerFailureRecoveryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	// A manageable node whose recorded power matches the BMC's first
+	// answer, created in the store so that no verb reads the mock.
+	n := &baremetal.Node{Name: "mock-1", Driver: driver.FakeHardware, PowerInterface: "mock",
+		ProvisionState: string(statemachine.Manageable), PowerState: string(driver.PowerOn)}
+	if err := store.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, wantMaint := range []bool{false, false, false, false, false, false, true, true} {
+		c.SyncPowerStates(ctx)
+		got, err := store.GetNode(ctx, n.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Maintenance != wantMaint {
+			t.Fatalf("after sync %d: maintenance %t (reason %q), want %t", i+1, got.Maintenance, got.MaintenanceReason, wantMaint)
+		}
+		if wantMaint && (got.Fault != "power failure" || got.PowerState != "" ||
+			!strings.Contains(got.MaintenanceReason, "no answer from the BMC at 192.0.2.7:623 after 3 attempt(s) in 60s")) {
+			t.Fatalf("after sync %d: fault %q power %q reason %q", i+1, got.Fault, got.PowerState, got.MaintenanceReason)
+		}
+	}
+	hist, err := store.ListHistory(ctx, n.UUID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := 0
+	for _, h := range hist {
+		if h.Event == "power failure" {
+			failures++
+		}
+	}
+	if failures != 1 {
+		t.Errorf("%d power failure history entries, want 1: %+v", failures, hist)
+	}
+}
