@@ -31,6 +31,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -40,7 +41,6 @@ import (
 	"sync"
 	"testing"
 
-	"log/slog"
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
