@@ -58,11 +58,7 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 		}
 	}
 	c.dropStaleAgent(ctx, t)
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		dep := d.Deploy()
-		if dep == nil {
-			return fmt.Errorf("no deploy interface")
-		}
+	err := callIface(ctx, t, driver.KindDeploy, "prepare to deploy", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.Validate(ctx, v); err != nil {
 			return err
 		}
@@ -92,11 +88,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 			return err
 		}
 	}
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		dep := d.Deploy()
-		if dep == nil {
-			return fmt.Errorf("no deploy interface")
-		}
+	err := callIface(ctx, t, driver.KindDeploy, "tear down", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.TearDown(ctx, v); err != nil {
 			return err
 		}

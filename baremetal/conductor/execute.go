@@ -74,11 +74,7 @@ func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	var ps driver.PowerState
 	var warnings []driver.ValidationWarning
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		p := d.Power()
-		if p == nil {
-			return fmt.Errorf("no power interface")
-		}
+	err := callIface(ctx, t, driver.KindPower, "verify", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		if err := p.Validate(ctx, v); err != nil {
 			return err
 		}
@@ -111,11 +107,7 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 	// keeps the old record.
 	prevIdentity, hadIdentity := t.node.DriverInternalInfo[driver.IdentityKey]
 	delete(t.node.DriverInternalInfo, driver.IdentityKey)
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		in := d.Inspect()
-		if in == nil {
-			return fmt.Errorf("no inspect interface")
-		}
+	err := callIface(ctx, t, driver.KindInspect, "inspect", func(d *driver.Driver, in driver.InspectInterface, v *driver.Task) error {
 		_, inband = in.(driver.InbandInspector)
 		if err := in.Validate(ctx, v); err != nil {
 			return err
@@ -176,11 +168,7 @@ func (c *Conductor) doService(ctx context.Context, t *task, in intent) error {
 
 func (c *Conductor) doAdopt(ctx context.Context, t *task) error {
 	t.consumeIntent()
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		dep := d.Deploy()
-		if dep == nil {
-			return fmt.Errorf("no deploy interface")
-		}
+	err := callIface(ctx, t, driver.KindDeploy, "adopt", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.Validate(ctx, v); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
-	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -103,11 +102,7 @@ func (c *Conductor) isFastTrack(ctx context.Context, t *task) (bool, fastTrackRe
 	url, _ := n.DriverInternalInfo["agent_url"].(string)
 	f.AgentURL = url != ""
 	f.LastHeartbeat, _ = n.DriverInternalInfo["agent_last_heartbeat"].(string)
-	f.PowerErr = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		p := d.Power()
-		if p == nil {
-			return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "power_interface", Expected: "a power interface"}
-		}
+	f.PowerErr = callIface(ctx, t, driver.KindPower, "read the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		ps, err := p.GetPowerState(ctx, v)
 		f.Power = ps
 		return err

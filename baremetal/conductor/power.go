@@ -42,11 +42,7 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var got driver.PowerState
-	err := t.call(pctx, func(d *driver.Driver, v *driver.Task) error {
-		p := d.Power()
-		if p == nil {
-			return fmt.Errorf("no power interface")
-		}
+	err := callIface(pctx, t, driver.KindPower, "change the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		var err error
 		if target == driver.Reboot {
 			err = p.Reboot(pctx, v, timeout)
@@ -159,11 +155,7 @@ func (c *Conductor) waitPoweredOff(ctx context.Context, t *task) bool {
 	deadline := c.clock.Now().Add(c.agent.PowerOffWait)
 	for {
 		var ps driver.PowerState
-		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			p := d.Power()
-			if p == nil {
-				return fmt.Errorf("no power interface")
-			}
+		err := callIface(ctx, t, driver.KindPower, "read the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 			var err error
 			ps, err = p.GetPowerState(ctx, v)
 			return err

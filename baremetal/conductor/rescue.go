@@ -13,11 +13,7 @@ import (
 func (c *Conductor) doRescue(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	var res driver.StepResult
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		r := d.Rescue()
-		if r == nil {
-			return fmt.Errorf("no rescue interface")
-		}
+	err := callIface(ctx, t, driver.KindRescue, "rescue", func(d *driver.Driver, r driver.RescueInterface, v *driver.Task) error {
 		var err error
 		res, err = r.Rescue(ctx, v)
 		return err
@@ -34,11 +30,7 @@ func (c *Conductor) doRescue(ctx context.Context, t *task) error {
 
 func (c *Conductor) doUnrescue(ctx context.Context, t *task) error {
 	t.consumeIntent()
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		r := d.Rescue()
-		if r == nil {
-			return fmt.Errorf("no rescue interface")
-		}
+	err := callIface(ctx, t, driver.KindRescue, "unrescue", func(d *driver.Driver, r driver.RescueInterface, v *driver.Task) error {
 		return r.Unrescue(ctx, v)
 	})
 	if err != nil {

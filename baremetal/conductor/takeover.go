@@ -408,11 +408,7 @@ func (c *Conductor) reprepare(ctx context.Context, t *task) {
 		return
 	}
 	previous := n.ConductorAffinity
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		dep := d.Deploy()
-		if dep == nil {
-			return fmt.Errorf("no deploy interface")
-		}
+	err := callIface(ctx, t, driver.KindDeploy, "take over", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.Prepare(ctx, v); err != nil {
 			return err
 		}
