@@ -128,11 +128,22 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				}
 			}
 		}
+		if writesProgressFirst(a.Kind) {
+			if err := writeNodeProgress(n, a.Progress); err != nil {
+				switch a.Kind {
+				case steps.Fail:
+					c.log.Warn("cannot record failed progress", "node", n.UUID, "error", err)
+				case steps.Abort:
+					c.log.Warn("cannot record aborted progress", "node", n.UUID, "error", err)
+				case steps.AbortAfterStep:
+					return err
+				default:
+					return c.stepsFailed(ctx, t, kind, describeErr(err), false)
+				}
+			}
+		}
 		switch a.Kind {
 		case steps.RunStep:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			if err := t.save(ctx); err != nil {
 				return err
 			}
@@ -168,9 +179,6 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			}
 			a = c.planner().Decide(prog, out)
 		case steps.PowerOn, steps.PowerOff, steps.PowerReboot:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			target := map[steps.ActionKind]driver.PowerState{steps.PowerOn: driver.PowerOn, steps.PowerOff: driver.PowerOff, steps.PowerReboot: driver.Reboot}[a.Kind]
 			c.stepEvent(t, EventStepStart, kind, a.Step, "")
 			if err := c.powerAction(ctx, t, target, 0); err != nil {
@@ -181,14 +189,8 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			c.stepEvent(t, EventStepEnd, kind, a.Step, "")
 			a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepDone})
 		case steps.Hold:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			return t.process(ctx, statemachine.EventHold, moveOpts{keepTarget: true})
 		case steps.Sleep:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			if a.Warning != "" {
 				c.history(ctx, n.UUID, "wait step capped", "provisioning", a.Warning, baremetal.HistoryWarning)
 			}
@@ -205,17 +207,11 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			}
 			a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepDone})
 		case steps.Wait:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			if statemachine.State(n.ProvisionState) == waitState(kind) {
 				return t.save(ctx)
 			}
 			return t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true})
 		case steps.RebootToFinishStep:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 				if b := d.Boot(); b != nil {
 					if err := b.PrepareRamdisk(ctx, v, c.agentRamdiskParams()); err != nil {
@@ -251,29 +247,29 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			}
 			a = c.planner().Continue(a.Progress)
 		case steps.AbortAfterStep:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return err
-			}
 			return t.save(ctx)
 		case steps.Finish:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				return c.stepsFailed(ctx, t, kind, describeErr(err), false)
-			}
 			return c.finishSteps(ctx, t, kind)
 		case steps.Fail:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				c.log.Warn("cannot record failed progress", "node", n.UUID, "error", err)
-			}
 			return c.stepsFailed(ctx, t, kind, a.Message, a.Maintenance)
 		case steps.Abort:
-			if err := writeNodeProgress(n, a.Progress); err != nil {
-				c.log.Warn("cannot record aborted progress", "node", n.UUID, "error", err)
-			}
 			return c.stepsFailed(ctx, t, kind, a.Message, false)
 		default:
 			return c.stepsFailed(ctx, t, kind, fmt.Sprintf("unexpected step action %v", a.Kind), false)
 		}
 	}
+}
+
+// writesProgressFirst says whether runActions records the action's
+// progress in the node before acting on it: every action does but the
+// agent step refreshes, which record it only once the refresh worked.
+func writesProgressFirst(k steps.ActionKind) bool {
+	switch k {
+	case steps.RunStep, steps.PowerOn, steps.PowerOff, steps.PowerReboot, steps.Hold, steps.Sleep, steps.Wait,
+		steps.RebootToFinishStep, steps.AbortAfterStep, steps.Finish, steps.Fail, steps.Abort:
+		return true
+	}
+	return false
 }
 
 func waitState(kind steps.Kind) statemachine.State {
