@@ -30,9 +30,9 @@ func deployStepsFetchRetryable(err error) bool {
 
 // agentOf addresses the node's agent.
 func agentOf(n *baremetal.Node) agentclient.Agent {
-	url, _ := n.DriverInternalInfo["agent_url"].(string)
-	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
-	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
+	tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string)
+	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 	return agentclient.Agent{NodeUUID: n.UUID, URL: url, Token: tok, VerifyCA: ca}
 }
 

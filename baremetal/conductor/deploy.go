@@ -16,7 +16,7 @@ import (
 // wipeAgent forgets the agent's URL and token, as Ironic's
 // wipe_token_and_url does.
 func wipeAgent(n *baremetal.Node) {
-	for _, k := range []string{"agent_url", "agent_secret_token", "agent_verify_ca", "agent_secret_token_pregenerated"} {
+	for _, k := range []string{driver.InternalAgentURL, driver.InternalAgentToken, driver.InternalAgentVerifyCA, driver.InternalAgentTokenPregenerated} {
 		delete(n.DriverInternalInfo, k)
 	}
 }
@@ -79,7 +79,7 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	n := t.node
-	if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" && n.PowerState == string(driver.PowerOn) {
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == string(driver.PowerOn) {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.
 		if err := c.powerOffAgent(ctx, t); err != nil {

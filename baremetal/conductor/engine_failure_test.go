@@ -141,7 +141,7 @@ func TestAbortCleanWait(t *testing.T) {
 	if !strings.Contains(f.LastError, "aborted by request") {
 		t.Fatalf("last error %q", f.LastError)
 	}
-	if _, ok := f.DriverInternalInfo["agent_secret_token"]; ok {
+	if _, ok := f.DriverInternalInfo[driver.InternalAgentToken]; ok {
 		t.Errorf("agent token survived the abort")
 	}
 }
@@ -232,11 +232,11 @@ func TestRescueUnrescueAdoptPower(t *testing.T) {
 	// agent token.
 	h.must(h.c.SetPowerState(h.ctx, n.UUID, statemachine.PowerOn, 0))
 	on := h.waitPower(n.UUID, "power on")
-	on.DriverInternalInfo["agent_secret_token"] = "tok"
+	on.DriverInternalInfo[driver.InternalAgentToken] = "tok"
 	h.must(h.store.UpdateNode(h.ctx, on, ""))
 	h.must(h.c.SetPowerState(h.ctx, n.UUID, statemachine.PowerOff, 0))
 	off := h.waitPower(n.UUID, "power off")
-	if _, ok := off.DriverInternalInfo["agent_secret_token"]; ok {
+	if _, ok := off.DriverInternalInfo[driver.InternalAgentToken]; ok {
 		t.Fatalf("power off kept the agent token")
 	}
 	if err := h.c.SetPowerState(h.ctx, n.UUID, "sideways", 0); !errors.Is(err, statemachine.ErrUnknownPowerState) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -72,11 +73,11 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 	}
 	t := c.newTask(n)
 	defer t.release()
-	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok != "" {
+	if tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string); tok != "" {
 		return false, nil
 	}
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
-	n.DriverInternalInfo["agent_secret_token"] = candidate
+	n.DriverInternalInfo[driver.InternalAgentToken] = candidate
 	if err := t.save(ctx); err != nil {
 		return false, err
 	}
@@ -96,14 +97,14 @@ func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartb
 }
 
 func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
-	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string)
 	if pending := c.pendingToken(n.UUID); pending != "" {
 		// Issued by a lookup during a power action still in progress:
 		// the stored token (if any) is the previous boot's.
 		tok = pending
 	}
-	url, _ := n.DriverInternalInfo["agent_url"].(string)
-	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
+	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 	return agentclient.Node{
 		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
@@ -156,15 +157,15 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	}
 	c.metrics.heartbeats.WithLabelValues(n.ProvisionState).Inc()
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
-	n.DriverInternalInfo["agent_url"] = hb.CallbackURL
-	n.DriverInternalInfo["agent_version"] = hb.AgentVersion
-	n.DriverInternalInfo["agent_last_heartbeat"] = hb.ReceivedAt.UTC().Format(agentclient.LastHeartbeatLayout)
+	n.DriverInternalInfo[driver.InternalAgentURL] = hb.CallbackURL
+	n.DriverInternalInfo[driver.InternalAgentVersion] = hb.AgentVersion
+	n.DriverInternalInfo[driver.InternalAgentLastHeartbeat] = hb.ReceivedAt.UTC().Format(agentclient.LastHeartbeatLayout)
 	if hb.AgentVerifyCA != "" {
-		n.DriverInternalInfo["agent_verify_ca"] = hb.AgentVerifyCA
+		n.DriverInternalInfo[driver.InternalAgentVerifyCA] = hb.AgentVerifyCA
 	}
 	if hb.AgentStatus != "" {
-		n.DriverInternalInfo["agent_status"] = hb.AgentStatus
-		n.DriverInternalInfo["agent_status_message"] = hb.AgentStatusMessage
+		n.DriverInternalInfo[driver.InternalAgentStatus] = hb.AgentStatus
+		n.DriverInternalInfo[driver.InternalAgentStatusMessage] = hb.AgentStatusMessage
 	}
 	switch state {
 	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:

@@ -71,9 +71,9 @@ func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
 	n := t.node
 	n.PowerState = string(got)
 	if target != driver.PowerOn {
-		if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
+		if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
 			n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
-			for _, k := range []string{"agent_url", "agent_secret_token", "agent_verify_ca", "agent_cached_clean_steps",
+			for _, k := range []string{driver.InternalAgentURL, driver.InternalAgentToken, driver.InternalAgentVerifyCA, "agent_cached_clean_steps",
 				"agent_cached_deploy_steps", "agent_cached_service_steps"} {
 				delete(n.DriverInternalInfo, k)
 			}
@@ -140,10 +140,10 @@ func (c *Conductor) powerOffAgent(ctx context.Context, t *task) error {
 		}
 	}
 	// The disks were flushed above: power off without a second sync.
-	url := n.DriverInternalInfo["agent_url"]
-	delete(n.DriverInternalInfo, "agent_url")
+	url := n.DriverInternalInfo[driver.InternalAgentURL]
+	delete(n.DriverInternalInfo, driver.InternalAgentURL)
 	if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
-		n.DriverInternalInfo["agent_url"] = url
+		n.DriverInternalInfo[driver.InternalAgentURL] = url
 		return err
 	}
 	return nil
@@ -185,8 +185,8 @@ func (c *Conductor) waitPoweredOff(ctx context.Context, t *task) bool {
 // was given is saved with the node before the desk closes.
 func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target driver.PowerState) error {
 	n := t.node
-	_, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]
-	tok, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	_, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]
+	tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string)
 	// A reboot forgets the token (unless pre-generated); a power-on
 	// keeps whatever token the node has.
 	if pre || (tok != "" && target != driver.Reboot) {
@@ -218,7 +218,7 @@ func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target drive
 	// The desk stays open (later lookups get the masked token, and
 	// heartbeats are checked against it) until the token is saved.
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
-	n.DriverInternalInfo["agent_secret_token"] = tok
+	n.DriverInternalInfo[driver.InternalAgentToken] = tok
 	if serr := t.save(ctx); serr != nil {
 		return errors.Join(err, serr)
 	}

@@ -55,10 +55,10 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 		return err
 	}
 	n := t.node
-	if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
-		delete(n.DriverInternalInfo, "agent_secret_token")
+	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
+		delete(n.DriverInternalInfo, driver.InternalAgentToken)
 	}
-	delete(n.DriverInternalInfo, "agent_url")
+	delete(n.DriverInternalInfo, driver.InternalAgentURL)
 	return nil
 }
 

@@ -64,7 +64,7 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 			// now, as Ironic's fast-track prepare_cleaning does; no
 			// heartbeat in a wait state will (the cache was wiped
 			// above).
-			if url, _ := n.DriverInternalInfo["agent_url"].(string); url != "" {
+			if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" {
 				err = c.refreshAgentSteps(ctx, t, kind)
 			}
 		}
@@ -338,7 +338,7 @@ func (c *Conductor) classify(t *task, kind steps.Kind, res driver.StepResult, er
 	case errors.Is(err, agentclient.ErrAgentBusy):
 		return steps.Outcome{Kind: steps.AgentBusy}
 	case errors.Is(err, agentclient.ErrConnectionFailed):
-		_, hasURL := n.DriverInternalInfo["agent_url"].(string)
+		_, hasURL := n.DriverInternalInfo[driver.InternalAgentURL].(string)
 		return steps.Outcome{Kind: steps.AgentConnectionLost, Node: n.UUID, Err: describeErr(err), AgentURLMissing: !hasURL}
 	case errors.Is(err, agentclient.ErrVersionMismatch):
 		return steps.Outcome{Kind: steps.VersionMismatch}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
@@ -230,7 +231,7 @@ func (c *Conductor) mergeLiveAgentSteps(ctx context.Context, t *task, kind steps
 	if kind != steps.Deploy || prog.StepsValidated || !c.agentBased(t) {
 		return prog, true, nil
 	}
-	if url, _ := t.node.DriverInternalInfo["agent_url"].(string); url == "" {
+	if url, _ := t.node.DriverInternalInfo[driver.InternalAgentURL].(string); url == "" {
 		return prog, true, nil
 	}
 	if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {

@@ -428,7 +428,7 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 			return err
 		}
 	case statemachine.DeployWait, statemachine.DeployHold:
-		delete(n.DriverInternalInfo, "agent_url")
+		delete(n.DriverInternalInfo, driver.InternalAgentURL)
 	case statemachine.RescueWait:
 		delete(n.InstanceInfo, "rescue_password")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // Factory returns a new, empty store that reads time from clock. It
@@ -170,7 +171,7 @@ func fullNode() *baremetal.Node {
 		NetworkInterface: "noop", PowerInterface: "ipmitool", RAIDInterface: "agent", RescueInterface: "agent",
 		StorageInterface: "noop", VendorInterface: "ipmitool",
 		DriverInfo:         map[string]any{"ipmi_address": "10.0.0.1", "ipmi_password": "s3cret", "ipmi_port": float64(623)},
-		DriverInternalInfo: map[string]any{"agent_secret_token": "tok", "clean_steps": []any{map[string]any{"step": "erase_devices"}}},
+		DriverInternalInfo: map[string]any{driver.InternalAgentToken: "tok", "clean_steps": []any{map[string]any{"step": "erase_devices"}}},
 		InstanceInfo:       map[string]any{"image_source": "http://img", "root_gb": float64(10)},
 		Properties:         map[string]any{"cpu_arch": "x86_64", "memory_mb": float64(4096)},
 		Extra:              map[string]any{"rack": "r1", "nested": map[string]any{"a": []any{"b", true, nil}}},
@@ -1137,7 +1138,7 @@ func testNotifier(t *testing.T, s baremetal.Store, _ *ManualClock) {
 func testSecretsInErrors(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	n := mustNode(t, s, func(n *baremetal.Node) {
 		n.DriverInfo = map[string]any{"ipmi_password": "Pw-ipmi-1", "redfish_password": "Pw-redfish-2"}
-		n.DriverInternalInfo = map[string]any{"agent_secret_token": "Tok-agent-3"}
+		n.DriverInternalInfo = map[string]any{driver.InternalAgentToken: "Tok-agent-3"}
 	})
 	secrets := []string{"Pw-ipmi-1", "Pw-redfish-2", "Tok-agent-3"}
 	var errs []error
