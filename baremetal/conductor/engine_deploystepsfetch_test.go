@@ -17,7 +17,7 @@ import (
 func (h *agentHarness) deployOnce(name string) *baremetal.Node {
 	h.t.Helper()
 	n := h.enrollAgentNode(name)
-	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
+	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
 	h.must(h.c.Manage(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Provide(h.ctx, n.UUID))

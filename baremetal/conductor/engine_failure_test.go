@@ -108,7 +108,7 @@ func TestCleanWaitTimeout(t *testing.T) {
 func TestDeployWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
-	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
+	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Available)
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))

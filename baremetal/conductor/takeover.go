@@ -44,7 +44,7 @@ const EventTakeover EventType = "takeover"
 // active state with no pending intent: a dead (or restarted) conductor
 // was running them.
 func (c *Conductor) takeOverInterrupted(ctx context.Context) {
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: baremetal.Ptr(false)})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: new(false)})
 	if err != nil {
 		c.log.Warn("orphan check: cannot list nodes", "error", err)
 		return
@@ -381,8 +381,8 @@ func (c *Conductor) SyncLocalState(ctx context.Context) {
 	if cl == nil || c.record == nil {
 		return
 	}
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: baremetal.Ptr(false),
-		Maintenance: baremetal.Ptr(false), ConductorAffinityNot: c.record.ID})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: new(false),
+		Maintenance: new(false), ConductorAffinityNot: c.record.ID})
 	if err != nil {
 		c.log.Warn("sync local state: cannot list nodes", "error", err)
 		return

@@ -506,20 +506,20 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "deploying" || n.ProvisionState == "wait call-back"
 		})
-	check("maintenance", baremetal.NodeFilter{Maintenance: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.Maintenance })
-	check("not maintenance", baremetal.NodeFilter{Maintenance: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return !n.Maintenance })
-	check("reserved", baremetal.NodeFilter{Reserved: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.Reservation != "" })
-	check("unreserved", baremetal.NodeFilter{Reserved: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return n.Reservation == "" })
+	check("maintenance", baremetal.NodeFilter{Maintenance: new(true)}, func(n *baremetal.Node) bool { return n.Maintenance })
+	check("not maintenance", baremetal.NodeFilter{Maintenance: new(false)}, func(n *baremetal.Node) bool { return !n.Maintenance })
+	check("reserved", baremetal.NodeFilter{Reserved: new(true)}, func(n *baremetal.Node) bool { return n.Reservation != "" })
+	check("unreserved", baremetal.NodeFilter{Reserved: new(false)}, func(n *baremetal.Node) bool { return n.Reservation == "" })
 	check("reserved by", baremetal.NodeFilter{ReservedBy: "host-1"}, func(n *baremetal.Node) bool { return n.Reservation == "host-1" })
-	check("default group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "" })
-	check("group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("rack-2")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "rack-2" })
+	check("default group", baremetal.NodeFilter{ConductorGroup: new("")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "" })
+	check("group", baremetal.NodeFilter{ConductorGroup: new("rack-2")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "rack-2" })
 	check("driver", baremetal.NodeFilter{Drivers: []string{"redfish"}}, func(n *baremetal.Node) bool { return n.Driver == "redfish" })
 	cut := Epoch().Add(10 * time.Second)
 	check("older than", baremetal.NodeFilter{ProvisionUpdatedBefore: cut}, func(n *baremetal.Node) bool { return n.ProvisionUpdatedAt.Before(cut) })
-	check("associated", baremetal.NodeFilter{Associated: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
-	check("unassociated", baremetal.NodeFilter{Associated: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
+	check("associated", baremetal.NodeFilter{Associated: new(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
+	check("unassociated", baremetal.NodeFilter{Associated: new(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
 	check("affinity not", baremetal.NodeFilter{ConductorAffinityNot: 2}, func(n *baremetal.Node) bool { return n.ConductorAffinity != 2 })
-	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: baremetal.Ptr(false), Maintenance: baremetal.Ptr(false), ConductorGroup: baremetal.Ptr("rack-2")},
+	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"
 		})
