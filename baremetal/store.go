@@ -217,9 +217,6 @@ type Page struct {
 	Marker string
 }
 
-// Ptr returns a pointer to v, for the optional fields of NodeFilter.
-func Ptr[T any](v T) *T { return &v }
-
 // NodeChange describes a committed write to a node, for in-process
 // watchers.
 type NodeChange struct {

@@ -140,15 +140,27 @@ func (e *NoValidDefaultError) Is(target error) bool { return target == ErrNoVali
 // Unwrap returns the reason a configured default was refused.
 func (e *NoValidDefaultError) Unwrap() error { return e.Cause }
 
-// UnsupportedError says an implementation does not support an operation.
+// UnsupportedError says an implementation does not support an operation,
+// or (Impl empty) that a node's driver has no interface of Kind at all.
 type UnsupportedError struct {
+	// Node is the node's UUID when the error concerns one node.
+	Node      string
 	Kind      Kind
 	Impl      string
 	Operation string
 }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("%s/%s: %s is not supported", e.Kind, e.Impl, e.Operation)
+	var b strings.Builder
+	if e.Node != "" {
+		fmt.Fprintf(&b, "node %s: ", e.Node)
+	}
+	if e.Impl == "" {
+		fmt.Fprintf(&b, "no %s interface: %s is not supported", e.Kind, e.Operation)
+	} else {
+		fmt.Fprintf(&b, "%s/%s: %s is not supported", e.Kind, e.Impl, e.Operation)
+	}
+	return b.String()
 }
 
 // Is matches ErrUnsupported.

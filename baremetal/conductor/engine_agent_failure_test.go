@@ -8,6 +8,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -135,7 +136,7 @@ func TestAgentFastTrack(t *testing.T) {
 	if h.fleet.Agent(n.UUID) == nil || av.PowerState != "power on" {
 		t.Fatalf("fast track: after cleaning the agent runs = %t, power %q; want the agent kept up", h.fleet.Agent(n.UUID) != nil, av.PowerState)
 	}
-	if _, ok := av.DriverInternalInfo["agent_url"]; !ok {
+	if _, ok := av.DriverInternalInfo[driver.InternalAgentURL]; !ok {
 		t.Fatalf("fast track: agent URL wiped at the end of cleaning")
 	}
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))

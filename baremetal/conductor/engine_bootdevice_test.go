@@ -90,7 +90,7 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 			// first ramdisk boot the node sees.
 			cur, err := store.GetNode(ctx, n.UUID)
 			h.must(err)
-			cur.AutomatedClean = baremetal.Ptr(false)
+			cur.AutomatedClean = new(false)
 			h.must(store.UpdateNode(ctx, cur, ""))
 			h.must(c.Provide(ctx, n.UUID))
 			h.waitFor(n.UUID, statemachine.Available)

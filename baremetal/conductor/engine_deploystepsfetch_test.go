@@ -8,6 +8,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -16,7 +17,7 @@ import (
 func (h *agentHarness) deployOnce(name string) *baremetal.Node {
 	h.t.Helper()
 	n := h.enrollAgentNode(name)
-	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
+	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
 	h.must(h.c.Manage(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -39,7 +40,7 @@ func TestDeployFailsWhenAgentDeployStepsFail(t *testing.T) {
 	if !strings.Contains(f.LastError, "Failed to get deploy steps from the agent") || !strings.Contains(f.LastError, "no hardware manager answers") {
 		t.Fatalf("last error %q does not say the deploy steps could not be fetched", f.LastError)
 	}
-	if f.DriverInternalInfo["agent_url"] != nil {
+	if f.DriverInternalInfo[driver.InternalAgentURL] != nil {
 		t.Errorf("failed deploy kept the agent URL")
 	}
 }

@@ -108,7 +108,7 @@ func TestCleanWaitTimeout(t *testing.T) {
 func TestDeployWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
-	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
+	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Available)
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
@@ -141,7 +141,7 @@ func TestAbortCleanWait(t *testing.T) {
 	if !strings.Contains(f.LastError, "aborted by request") {
 		t.Fatalf("last error %q", f.LastError)
 	}
-	if _, ok := f.DriverInternalInfo["agent_secret_token"]; ok {
+	if _, ok := f.DriverInternalInfo[driver.InternalAgentToken]; ok {
 		t.Errorf("agent token survived the abort")
 	}
 }
@@ -232,11 +232,11 @@ func TestRescueUnrescueAdoptPower(t *testing.T) {
 	// agent token.
 	h.must(h.c.SetPowerState(h.ctx, n.UUID, statemachine.PowerOn, 0))
 	on := h.waitPower(n.UUID, "power on")
-	on.DriverInternalInfo["agent_secret_token"] = "tok"
+	on.DriverInternalInfo[driver.InternalAgentToken] = "tok"
 	h.must(h.store.UpdateNode(h.ctx, on, ""))
 	h.must(h.c.SetPowerState(h.ctx, n.UUID, statemachine.PowerOff, 0))
 	off := h.waitPower(n.UUID, "power off")
-	if _, ok := off.DriverInternalInfo["agent_secret_token"]; ok {
+	if _, ok := off.DriverInternalInfo[driver.InternalAgentToken]; ok {
 		t.Fatalf("power off kept the agent token")
 	}
 	if err := h.c.SetPowerState(h.ctx, n.UUID, "sideways", 0); !errors.Is(err, statemachine.ErrUnknownPowerState) {

@@ -31,7 +31,7 @@ func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	av := h.waitFor(n.UUID, statemachine.Available)
-	if _, ok := av.DriverInternalInfo["agent_url"]; !ok || h.fleet.Boots(n.UUID) != 1 {
+	if _, ok := av.DriverInternalInfo[driver.InternalAgentURL]; !ok || h.fleet.Boots(n.UUID) != 1 {
 		t.Fatalf("fast track did not keep the agent after cleaning (url kept %t, boots %d)", ok, h.fleet.Boots(n.UUID))
 	}
 	// Every heartbeat recorded so far is now more than the timeout old.
@@ -61,7 +61,7 @@ func TestAgentFastTrackPoweredOffReboots(t *testing.T) {
 	for {
 		cur, err := h.store.GetNode(h.ctx, n.UUID)
 		h.must(err)
-		if _, ok := cur.DriverInternalInfo["agent_url"]; !ok {
+		if _, ok := cur.DriverInternalInfo[driver.InternalAgentURL]; !ok {
 			t.Fatal("agent URL not kept after cleaning with fast track")
 		}
 		cur.DriverInternalInfo[driver.FakePowerStateKey] = string(driver.PowerOff)

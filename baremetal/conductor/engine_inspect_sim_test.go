@@ -92,7 +92,7 @@ func TestInbandInspection(t *testing.T) {
 	if m.LastError != "" {
 		t.Errorf("last error %q after a successful inspection", m.LastError)
 	}
-	for _, k := range []string{"anvil_inspection_managed_boot", agentdeploy.InspectionBootKey, driver.FakeBootRamdiskParamsKey, "anvil_intent", "agent_secret_token"} {
+	for _, k := range []string{"anvil_inspection_managed_boot", agentdeploy.InspectionBootKey, driver.FakeBootRamdiskParamsKey, "anvil_intent", driver.InternalAgentToken} {
 		if _, ok := m.DriverInternalInfo[k]; ok {
 			t.Errorf("driver_internal_info keeps %s after inspection: %v", k, m.DriverInternalInfo[k])
 		}

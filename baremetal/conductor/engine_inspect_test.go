@@ -595,7 +595,7 @@ func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
 	if !strings.Contains(f.LastError, "inspection inventory") || f.PowerState != string(driver.PowerOff) {
 		t.Fatalf("fast-track node after a failed inventory save: last error %q, power %q; want the save named and power off", f.LastError, f.PowerState)
 	}
-	for _, k := range []string{"anvil_inspection_managed_boot", "agent_url", "agent_secret_token"} {
+	for _, k := range []string{"anvil_inspection_managed_boot", driver.InternalAgentURL, driver.InternalAgentToken} {
 		if _, ok := f.DriverInternalInfo[k]; ok {
 			t.Errorf("driver_internal_info keeps %s after the failed inspection", k)
 		}

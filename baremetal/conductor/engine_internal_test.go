@@ -16,7 +16,7 @@ import (
 func TestAgentBusyRetriesSameStep(t *testing.T) {
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
 	c := &Conductor{drivers: reg}
-	tk := &task{c: c, node: &baremetal.Node{UUID: "n1", DriverInternalInfo: map[string]any{"agent_url": "https://a"}}}
+	tk := &task{c: c, node: &baremetal.Node{UUID: "n1", DriverInternalInfo: map[string]any{driver.InternalAgentURL: "https://a"}}}
 	busy := fmt.Errorf("deploy: %w", agentclient.ErrAgentBusy)
 	out := c.classify(tk, steps.Clean, driver.StepResult{}, busy)
 	if out.Kind != steps.AgentBusy {

@@ -172,7 +172,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	if got.elapsed > 2*time.Second {
 		t.Fatalf("lookup during the held power-on took %v", got.elapsed)
 	}
-	if stored, _ := w.DriverInternalInfo["agent_secret_token"].(string); stored != got.token {
+	if stored, _ := w.DriverInternalInfo[driver.InternalAgentToken].(string); stored != got.token {
 		t.Fatal("the token the lookup returned is not the token the conductor stored")
 	}
 	// The token is disclosed once.

@@ -233,6 +233,20 @@ func (t *task) call(ctx context.Context, fn func(*driver.Driver, *driver.Task) e
 	return callErr
 }
 
+// callIface runs fn, as call does, with the node's implementation of kind
+// as the Go interface T. A node whose driver lacks that interface gets an
+// *driver.UnsupportedError naming the node, the kind and op (so callers
+// branch on driver.ErrUnsupported), and fn does not run.
+func callIface[T any](ctx context.Context, t *task, kind driver.Kind, op string, fn func(*driver.Driver, T, *driver.Task) error) error {
+	return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		x, ok := d.Interface(kind).(T)
+		if !ok {
+			return &driver.UnsupportedError{Node: t.uuid(), Kind: kind, Impl: d.Names[kind], Operation: op}
+		}
+		return fn(d, x, v)
+	})
+}
+
 // moveOpts tune a transition like Ironic's process_event arguments.
 type moveOpts struct {
 	// target is the explicit target state (manual clean: manageable).

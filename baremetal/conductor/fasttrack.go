@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
-	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -100,14 +99,10 @@ func (c *Conductor) isFastTrack(ctx context.Context, t *task) (bool, fastTrackRe
 			f.FirmwareUpdating = true
 		}
 	}
-	url, _ := n.DriverInternalInfo["agent_url"].(string)
+	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
 	f.AgentURL = url != ""
-	f.LastHeartbeat, _ = n.DriverInternalInfo["agent_last_heartbeat"].(string)
-	f.PowerErr = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		p := d.Power()
-		if p == nil {
-			return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "power_interface", Expected: "a power interface"}
-		}
+	f.LastHeartbeat, _ = n.DriverInternalInfo[driver.InternalAgentLastHeartbeat].(string)
+	f.PowerErr = callIface(ctx, t, driver.KindPower, "read the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		ps, err := p.GetPowerState(ctx, v)
 		f.Power = ps
 		return err
@@ -122,7 +117,7 @@ func (c *Conductor) isFastTrack(ctx context.Context, t *task) (bool, fastTrackRe
 // powered off or silent for longer than fast_track_timeout.
 func (c *Conductor) dropStaleAgent(ctx context.Context, t *task) {
 	n := t.node
-	if url, _ := n.DriverInternalInfo["agent_url"].(string); url == "" || !c.agentBased(t) {
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url == "" || !c.agentBased(t) {
 		return
 	}
 	ok, why := c.isFastTrack(ctx, t)
@@ -130,8 +125,8 @@ func (c *Conductor) dropStaleAgent(ctx context.Context, t *task) {
 		return
 	}
 	c.log.Info("not using fast track: booting the ramdisk", "node", n.UUID, "reason", string(why))
-	if _, pre := n.DriverInternalInfo["agent_secret_token_pregenerated"]; !pre {
-		delete(n.DriverInternalInfo, "agent_secret_token")
+	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
+		delete(n.DriverInternalInfo, driver.InternalAgentToken)
 	}
-	delete(n.DriverInternalInfo, "agent_url")
+	delete(n.DriverInternalInfo, driver.InternalAgentURL)
 }

@@ -70,7 +70,7 @@ func (c *Conductor) listAll(ctx context.Context, f baremetal.NodeFilter) ([]*bar
 // "-ing" state without a pending intent are failed (nothing can resume
 // them, reference §5.4); pending intents are queued.
 func (c *Conductor) recoverNodes(ctx context.Context) error {
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: baremetal.Ptr(false)})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: new(false)})
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 
 // pollIntents finds accepted intents this process was not told about.
 func (c *Conductor) pollIntents(ctx context.Context) {
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: baremetal.Ptr(false)})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: new(false)})
 	if err != nil {
 		c.log.Warn("intent poll failed", "error", err)
 		return
@@ -139,7 +139,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 		if chk.timeout <= 0 {
 			continue
 		}
-		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: baremetal.Ptr(false), Maintenance: baremetal.Ptr(false)}
+		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
 		if chk.state != statemachine.InspectWait {
 			f.ProvisionUpdatedBefore = now.Add(-chk.timeout)
 		}
@@ -214,7 +214,7 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 // consecutive failures put the node in maintenance with fault "power
 // failure". It is a periodic task (tests call it through export_test.go).
 func (c *Conductor) syncPowerStates(ctx context.Context) {
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: baremetal.Ptr(false), Reserved: baremetal.Ptr(false)})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: new(false), Reserved: new(false)})
 	if err != nil {
 		c.log.Warn("power sync: cannot list nodes", "error", err)
 		return
@@ -372,7 +372,7 @@ func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg, hw string) 
 // maintenance with their real power state recorded. It is a periodic
 // task (tests call it through export_test.go).
 func (c *Conductor) recoverPowerFailures(ctx context.Context) {
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: baremetal.Ptr(true), Reserved: baremetal.Ptr(false)})
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: new(true), Reserved: new(false)})
 	if err != nil {
 		return
 	}

@@ -50,7 +50,7 @@ func TestResumableAgentGoneWaits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &baremetal.Node{UUID: "7d3c2f4e-1b1a-4c55-9c51-8f1f0a2b3c4d", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
-				DriverInternalInfo: map[string]any{"agent_url": tc.url, "agent_secret_token": tc.token}}
+				DriverInternalInfo: map[string]any{driver.InternalAgentURL: tc.url, driver.InternalAgentToken: tc.token}}
 			got, why := c.resumable(ctx, c.newTask(n), steps.Clean, step)
 			if got != tc.want {
 				t.Fatalf("decision %v (%s), want %v", got, why, tc.want)
@@ -185,7 +185,7 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &baremetal.Node{UUID: "0c6f3a52-7d1e-4b8a-9f0e-2a4b6c8d0e1f", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
-				DriverInternalInfo: map[string]any{"agent_url": tc.url(t), "agent_secret_token": token}}
+				DriverInternalInfo: map[string]any{driver.InternalAgentURL: tc.url(t), driver.InternalAgentToken: token}}
 			got, why := c.resumable(ctx, c.newTask(n), steps.Deploy, tc.step)
 			if got != tc.want {
 				t.Fatalf("decision %v (%s), want %v", got, why, tc.want)

@@ -257,8 +257,8 @@ func BenchmarkFilteredPage100k(b *testing.B) {
 			ctx := context.Background()
 			filters := map[string]baremetal.NodeFilter{
 				"state": {ProvisionStates: []string{"available"}},
-				"state+group+maintenance": {ProvisionStates: []string{"available"}, ConductorGroup: baremetal.Ptr("rack-a"),
-					Maintenance: baremetal.Ptr(false), Reserved: baremetal.Ptr(false)},
+				"state+group+maintenance": {ProvisionStates: []string{"available"}, ConductorGroup: new("rack-a"),
+					Maintenance: new(false), Reserved: new(false)},
 			}
 			for fname, f := range filters {
 				b.Run(fname, func(b *testing.B) {

@@ -77,7 +77,7 @@ func ExampleStore_ListNodes() {
 		fmt.Println(err)
 		return
 	}
-	filter := baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: baremetal.Ptr(false)}
+	filter := baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false)}
 	page := baremetal.Page{Limit: 2}
 	for {
 		nodes, err := s.ListNodes(ctx, filter, page)

@@ -28,10 +28,10 @@ func TestPeriodicQueriesUseIndexes(t *testing.T) {
 		"by state":           {ProvisionStates: []string{"available"}},
 		"callback timeout":   {ProvisionStates: []string{"clean wait"}, ProvisionUpdatedBefore: time.Now()},
 		"orphans":            {ReservedBy: "conductor-9"},
-		"stuck at start":     {ProvisionStates: []string{"deploying", "cleaning"}, Reserved: baremetal.Ptr(false)},
+		"stuck at start":     {ProvisionStates: []string{"deploying", "cleaning"}, Reserved: new(false)},
 		"state, deep page":   {ProvisionStates: []string{"active"}},
-		"group and driver":   {ConductorGroup: baremetal.Ptr("rack-1"), Drivers: []string{"ipmi"}},
-		"maintenance sweeps": {Maintenance: baremetal.Ptr(true)},
+		"group and driver":   {ConductorGroup: new("rack-1"), Drivers: []string{"ipmi"}},
+		"maintenance sweeps": {Maintenance: new(true)},
 	} {
 		page := baremetal.Page{Limit: 100}
 		if name == "state, deep page" {

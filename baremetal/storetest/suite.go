@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
 )
 
 // Factory returns a new, empty store that reads time from clock. It
@@ -170,7 +171,7 @@ func fullNode() *baremetal.Node {
 		NetworkInterface: "noop", PowerInterface: "ipmitool", RAIDInterface: "agent", RescueInterface: "agent",
 		StorageInterface: "noop", VendorInterface: "ipmitool",
 		DriverInfo:         map[string]any{"ipmi_address": "10.0.0.1", "ipmi_password": "s3cret", "ipmi_port": float64(623)},
-		DriverInternalInfo: map[string]any{"agent_secret_token": "tok", "clean_steps": []any{map[string]any{"step": "erase_devices"}}},
+		DriverInternalInfo: map[string]any{driver.InternalAgentToken: "tok", "clean_steps": []any{map[string]any{"step": "erase_devices"}}},
 		InstanceInfo:       map[string]any{"image_source": "http://img", "root_gb": float64(10)},
 		Properties:         map[string]any{"cpu_arch": "x86_64", "memory_mb": float64(4096)},
 		Extra:              map[string]any{"rack": "r1", "nested": map[string]any{"a": []any{"b", true, nil}}},
@@ -505,20 +506,20 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "deploying" || n.ProvisionState == "wait call-back"
 		})
-	check("maintenance", baremetal.NodeFilter{Maintenance: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.Maintenance })
-	check("not maintenance", baremetal.NodeFilter{Maintenance: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return !n.Maintenance })
-	check("reserved", baremetal.NodeFilter{Reserved: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.Reservation != "" })
-	check("unreserved", baremetal.NodeFilter{Reserved: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return n.Reservation == "" })
+	check("maintenance", baremetal.NodeFilter{Maintenance: new(true)}, func(n *baremetal.Node) bool { return n.Maintenance })
+	check("not maintenance", baremetal.NodeFilter{Maintenance: new(false)}, func(n *baremetal.Node) bool { return !n.Maintenance })
+	check("reserved", baremetal.NodeFilter{Reserved: new(true)}, func(n *baremetal.Node) bool { return n.Reservation != "" })
+	check("unreserved", baremetal.NodeFilter{Reserved: new(false)}, func(n *baremetal.Node) bool { return n.Reservation == "" })
 	check("reserved by", baremetal.NodeFilter{ReservedBy: "host-1"}, func(n *baremetal.Node) bool { return n.Reservation == "host-1" })
-	check("default group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "" })
-	check("group", baremetal.NodeFilter{ConductorGroup: baremetal.Ptr("rack-2")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "rack-2" })
+	check("default group", baremetal.NodeFilter{ConductorGroup: new("")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "" })
+	check("group", baremetal.NodeFilter{ConductorGroup: new("rack-2")}, func(n *baremetal.Node) bool { return n.ConductorGroup == "rack-2" })
 	check("driver", baremetal.NodeFilter{Drivers: []string{"redfish"}}, func(n *baremetal.Node) bool { return n.Driver == "redfish" })
 	cut := Epoch().Add(10 * time.Second)
 	check("older than", baremetal.NodeFilter{ProvisionUpdatedBefore: cut}, func(n *baremetal.Node) bool { return n.ProvisionUpdatedAt.Before(cut) })
-	check("associated", baremetal.NodeFilter{Associated: baremetal.Ptr(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
-	check("unassociated", baremetal.NodeFilter{Associated: baremetal.Ptr(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
+	check("associated", baremetal.NodeFilter{Associated: new(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
+	check("unassociated", baremetal.NodeFilter{Associated: new(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
 	check("affinity not", baremetal.NodeFilter{ConductorAffinityNot: 2}, func(n *baremetal.Node) bool { return n.ConductorAffinity != 2 })
-	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: baremetal.Ptr(false), Maintenance: baremetal.Ptr(false), ConductorGroup: baremetal.Ptr("rack-2")},
+	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"
 		})
@@ -1137,7 +1138,7 @@ func testNotifier(t *testing.T, s baremetal.Store, _ *ManualClock) {
 func testSecretsInErrors(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	n := mustNode(t, s, func(n *baremetal.Node) {
 		n.DriverInfo = map[string]any{"ipmi_password": "Pw-ipmi-1", "redfish_password": "Pw-redfish-2"}
-		n.DriverInternalInfo = map[string]any{"agent_secret_token": "Tok-agent-3"}
+		n.DriverInternalInfo = map[string]any{driver.InternalAgentToken: "Tok-agent-3"}
 	})
 	secrets := []string{"Pw-ipmi-1", "Pw-redfish-2", "Tok-agent-3"}
 	var errs []error

@@ -412,9 +412,9 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		url, _ := cur.DriverInternalInfo["agent_url"].(string)
-		tok, _ := cur.DriverInternalInfo["agent_secret_token"].(string)
-		ca, _ := cur.DriverInternalInfo["agent_verify_ca"].(string)
+		url, _ := cur.DriverInternalInfo[driver.InternalAgentURL].(string)
+		tok, _ := cur.DriverInternalInfo[driver.InternalAgentToken].(string)
+		ca, _ := cur.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 		if url != "" && tok != "" {
 			agent = agentclient.Agent{NodeUUID: n.UUID, URL: url, Token: tok, VerifyCA: ca}
 			token = tok

@@ -1,0 +1,348 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/configdrive"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// wipeAgent forgets the agent's URL and token, as Ironic's
+// wipe_token_and_url does.
+func wipeAgent(n *baremetal.Node) {
+	for _, k := range []string{driver.InternalAgentURL, driver.InternalAgentToken, driver.InternalAgentVerifyCA, driver.InternalAgentTokenPregenerated} {
+		delete(n.DriverInternalInfo, k)
+	}
+}
+
+func (c *Conductor) fastTrackable(t *task) bool {
+	n := t.node
+	enabled := c.agent.FastTrack
+	if v, ok := n.DriverInfo["fast_track"]; ok {
+		switch x := v.(type) {
+		case bool:
+			enabled = x
+		case string:
+			enabled = x == "true" || x == "True" || x == "1"
+		}
+	}
+	return enabled && n.LastError == ""
+}
+
+func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
+	t.consumeIntent()
+	n := t.node
+	_ = steps.Wipe(steps.Deploy, ensureMap(n.DriverInternalInfo))
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	if user, ok := in.Args["deploy_steps"]; ok && user != nil {
+		n.DriverInternalInfo[userStepsKey(steps.Deploy)] = user
+	}
+	if m, ok := n.InstanceInfo["configdrive"].(map[string]any); ok {
+		b, _ := json.Marshal(m)
+		v, err := configdrive.Parse(b)
+		if err == nil {
+			var s string
+			s, err = configdrive.Build(ctx, configdrive.Node{UUID: n.UUID, Name: n.Name}, *v.Contents)
+			if err == nil {
+				n.InstanceInfo["configdrive"] = s
+			}
+		}
+		if err != nil {
+			return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to build the config drive for node %s: %s", n.UUID, describeErr(err)), false)
+		}
+	}
+	c.dropStaleAgent(ctx, t)
+	err := callIface(ctx, t, driver.KindDeploy, "prepare to deploy", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
+		if err := dep.Validate(ctx, v); err != nil {
+			return err
+		}
+		return dep.Prepare(ctx, v)
+	})
+	if err != nil {
+		return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to prepare to deploy: %s", describeErr(err)), false)
+	}
+	// This conductor prepared the node's local state (Ironic's
+	// do_node_deploy records conductor_affinity), so syncLocalState on
+	// another owner re-prepares it only if that is a different conductor.
+	if c.record != nil {
+		n.ConductorAffinity = c.record.ID
+	}
+	return c.planAndRun(ctx, t, steps.Deploy)
+}
+
+func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
+	t.consumeIntent()
+	n := t.node
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == string(driver.PowerOn) {
+		// An agent still runs (a failed deploy): shut it down in
+		// Ironic's order before the node is torn down and rebooted.
+		if err := c.powerOffAgent(ctx, t); err != nil {
+			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+			t.fail(ctx, msg, false)
+			return err
+		}
+	}
+	err := callIface(ctx, t, driver.KindDeploy, "tear down", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
+		if err := dep.TearDown(ctx, v); err != nil {
+			return err
+		}
+		if b := d.Boot(); b != nil {
+			if err := b.CleanUpInstance(ctx, v); err != nil {
+				return err
+			}
+		}
+		return dep.CleanUp(ctx, v)
+	})
+	if err != nil {
+		msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+		t.fail(ctx, msg, false)
+		return err
+	}
+	_ = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		if p := d.Power(); p != nil {
+			if ps, err := p.GetPowerState(ctx, v); err == nil {
+				n.PowerState = string(ps)
+			}
+		}
+		return nil
+	})
+	n.InstanceInfo = map[string]any{}
+	n.InstanceUUID = ""
+	wipeAgent(n)
+	_ = steps.Wipe(steps.Deploy, n.DriverInternalInfo)
+	n.DeployStep = map[string]any{}
+	if err := t.process(ctx, statemachine.EventClean, moveOpts{work: true}); err != nil {
+		return err
+	}
+	return c.startSteps(ctx, t, steps.Clean, nil, false)
+}
+
+// assistDeployStep does the cross-interface part of the direct deploy
+// interface's steps, as Ironic's agent deploy does through task.driver.
+func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) error {
+	switch step {
+	case "prepare_instance_boot":
+		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			if b := d.Boot(); b != nil {
+				if err := b.PrepareInstance(ctx, v); err != nil {
+					return err
+				}
+			}
+			if m := d.Management(); m != nil {
+				return m.SetBootDevice(ctx, v, driver.BootDisk, true)
+			}
+			return nil
+		})
+	case "tear_down_agent":
+		if err := c.powerOffAgent(ctx, t); err != nil {
+			return err
+		}
+		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			if b := d.Boot(); b != nil {
+				return b.CleanUpRamdisk(ctx, v)
+			}
+			return nil
+		})
+	case "switch_to_tenant_network":
+		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			if nw := d.Network(); nw != nil {
+				if err := nw.RemoveNetwork(ctx, v, driver.NetworkProvisioning); err != nil {
+					return err
+				}
+				return nw.AddNetwork(ctx, v, driver.NetworkTenant)
+			}
+			return nil
+		})
+	case "boot_instance":
+		return c.powerAction(ctx, t, driver.PowerOn, 0)
+	}
+	return nil
+}
+
+// DeployOptions tune a deploy or a rebuild.
+type DeployOptions struct {
+	// ConfigDrive is the provision request's configdrive value: a JSON
+	// string (a base64 gzipped image or a URL) or an object with
+	// meta_data, network_data, user_data and vendor_data.
+	ConfigDrive json.RawMessage
+	// DeploySteps are user deploy steps merged with the driver's.
+	DeploySteps []steps.Step
+}
+
+// Deploy deploys an available node (or retries a failed deploy). It is
+// refused with a *ConcurrentActionLimitError (ErrConcurrentActionLimit)
+// while Options.MaxConcurrentDeploy nodes are deploying: back off and
+// retry.
+func (c *Conductor) Deploy(ctx context.Context, ident string, o DeployOptions) error {
+	return c.deployVerb(ctx, ident, "deploy", statemachine.EventDeploy, o)
+}
+
+// Rebuild redeploys an active node (or one in deploy failed or error),
+// under the same concurrency limit as Deploy.
+func (c *Conductor) Rebuild(ctx context.Context, ident string, o DeployOptions) error {
+	return c.deployVerb(ctx, ident, "rebuild", statemachine.EventRebuild, o)
+}
+
+func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev statemachine.Event, o DeployOptions) error {
+	// What needs no node is checked before the node is read: the config
+	// drive's form (and an image's decoded size) and the user steps
+	// against Ironic's request schema.
+	cd, err := configdrive.Parse(o.ConfigDrive)
+	if err != nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "configdrive", Expected: configDriveExpected, Err: err}
+	}
+	if err := checkDeployStepsSchema(ident, o.DeploySteps); err != nil {
+		return err
+	}
+	raw, err := stepsToJSON(o.DeploySteps)
+	if err != nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "steps whose arguments are JSON values", Err: err}
+	}
+	return c.accept(ctx, ident, verb{name: name, event: ev, op: opDeploy, limit: limitDeploy,
+		args: map[string]any{"deploy_steps": raw, "rebuild": ev == statemachine.EventRebuild},
+		check: func(t *task) error {
+			n := t.node
+			if n.Maintenance {
+				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, Reason: "the node is in maintenance"}
+			}
+			if ev == statemachine.EventRebuild && n.Protected {
+				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, Reason: "the node is protected"}
+			}
+			if err := c.validateDeployRequest(ctx, t, cd, o.DeploySteps); err != nil {
+				return err
+			}
+			if n.InstanceInfo == nil {
+				n.InstanceInfo = map[string]any{}
+			}
+			switch cd.Kind {
+			case configdrive.KindImage, configdrive.KindURL:
+				n.InstanceInfo["configdrive"] = cd.Image
+			case configdrive.KindContents:
+				b, err := json.Marshal(cd.Contents)
+				if err != nil {
+					return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
+				}
+				var m map[string]any
+				if err := json.Unmarshal(b, &m); err != nil {
+					return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
+				}
+				n.InstanceInfo["configdrive"] = m
+			}
+			return nil
+		}})
+}
+
+// configDriveExpected is what a deploy's configdrive is refused with.
+const configDriveExpected = "a base64 gzipped ISO 9660 image, an http or https URL, or an object with meta_data, network_data, user_data and vendor_data, of at most 64 MiB"
+
+// checkDeployStepsSchema checks user deploy steps as Ironic's API schema
+// does (steps.ParseUserSteps: an interface of the deploying table, a
+// non-empty step name, a non-negative priority; nil Args stand for {}),
+// and the arguments of reserved steps as the conductor will read them.
+func checkDeployStepsSchema(ident string, user []steps.Step) error {
+	if len(user) == 0 {
+		return nil
+	}
+	type apiStep struct {
+		Interface string         `json:"interface"`
+		Step      string         `json:"step"`
+		Args      map[string]any `json:"args"`
+		Priority  int            `json:"priority"`
+	}
+	api := make([]apiStep, len(user))
+	for i, s := range user {
+		args := s.Args
+		if args == nil {
+			args = map[string]any{}
+		}
+		api[i] = apiStep{Interface: s.Interface, Step: s.Name, Args: args, Priority: s.Priority}
+	}
+	b, err := json.Marshal(api)
+	if err != nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "steps whose arguments are JSON values", Err: err}
+	}
+	if _, err := steps.ParseUserSteps(steps.Deploy, b); err != nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps",
+			Expected: "steps with an interface of the deploy table, a step name and a priority of 0 or more", Err: err}
+	}
+	for _, s := range user {
+		if err := steps.CheckReservedArgs(steps.Deploy, s); err != nil {
+			return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "deploy_steps", Expected: "arguments of the types the step reads", Err: err}
+		}
+	}
+	return nil
+}
+
+// validateDeployRequest is Ironic's validation in do_node_deploy, before
+// the request is accepted: the config drive contents fit in 64 MiB, the
+// user deploy steps and the deploy templates matching the instance traits
+// are valid for the node's driver (in-band steps are checked again once
+// the agent has reported them, as for Clean and Service), and the deploy
+// interface's Validate accepts the node as it is about to be deployed
+// (direct needs instance_info.image_source). It writes nothing.
+func (c *Conductor) validateDeployRequest(ctx context.Context, t *task, cd configdrive.Value, user []steps.Step) error {
+	n := t.node
+	if cd.Kind == configdrive.KindContents {
+		if err := configdrive.CheckSize(configdrive.Node{UUID: n.UUID, Name: n.Name}, *cd.Contents); err != nil {
+			return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}
+		}
+	}
+	src, err := c.stepSource(ctx, t, steps.Deploy)
+	if err != nil {
+		return err
+	}
+	if _, err := c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: user,
+		Templates: c.templates(), InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)}); err != nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "deploy_steps",
+			Expected: "steps the node's interfaces provide, with the arguments they declare", Err: err}
+	}
+	d, err := t.driver()
+	if err != nil {
+		return err
+	}
+	dep := d.Deploy()
+	if dep == nil {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "deploy_interface", Expected: "a deploy interface"}
+	}
+	v, err := t.view(ctx)
+	if err != nil {
+		return err
+	}
+	// The view is what the interface will see once deploying; it is
+	// discarded, so Validate cannot change the node.
+	v.ProvisionState = string(statemachine.Deploying)
+	if err := dep.Validate(ctx, v); err != nil {
+		var mp *driver.MissingParameterError
+		if errors.As(err, &mp) {
+			field := mp.Field
+			if len(mp.Missing) == 1 {
+				field += "." + mp.Missing[0]
+			}
+			return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: field,
+				Expected: "the parameters the " + mp.Impl + " deploy interface requires: " + fmt.Sprint(mp.Missing), Err: err}
+		}
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "instance_info",
+			Expected: "what the deploy interface's validation accepts", Err: err}
+	}
+	return nil
+}
+
+// Undeploy tears an active (or failed, or rescued) node down; it then goes
+// through automated cleaning back to available. It is refused with a
+// *ConcurrentActionLimitError (ErrConcurrentActionLimit) while
+// Options.MaxConcurrentClean nodes are deleting or cleaning.
+func (c *Conductor) Undeploy(ctx context.Context, ident string) error {
+	return c.accept(ctx, ident, verb{name: "undeploy", event: statemachine.EventDelete, op: opTearDown, limit: limitClean,
+		check: func(t *task) error {
+			if t.node.Protected {
+				return &VerbError{Verb: "undeploy", Node: t.node.UUID, State: t.node.ProvisionState, Reason: "the node is protected"}
+			}
+			return nil
+		}})
+}

@@ -1,0 +1,283 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
+)
+
+// AgentBackend returns the conductor's implementation of the agent lookup
+// and heartbeat handler's Backend: mount
+// agentclient.NewHandler(c.AgentBackend(), cfg) where agents can reach it.
+func (c *Conductor) AgentBackend() agentclient.Backend { return agentBackend{c} }
+
+type agentBackend struct{ c *Conductor }
+
+var _ agentclient.Backend = agentBackend{}
+
+func (b agentBackend) LookupNode(ctx context.Context, q agentclient.LookupQuery) (agentclient.Node, error) {
+	n, err := b.c.store.LookupNode(ctx, q.NodeUUID, q.Addresses)
+	if err != nil {
+		if errors.Is(err, baremetal.ErrNotFound) || errors.Is(err, baremetal.ErrInvalidInput) {
+			return agentclient.Node{}, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return agentclient.Node{}, err
+	}
+	return b.c.agentNode(n), nil
+}
+
+func (b agentBackend) GetNode(ctx context.Context, ident string) (agentclient.Node, error) {
+	n, err := b.c.store.GetNode(ctx, ident)
+	if err != nil {
+		if errors.Is(err, baremetal.ErrNotFound) {
+			return agentclient.Node{}, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return agentclient.Node{}, err
+	}
+	return b.c.agentNode(n), nil
+}
+
+func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate string) (bool, error) {
+	c := b.c
+	// Ironic's lookup takes the lock without retry (a locked node answers
+	// 409 and the agent backs off). A node in inspect wait is locked only
+	// for a moment by its own boot into the ramdisk, and the ramdisk
+	// asking for its token is about to post its inspection data, which
+	// Ironic's continue_inspection handles under a lock taken with the
+	// usual retries: wait for it the same way.
+	if created, ok := c.depositToken(nodeUUID, candidate); ok {
+		// This conductor holds the node while powering it into the
+		// ramdisk whose agent asks: answer now instead of 409.
+		return created, nil
+	}
+	policy := baremetal.NoRetry()
+	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == string(statemachine.InspectWait) {
+		policy = inspectionLockPolicy()
+	}
+	n, err := baremetal.AcquireNode(ctx, c.store, nodeUUID, c.host, policy)
+	if err != nil {
+		if errors.Is(err, baremetal.ErrNodeLocked) {
+			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeLocked, err)
+		}
+		if errors.Is(err, baremetal.ErrNotFound) {
+			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeNotFound, err)
+		}
+		return false, err
+	}
+	t := c.newTask(n)
+	defer t.release()
+	if tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string); tok != "" {
+		return false, nil
+	}
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo[driver.InternalAgentToken] = candidate
+	if err := t.save(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
+	c := b.c
+	if !c.running.Load() {
+		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+	}
+	c.hbMu.Lock()
+	c.pendingHB[hb.NodeUUID] = hb
+	c.hbMu.Unlock()
+	c.submit(job{uuid: hb.NodeUUID, kind: jobHeartbeat})
+	return nil
+}
+
+func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
+	tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string)
+	if pending := c.pendingToken(n.UUID); pending != "" {
+		// Issued by a lookup during a power action still in progress:
+		// the stored token (if any) is the previous boot's.
+		tok = pending
+	}
+	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
+	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
+	return agentclient.Node{
+		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
+		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
+		Properties: baremetal.CloneMap(n.Properties), InstanceInfo: baremetal.CloneMap(n.InstanceInfo),
+		DriverInternalInfo: baremetal.CloneMap(n.DriverInternalInfo),
+		AgentToken:         tok, AgentURL: url, AgentVerifyCA: ca,
+	}
+}
+
+// heartbeatAllowed is Ironic's HEARTBEAT_ALLOWED plus the fast-track
+// states.
+func heartbeatAllowed(s statemachine.State, fastTrack bool) bool {
+	switch s {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.RescueWait, statemachine.Deploying,
+		statemachine.Cleaning, statemachine.Rescuing, statemachine.DeployHold, statemachine.CleanHold,
+		statemachine.Servicing, statemachine.ServiceWait, statemachine.ServiceHold:
+		return true
+	case statemachine.Manageable, statemachine.Available, statemachine.Enroll:
+		return fastTrack
+	}
+	return false
+}
+
+// processHeartbeat records the latest heartbeat of a node and continues
+// whatever waits for it (reference §7.2).
+func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
+	c.hbMu.Lock()
+	hb, ok := c.pendingHB[uuid]
+	delete(c.pendingHB, uuid)
+	c.hbMu.Unlock()
+	if !ok {
+		return
+	}
+	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	if err != nil {
+		// Locked: Ironic drops the heartbeat; the agent sends another.
+		return
+	}
+	if !c.ownsNode(n) {
+		// Another conductor owns the node; its heartbeats must be routed
+		// there (NodeOwner). The agent sends another.
+		c.releaseQuietly(uuid)
+		return
+	}
+	t := c.newTask(n)
+	defer t.release()
+	state := statemachine.State(n.ProvisionState)
+	if !heartbeatAllowed(state, c.fastTrackable(t)) {
+		return
+	}
+	c.metrics.heartbeats.WithLabelValues(n.ProvisionState).Inc()
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo[driver.InternalAgentURL] = hb.CallbackURL
+	n.DriverInternalInfo[driver.InternalAgentVersion] = hb.AgentVersion
+	n.DriverInternalInfo[driver.InternalAgentLastHeartbeat] = hb.ReceivedAt.UTC().Format(agentclient.LastHeartbeatLayout)
+	if hb.AgentVerifyCA != "" {
+		n.DriverInternalInfo[driver.InternalAgentVerifyCA] = hb.AgentVerifyCA
+	}
+	if hb.AgentStatus != "" {
+		n.DriverInternalInfo[driver.InternalAgentStatus] = hb.AgentStatus
+		n.DriverInternalInfo[driver.InternalAgentStatusMessage] = hb.AgentStatusMessage
+	}
+	switch state {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:
+	default:
+		// Record-only states.
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		}
+		return
+	}
+	if n.Maintenance {
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		}
+		return
+	}
+	if err := t.save(ctx); err != nil {
+		c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+		return
+	}
+	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {
+		if fresh, err := c.store.GetNode(ctx, uuid); err == nil && fresh.Version == n.Version {
+			n.ProvisionUpdatedAt = fresh.ProvisionUpdatedAt
+		}
+	}
+	var perr error
+	switch state {
+	case statemachine.CleanWait, statemachine.ServiceWait:
+		kind := steps.Clean
+		if state == statemachine.ServiceWait {
+			kind = steps.Service
+		}
+		if len(*currentStepColumn(n, kind)) == 0 {
+			// The ramdisk just booted: fetch its steps, plan, run.
+			if perr = t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); perr != nil {
+				break
+			}
+			if err := c.refreshAgentSteps(ctx, t, kind); err != nil {
+				perr = c.stepsFailed(ctx, t, kind, fmt.Sprintf("Failed to get %s steps from the agent of node %s: %s", kind, uuid, describeErr(err)), false)
+				break
+			}
+			perr = c.planAndRun(ctx, t, kind)
+			break
+		}
+		perr = c.processNextStep(ctx, t, kind)
+	case statemachine.DeployWait:
+		if cache, _ := steps.ReadAgentCache(steps.Deploy, n.DriverInternalInfo); len(cache) == 0 {
+			if err := c.refreshAgentSteps(ctx, t, steps.Deploy); err != nil {
+				if deployStepsFetchRetryable(err) {
+					c.log.Info("in-band deploy steps not fetched; retrying at the next heartbeat", "node", uuid, "error", err)
+					break
+				}
+				perr = c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to get deploy steps from the agent of node %s: %s", uuid, describeErr(err)), false)
+				break
+			}
+		}
+		perr = c.processNextStep(ctx, t, steps.Deploy)
+	case statemachine.RescueWait:
+		perr = c.finalizeRescue(ctx, t)
+	}
+	if perr != nil {
+		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
+	}
+}
+
+// tokenDesk issues the agent token of a node while the conductor holding
+// the node's lock powers it into a ramdisk. Ironic's lookup takes the
+// node's exclusive lock without retry, so an agent that boots quickly
+// (before the power action returns) met a locked node, got 409 and slept
+// 5 s. The holder opens a desk before the power action: a lookup then
+// deposits its candidate token here (the first one wins, later lookups
+// get the masked value, as for a stored token), the holder writes it into
+// the node and saves it once the power action returns, and only then
+// closes the desk. The desk exists only in the process holding the lock,
+// so the one-time disclosure and the holder's fenced write are kept.
+type tokenDesk struct {
+	mu     sync.Mutex
+	token  string
+	closed bool
+}
+
+// depositToken offers candidate to the node's open desk. ok is false when
+// no desk is open; created is true when candidate became the token.
+func (c *Conductor) depositToken(uuid, candidate string) (created, ok bool) {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return false, false
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, false
+	}
+	if d.token != "" {
+		return false, true
+	}
+	d.token = candidate
+	return true, true
+}
+
+// pendingToken is the token deposited on the node's open desk, or "".
+func (c *Conductor) pendingToken(uuid string) string {
+	v, found := c.bootTokens.Load(uuid)
+	if !found {
+		return ""
+	}
+	d := v.(*tokenDesk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ""
+	}
+	return d.token
+}

@@ -1,0 +1,198 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+)
+
+// job is one unit of work for the pool: an intent to execute or a
+// heartbeat to process.
+type job struct {
+	uuid string
+	kind jobKind
+	// node is set when the job is handed over with the reservation
+	// already held by this conductor (the verb just took it).
+	node *baremetal.Node
+}
+
+type jobKind int
+
+const (
+	jobIntent jobKind = iota
+	jobHeartbeat
+)
+
+func (j job) key() string {
+	if j.kind == jobHeartbeat {
+		return "hb:" + j.uuid
+	}
+	return j.uuid
+}
+
+// jobQueue is the FIFO of work waiting for a worker. It holds node UUIDs
+// only: the work itself is the intent persisted on the node, so nothing is
+// lost if the process dies with a full queue.
+type jobQueue struct {
+	mu     sync.Mutex
+	items  []job
+	queued map[string]bool
+	wake   chan struct{}
+	closed bool
+}
+
+func newJobQueue() *jobQueue {
+	return &jobQueue{queued: make(map[string]bool), wake: make(chan struct{}, 1)}
+}
+
+func (q *jobQueue) push(j job) bool {
+	j.node = nil
+	q.mu.Lock()
+	if q.closed || q.queued[j.key()] {
+		q.mu.Unlock()
+		return false
+	}
+	q.queued[j.key()] = true
+	q.items = append(q.items, j)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (q *jobQueue) pop(ctx context.Context) (job, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			j := q.items[0]
+			q.items[0] = job{}
+			q.items = q.items[1:]
+			delete(q.queued, j.key())
+			q.mu.Unlock()
+			return j, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return job{}, false
+		}
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+			return job{}, false
+		}
+	}
+}
+
+func (q *jobQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
+func (q *jobQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.items = nil
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit hands j to an idle worker at once, or queues it. A job carrying
+// a reservation that cannot be handed over has its reservation released
+// first: queued work never holds a lock.
+func (c *Conductor) submit(j job) {
+	if !c.running.Load() {
+		if j.node != nil {
+			c.releaseQuietly(j.node.UUID)
+		}
+		return
+	}
+	select {
+	case c.handoff <- j:
+		return
+	default:
+	}
+	if j.node != nil {
+		// The reservation goes; the worker that pops the job later
+		// reserves the node afresh (and reads it anew).
+		c.releaseQuietly(j.node.UUID)
+		j.node = nil
+	}
+	c.queue.push(j)
+	c.metrics.queuedIntents.Set(float64(c.queue.len()))
+}
+
+// releaseQuietly releases this conductor's reservation of the node. A
+// release the store fails (a database stalled past the 10 s bound, a
+// dropped connection) is tried again with a growing pause, up to six
+// attempts: nothing else would ever release a live conductor's
+// reservation, and the node's agent and verbs would be refused until a
+// restart. A stopping conductor stops retrying: Stop releases all its
+// reservations.
+func (c *Conductor) releaseQuietly(uuid string) {
+	pause := time.Second
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.store.ReleaseNode(ctx, uuid, c.host)
+		cancel()
+		if err == nil || errors.Is(err, baremetal.ErrNodeNotLocked) || errors.Is(err, baremetal.ErrNotFound) {
+			return
+		}
+		if attempt >= releaseAttempts {
+			c.log.Error("release failed; the node stays reserved until this conductor stops or restarts", "node", uuid, "attempts", attempt, "error", err)
+			return
+		}
+		c.log.Warn("release failed; retrying", "node", uuid, "attempt", attempt, "error", err)
+		select {
+		case <-c.stopCh:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 8*time.Second)
+	}
+}
+
+// releaseAttempts bounds releaseQuietly's attempts.
+const releaseAttempts = 6
+
+// dispatch feeds queued jobs to workers as they become free.
+func (c *Conductor) dispatch(ctx context.Context) {
+	defer c.loops.Done()
+	for {
+		j, ok := c.queue.pop(ctx)
+		if !ok {
+			return
+		}
+		c.metrics.queuedIntents.Set(float64(c.queue.len()))
+		select {
+		case c.handoff <- j:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *Conductor) worker() {
+	defer c.workers.Done()
+	for {
+		select {
+		case j := <-c.handoff:
+			c.busy.Add(1)
+			c.metrics.busyWorkers.Inc()
+			c.runJob(c.workCtx, j)
+			c.metrics.busyWorkers.Dec()
+			c.busy.Add(-1)
+		case <-c.stopCh:
+			return
+		}
+	}
+}

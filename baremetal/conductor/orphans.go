@@ -1,0 +1,256 @@
+package conductor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ClusterCollectors returns the Prometheus collectors of the conductor's
+// multi-conductor machinery (rings and takeovers), for the embedder to
+// register beside Metrics(); nil for a lone conductor.
+func (c *Conductor) ClusterCollectors() []prometheus.Collector {
+	if c.cluster == nil {
+		return nil
+	}
+	return []prometheus.Collector{c.cluster.own, c.cluster.takeovers, c.cluster.latency}
+}
+
+// checkOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
+// §4.6): the reservations of conductors that stopped heart-beating for the
+// heartbeat timeout are released, and every node this conductor owns that
+// was left mid-operation by a dead conductor is taken over:
+//
+//   - a pending power action (target_power_state without an intent) is
+//     cleared, with a node history note and last_error saying why;
+//   - deploying, cleaning and servicing are resumed from the persisted
+//     step index when the interrupted step is safe to re-run (see
+//     resumable), restarted when no step had started (see restart), and
+//     failed as Ironic does otherwise (cleaning also puts the node in
+//     maintenance);
+//   - the other active states (verifying, inspecting, rescuing, deleting,
+//     ...) are failed as a conductor start-up fails them, so nothing is
+//     left stuck;
+//   - wait and hold states are left alone: the next agent heartbeat is
+//     processed by the new owner, since all progress is in the database.
+//
+// A conductor restarted under the same hostname leaves the nodes it finds
+// interrupted to this task too, so both paths follow the same rule.
+//
+// A cluster conductor runs it every ClusterOptions.OrphanCheckInterval, as
+// Ironic does, and also at the moment a peer it saw alive would cross the
+// heartbeat timeout (see runOrphanChecks): a dead conductor's reservations
+// are released about one heartbeat timeout after its last keepalive, not
+// up to one check interval later. Tests call it through export_test.go.
+func (c *Conductor) checkOrphanNodes(ctx context.Context) {
+	if c.breakOrphans(ctx) {
+		c.takeOverInterrupted(ctx)
+	}
+}
+
+// orphanDeadlineEpsilon is how long after a peer's last keepalive plus the
+// heartbeat timeout the prompt orphan check runs. The store keeps
+// keepalives to the microsecond and calls a conductor dead only once its
+// keepalive is strictly older than the timeout, so a check at exactly
+// that instant could still find it alive.
+const orphanDeadlineEpsilon = 10 * time.Millisecond
+
+// runOrphanChecks starts the conductor's orphan check loop (it ends with
+// ctx): the release of dead conductors' reservations, and the takeover of
+// the nodes they left mid-operation, run
+//
+//   - every OrphanCheckInterval, as Ironic's periodic task does, which also
+//     catches the conductors this one never saw alive; and
+//   - as soon as a live peer's keepalive would be older than the heartbeat
+//     timeout: the loop reads the live conductors (their rows' updated_at,
+//     one query) and sleeps until the earliest peer's last keepalive +
+//     heartbeat timeout + orphanDeadlineEpsilon. On waking it reads them
+//     again: a peer that kept itself alive meanwhile moves the deadline on;
+//     a peer gone from the list (dead, or drained or stopped, which the
+//     check then leaves alone) makes the check run at once. A peer that
+//     drained before dying is left to the interval.
+//
+// Keepalives are stamped, and "dead" decided, by the store's clock (every
+// process's sqlstore uses its own clock, the system clock by default,
+// against the same cutoff rule); the deadline is turned into a wait on the
+// conductor's clock, which must therefore agree with the store's, as both
+// do by default. A deadline that this conductor's clock says has passed
+// while the store still lists the peer alive (a slow query, or clocks
+// apart) is retried after a doubling pause, never in a busy loop. Each
+// wait is at most one heartbeat timeout, so a conductor that joins after a
+// look is seen before its own deadline.
+//
+// A disabled OrphanCheckInterval (negative) disables both.
+func (c *Conductor) runOrphanChecks(ctx context.Context) {
+	cl := c.cluster
+	if cl == nil || cl.opts.OrphanCheckInterval <= 0 {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		w := &peerWatch{self: c.host, timeout: cl.opts.Ring.HeartbeatTimeout}
+		tick := c.clock.After(cl.opts.OrphanCheckInterval)
+		deadline := c.clock.After(c.watchPeers(ctx, w))
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+				c.checkOrphansPeriodic(ctx)
+				tick = c.clock.After(cl.opts.OrphanCheckInterval)
+			case <-deadline:
+				wait := c.watchPeers(ctx, w)
+				if w.gone {
+					c.checkOrphansPeriodic(ctx)
+				}
+				deadline = c.clock.After(wait)
+			}
+		}
+	}()
+}
+
+// watchPeers reads the live conductors once and returns how long to wait
+// before the next look; w.gone says whether a peer seen alive before is
+// no longer. A failed read is retried after one heartbeat timeout.
+func (c *Conductor) watchPeers(ctx context.Context, w *peerWatch) time.Duration {
+	alive, err := c.store.ListAliveConductors(ctx, w.timeout)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("orphan check: cannot list live conductors", "error", err)
+		}
+		w.gone = false
+		return w.timeout
+	}
+	return w.observe(c.clock.Now(), alive)
+}
+
+// peerWatch is the state of the prompt orphan check (see
+// runOrphanChecks): the peers seen alive at the last look, by lower-cased
+// hostname, with their last keepalive.
+type peerWatch struct {
+	self    string
+	timeout time.Duration
+	seen    map[string]time.Time
+	// gone is set by observe when a peer of the previous look is missing.
+	gone bool
+	// late is the pause after a deadline that passed on the conductor's
+	// clock while the store still listed the peer alive.
+	late time.Duration
+}
+
+// observe takes the live conductors listed just before now and returns
+// how long to wait for the earliest peer to cross the heartbeat timeout,
+// at most one heartbeat timeout; it sets w.gone when a peer of the
+// previous look is not in alive.
+func (w *peerWatch) observe(now time.Time, alive []*baremetal.ConductorRecord) time.Duration {
+	next := make(map[string]time.Time, len(alive))
+	var earliest time.Time
+	for _, r := range alive {
+		h := strings.ToLower(r.Hostname)
+		if h == strings.ToLower(w.self) {
+			continue
+		}
+		next[h] = r.UpdatedAt
+		if earliest.IsZero() || r.UpdatedAt.Before(earliest) {
+			earliest = r.UpdatedAt
+		}
+	}
+	w.gone = false
+	for h := range w.seen {
+		if _, ok := next[h]; !ok {
+			w.gone = true
+			break
+		}
+	}
+	w.seen = next
+	if earliest.IsZero() {
+		w.late = 0
+		return w.timeout
+	}
+	wait := earliest.Add(w.timeout + orphanDeadlineEpsilon).Sub(now)
+	if wait <= 0 {
+		w.late = min(max(2*w.late, orphanDeadlineEpsilon), w.timeout)
+		return w.late
+	}
+	w.late = 0
+	return min(wait, w.timeout)
+}
+
+// checkOrphansPeriodic is checkOrphanNodes as the orphan check loop runs
+// it: the takeover of interrupted nodes (which may run steps) goes to a
+// goroutine of its own, so that a long takeover never delays the next
+// release of a dead conductor's reservations; a pass starts only when the
+// previous one finished.
+func (c *Conductor) checkOrphansPeriodic(ctx context.Context) {
+	cl := c.cluster
+	if !c.breakOrphans(ctx) || !cl.takeoverBusy.CompareAndSwap(false, true) {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		defer cl.takeoverBusy.Store(false)
+		c.takeOverInterrupted(ctx)
+	}()
+}
+
+// breakOrphans releases the reservations of dead conductors; it reports
+// false for a lone conductor.
+func (c *Conductor) breakOrphans(ctx context.Context) bool {
+	cl := c.cluster
+	if cl == nil {
+		return false
+	}
+	timeout := cl.opts.Ring.HeartbeatTimeout
+	broken, err := c.store.BreakDeadReservations(ctx, timeout, c.host)
+	if err != nil {
+		c.log.Warn("orphan check: cannot release dead conductors' reservations", "error", err)
+	}
+	now := c.clock.Now()
+	// The dead holders' last keepalives, for the latency metric: read only
+	// when something was released, so a quiet check is one transaction. A
+	// holder restarted meanwhile (its row fresh again) is not measured.
+	lastSeen := map[string]time.Time{}
+	for _, b := range broken {
+		if _, ok := lastSeen[b.Holder]; ok {
+			continue
+		}
+		lastSeen[b.Holder] = time.Time{}
+		if rec, err := c.store.GetConductor(ctx, b.Holder); err == nil && now.Sub(rec.UpdatedAt) >= timeout {
+			lastSeen[b.Holder] = rec.UpdatedAt
+		}
+	}
+	var slowest time.Duration
+	for _, b := range broken {
+		cl.takeovers.WithLabelValues("released").Inc()
+		if seen := lastSeen[b.Holder]; !seen.IsZero() {
+			cl.latency.Observe(now.Sub(seen).Seconds())
+			slowest = max(slowest, now.Sub(seen))
+		}
+		c.history(ctx, b.NodeUUID, "reservation released", "conductor",
+			fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host), baremetal.HistoryWarning)
+	}
+	if len(broken) > 0 {
+		holders := make([]string, 0, len(lastSeen))
+		for h := range lastSeen {
+			holders = append(holders, h)
+		}
+		sort.Strings(holders)
+		args := []any{"nodes", len(broken), "holders", holders}
+		if slowest > 0 {
+			args = append(args, "since_last_keepalive", slowest.Round(time.Millisecond).String())
+		}
+		c.log.Info("released reservations of dead conductors", args...)
+		// A dead conductor leaves the rings as soon as we see it dead.
+		if _, err := cl.own.Refresh(ctx); err != nil {
+			c.log.Warn("ring rebuild failed", "error", err)
+		}
+	}
+	return true
+}
