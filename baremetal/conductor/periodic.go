@@ -264,11 +264,7 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 		c.powerMu.Unlock()
 	}
 	var hw driver.PowerState
-	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-		p := d.Power()
-		if p == nil {
-			return fmt.Errorf("no power interface")
-		}
+	err := callIface(ctx, t, driver.KindPower, "power state sync", func(_ *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		if shared.PowerState == "" {
 			if err := p.Validate(ctx, v); err != nil {
 				return errSkipSync
@@ -386,11 +382,7 @@ func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 		}
 		t := c.newTask(n)
 		var hw driver.PowerState
-		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			p := d.Power()
-			if p == nil {
-				return fmt.Errorf("no power interface")
-			}
+		err = callIface(ctx, t, driver.KindPower, "power failure recovery", func(_ *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 			if err := p.Validate(ctx, v); err != nil {
 				return err
 			}
