@@ -18,6 +18,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/internal/plugintest"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
@@ -150,7 +152,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	s := startSushy(t)
 	ctx := context.Background()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{rfdriver.HardwareType}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugintest.StartConductor(t, reg, binary, "sushy")

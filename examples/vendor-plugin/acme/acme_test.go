@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/examples/vendor-plugin/acme"
 )
@@ -52,7 +54,7 @@ func TestThroughPluginWithBuiltins(t *testing.T) {
 		t.Fatalf("Discover = %v, %v", rep.Err(), err)
 	}
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{acme.Name}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := host.Register(reg); err != nil {
@@ -65,7 +67,7 @@ func TestThroughPluginWithBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[driver.Kind]string{driver.KindPower: "acme", driver.KindVendor: "acme", driver.KindBoot: driver.Fake, driver.KindDeploy: driver.Noop, driver.KindRAID: driver.NoRAID}
+	want := map[driver.Kind]string{driver.KindPower: "acme", driver.KindVendor: "acme", driver.KindBoot: fake.Name, driver.KindDeploy: driver.Noop, driver.KindRAID: driver.NoRAID}
 	for k, name := range want {
 		if drv.Names[k] != name {
 			t.Errorf("%s = %q, want %q", k, drv.Names[k], name)

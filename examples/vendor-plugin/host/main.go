@@ -18,6 +18,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -48,7 +50,7 @@ func run(ctx context.Context, dir string) error {
 
 	// Built-in and plugin implementations share one registry.
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"acme"}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return err
 	}
 	if err := host.Register(reg); err != nil {
