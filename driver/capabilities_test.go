@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // needsTool is an implementation whose prerequisite is missing.
 type needsTool struct {
-	*driver.FakePower
+	*fake.Power
 	missing error
 }
 
@@ -22,14 +23,14 @@ func (n needsTool) Unavailable() error {
 }
 
 func TestAvailability(t *testing.T) {
-	if err := driver.Available(driver.NewFakePower(driver.FakeConfig{})); err != nil {
+	if err := driver.Available(fake.NewPower(fake.Config{})); err != nil {
 		t.Fatalf("fake power without the capability: %v", err)
 	}
-	if err := driver.Available(needsTool{FakePower: driver.NewFakePower(driver.FakeConfig{})}); err != nil {
+	if err := driver.Available(needsTool{Power: fake.NewPower(fake.Config{})}); err != nil {
 		t.Fatalf("nothing missing: %v", err)
 	}
 	cause := fmt.Errorf("anvil-tool is not installed: %w", exec.ErrNotFound)
-	err := driver.Available(needsTool{FakePower: driver.NewFakePower(driver.FakeConfig{}), missing: cause})
+	err := driver.Available(needsTool{Power: fake.NewPower(fake.Config{}), missing: cause})
 	var ue *driver.UnavailableError
 	if !errors.Is(err, driver.ErrUnavailable) || !errors.As(err, &ue) || ue.Kind != driver.KindPower || ue.Impl != "needs-tool" {
 		t.Fatalf("Available = %#v", err)
@@ -43,7 +44,7 @@ func TestAvailability(t *testing.T) {
 }
 
 func TestFakeManagementCapabilities(t *testing.T) {
-	var m driver.ManagementInterface = driver.NewFakeManagement(driver.FakeConfig{})
+	var m driver.ManagementInterface = fake.NewManagement(fake.Config{})
 	ctx := context.Background()
 	task := &driver.Task{NodeUUID: "11111111-2222-3333-4444-555555555555"}
 	ind := m.(driver.IndicatorManager)
@@ -67,10 +68,10 @@ func TestFakeManagementCapabilities(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := task.DriverInternalInfo[driver.FakeNMICountKey]; n != float64(2) {
+	if n := task.DriverInternalInfo[fake.NMICountKey]; n != float64(2) {
 		t.Errorf("nmi count %v", n)
 	}
-	task.DriverInfo = map[string]any{driver.FakeFailKey: "management.inject_nmi"}
+	task.DriverInfo = map[string]any{fake.FailKey: "management.inject_nmi"}
 	if err := nmi.InjectNMI(ctx, task); !errors.Is(err, driver.ErrInjectedFailure) {
 		t.Errorf("injected failure: %v", err)
 	}

@@ -48,14 +48,17 @@
 //   - fake-hardware (HardwareType.SkipCompatibilityCheck) accepts any
 //     enabled implementation of any kind.
 //
-// Built in (Builtins): the fake-hardware and manual-management hardware
-// types; a "fake" implementation of every kind whose state lives in
-// driver_internal_info (so it survives restarts) and which accepts
-// injected delays and failures (FakeConfig, or the driver_info keys
-// fake_delay and fake_fail); the no-op implementations no-bios,
-// no-console, no-firmware, no-inspect, no-raid, no-rescue and no-vendor
-// (every method fails with ErrUnsupported); and noop network, storage,
-// management and deploy.
+// The built-ins live in their own packages, so that this one is the
+// contract alone: package driver/fake has a "fake" implementation of every
+// kind (fake.Power, fake.NewPower, fake.Config, ...) whose state lives in
+// driver_internal_info and which accepts injected delays and failures;
+// package driver/noop has Ironic's no-op implementations (no-bios,
+// no-console, ..., failing with *UnsupportedError, and noop network,
+// storage, management and deploy, succeeding without effect); package
+// driver/builtin has the fake-hardware and manual-management hardware
+// types and builtin.Bundle, which holds all of them for Registry.Register.
+// The names of the no-op implementations (NoBIOS, Noop, ...) stay here,
+// because HardwareType.SupportedFor falls back to them.
 //
 // # Usage
 //
@@ -63,17 +66,17 @@
 // checks the configuration at start, fills defaults when a node is
 // created, and resolves the driver when working on a node:
 //
-//	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-//	reg.MustRegister(driver.Builtins(driver.FakeConfig{})) // panics on a registration mistake
+//	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+//	reg.MustRegister(builtin.Bundle(fake.Config{})) // panics on a registration mistake
 //	for _, w := range reg.Warnings() {
 //		logger.Warn(w.String()) // duplicates in the enabled lists
 //	}
 //	if err := reg.Check(); err != nil {
 //		return err // a conductor refuses to start
 //	}
-//	ifaces, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+//	ifaces, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 //	// persist ifaces on the new node ...
-//	drv, err := reg.Resolve(driver.NodeInterfaces{Node: uuid, HardwareType: driver.FakeHardware, Interfaces: ifaces})
+//	drv, err := reg.Resolve(driver.NodeInterfaces{Node: uuid, HardwareType: builtin.FakeHardware, Interfaces: ifaces})
 //	task := &driver.Task{NodeUUID: uuid, HardwareType: drv.HardwareType, Interfaces: drv.Names, DriverInfo: info}
 //	err = drv.Power().SetPowerState(ctx, task, driver.PowerOn, 0)
 //	changes := task.Changes() // persist changes.DriverInternalInfo ...

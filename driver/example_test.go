@@ -7,15 +7,17 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 func ExampleRegistry_Resolve() {
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}
-	drv, err := reg.Resolve(driver.NodeInterfaces{Node: "node-1", HardwareType: driver.FakeHardware})
+	drv, err := reg.Resolve(driver.NodeInterfaces{Node: "node-1", HardwareType: builtin.FakeHardware})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -23,7 +25,7 @@ func ExampleRegistry_Resolve() {
 	fmt.Println(drv.Names[driver.KindPower], drv.Names[driver.KindNetwork], drv.Names[driver.KindVendor])
 
 	_, err = reg.Resolve(driver.NodeInterfaces{
-		Node: "node-2", HardwareType: driver.FakeHardware,
+		Node: "node-2", HardwareType: builtin.FakeHardware,
 		Interfaces: map[driver.Kind]string{driver.KindPower: "ipmitool"},
 	})
 	var nf *driver.InterfaceNotFoundError
@@ -34,8 +36,8 @@ func ExampleRegistry_Resolve() {
 }
 
 func ExampleTask_Changes() {
-	power := driver.NewFakePower(driver.FakeConfig{})
-	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: driver.FakeHardware}
+	power := fake.NewPower(fake.Config{})
+	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: builtin.FakeHardware}
 	if err := power.SetPowerState(context.Background(), task, driver.PowerOn, 0); err != nil {
 		fmt.Println(err)
 		return
@@ -46,8 +48,8 @@ func ExampleTask_Changes() {
 }
 
 func ExampleRegistry_MustRegister() {
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware, driver.FakeHardware}})
-	reg.MustRegister(driver.Builtins(driver.FakeConfig{})) // a mistake here panics at start
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware, builtin.FakeHardware}})
+	reg.MustRegister(builtin.Bundle(fake.Config{})) // a mistake here panics at start
 	for _, w := range reg.Warnings() {
 		fmt.Println(w) // an embedder logs these at start
 	}
@@ -56,8 +58,8 @@ func ExampleRegistry_MustRegister() {
 }
 
 func ExampleNMIInjector() {
-	var mgmt driver.ManagementInterface = driver.NewFakeManagement(driver.FakeConfig{})
-	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: driver.FakeHardware}
+	var mgmt driver.ManagementInterface = fake.NewManagement(fake.Config{})
+	task := &driver.Task{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", HardwareType: builtin.FakeHardware}
 	// Optional capabilities are found with driver.As, the same way on
 	// built-ins and on plugin proxies.
 	if nmi, ok := driver.As[driver.NMIInjector](mgmt); ok {

@@ -66,7 +66,7 @@ type Registry struct {
 }
 
 // NewRegistry returns an empty registry using cfg. Register the built-ins
-// with r.Register(driver.Builtins(...)) and plugins with the plugin host.
+// with r.Register(builtin.Bundle(...)) and plugins with the plugin host.
 func NewRegistry(cfg Config) *Registry {
 	c := Config{
 		EnabledHardwareTypes: slices.Clone(cfg.EnabledHardwareTypes),
@@ -151,7 +151,7 @@ func (r *Registry) MustRegisterInterface(kind Kind, name string, impl Interface)
 }
 
 // MustRegister is Register for start-up code (typically
-// r.MustRegister(driver.Builtins(cfg))): it panics with the joined errors
+// r.MustRegister(builtin.Bundle(cfg))): it panics with the joined errors
 // when anything in b cannot be registered.
 func (r *Registry) MustRegister(b Bundle) {
 	if err := r.Register(b); err != nil {

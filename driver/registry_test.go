@@ -8,33 +8,36 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/driver/noop"
 )
 
 // otherPower is a second power implementation registered under another
 // name, to exercise overrides and compatibility.
-type otherPower struct{ *driver.FakePower }
+type otherPower struct{ *fake.Power }
 
 func newRegistry(t *testing.T, cfg driver.Config) *driver.Registry {
 	t.Helper()
 	reg := driver.NewRegistry(cfg)
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatalf("Register builtins: %v", err)
 	}
-	if err := reg.RegisterInterface(driver.KindPower, "other", otherPower{driver.NewFakePower(driver.FakeConfig{})}); err != nil {
+	if err := reg.RegisterInterface(driver.KindPower, "other", otherPower{fake.NewPower(fake.Config{})}); err != nil {
 		t.Fatalf("RegisterInterface: %v", err)
 	}
 	return reg
 }
 
 func TestResolveRules(t *testing.T) {
-	fakeOnly := driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}
+	fakeOnly := driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}}
 	both := driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement},
+		EnabledHardwareTypes: []string{builtin.FakeHardware, builtin.ManualManagement},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindPower:      {driver.Fake, "other"},
-			driver.KindManagement: {driver.Fake, driver.Noop},
-			driver.KindDeploy:     {driver.Fake, driver.Noop},
-			driver.KindBoot:       {driver.Fake},
+			driver.KindPower:      {fake.Name, "other"},
+			driver.KindManagement: {fake.Name, driver.Noop},
+			driver.KindDeploy:     {fake.Name, driver.Noop},
+			driver.KindBoot:       {fake.Name},
 		},
 	}
 	tests := []struct {
@@ -49,8 +52,8 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:      "defaults for fake-hardware",
 			cfg:       fakeOnly,
-			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware},
-			wantNames: map[driver.Kind]string{driver.KindPower: driver.Fake, driver.KindNetwork: driver.Noop, driver.KindStorage: driver.Noop, driver.KindBIOS: driver.Fake},
+			node:      driver.NodeInterfaces{HardwareType: builtin.FakeHardware},
+			wantNames: map[driver.Kind]string{driver.KindPower: fake.Name, driver.KindNetwork: driver.Noop, driver.KindStorage: driver.Noop, driver.KindBIOS: fake.Name},
 		},
 		{
 			name:     "unknown hardware type",
@@ -62,7 +65,7 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:     "registered but disabled hardware type",
 			cfg:      fakeOnly,
-			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement},
+			node:     driver.NodeInterfaces{HardwareType: builtin.ManualManagement},
 			wantIs:   driver.ErrHardwareTypeNotFound,
 			wantText: []string{"registered but not enabled"},
 			check: func(t *testing.T, err error) {
@@ -75,7 +78,7 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:     "unknown implementation lists valid names",
 			cfg:      both,
-			node:     driver.NodeInterfaces{Node: "n1", HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "ipmitool"}},
+			node:     driver.NodeInterfaces{Node: "n1", HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "ipmitool"}},
 			wantIs:   driver.ErrInterfaceNotFound,
 			wantText: []string{`power interface "ipmitool" not found`, `"fake", "other"`, "node n1"},
 			check: func(t *testing.T, err error) {
@@ -88,14 +91,14 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:     "registered but not enabled implementation",
 			cfg:      fakeOnly,
-			node:     driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "other"}},
+			node:     driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "other"}},
 			wantIs:   driver.ErrInterfaceNotFound,
 			wantText: []string{"registered but not enabled"},
 		},
 		{
 			name:     "incompatible implementation",
 			cfg:      both,
-			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindPower: "other", driver.KindBoot: driver.Fake}},
+			node:     driver.NodeInterfaces{HardwareType: builtin.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindPower: "other", driver.KindBoot: fake.Name}},
 			wantIs:   driver.ErrIncompatibleInterface,
 			wantText: []string{`power interface "other" is not supported by hardware type "manual-management"`, `"agent", "fake"`},
 			check: func(t *testing.T, err error) {
@@ -108,12 +111,12 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:     "no valid default says what to enable",
 			cfg:      both,
-			node:     driver.NodeInterfaces{Node: "n2", HardwareType: driver.ManualManagement},
+			node:     driver.NodeInterfaces{Node: "n2", HardwareType: builtin.ManualManagement},
 			wantIs:   driver.ErrNoValidDefault,
 			wantText: []string{"no default boot interface", `enable one of "ipxe", "pxe", "http-ipxe", "http"`, "node n2"},
 			check: func(t *testing.T, err error) {
 				var e *driver.NoValidDefaultError
-				if !errors.As(err, &e) || e.Kind != driver.KindBoot || e.HardwareType != driver.ManualManagement {
+				if !errors.As(err, &e) || e.Kind != driver.KindBoot || e.HardwareType != builtin.ManualManagement {
 					t.Errorf("want NoValidDefaultError for boot, got %#v", e)
 				}
 			},
@@ -121,30 +124,30 @@ func TestResolveRules(t *testing.T) {
 		{
 			name:      "instance_info overrides the node field",
 			cfg:       both,
-			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: driver.Fake}, InstanceInfo: map[string]any{"power_interface": "other"}},
+			node:      driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: fake.Name}, InstanceInfo: map[string]any{"power_interface": "other"}},
 			wantNames: map[driver.Kind]string{driver.KindPower: "other"},
 		},
 		{
 			name:     "bad instance_info override names the key",
 			cfg:      both,
-			node:     driver.NodeInterfaces{HardwareType: driver.FakeHardware, InstanceInfo: map[string]any{"deploy_interface": "direct"}},
+			node:     driver.NodeInterfaces{HardwareType: builtin.FakeHardware, InstanceInfo: map[string]any{"deploy_interface": "direct"}},
 			wantIs:   driver.ErrInterfaceNotFound,
 			wantText: []string{`instance_info["deploy_interface"]`, `"direct" not found`},
 		},
 		{
 			name:      "fake-hardware skips compatibility checks",
 			cfg:       both,
-			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindManagement: driver.Noop, driver.KindDeploy: driver.Noop, driver.KindPower: "other"}},
+			node:      driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindManagement: driver.Noop, driver.KindDeploy: driver.Noop, driver.KindPower: "other"}},
 			wantNames: map[driver.Kind]string{driver.KindManagement: driver.Noop, driver.KindDeploy: driver.Noop, driver.KindPower: "other"},
 		},
 		{
 			name: "configured default must be compatible",
 			cfg: driver.Config{
-				EnabledHardwareTypes: []string{driver.ManualManagement},
-				EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "other"}, driver.KindBoot: {driver.Fake}},
+				EnabledHardwareTypes: []string{builtin.ManualManagement},
+				EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {fake.Name, "other"}, driver.KindBoot: {fake.Name}},
 				DefaultInterfaces:    map[driver.Kind]string{driver.KindPower: "other"},
 			},
-			node:     driver.NodeInterfaces{HardwareType: driver.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindBoot: driver.Fake}},
+			node:     driver.NodeInterfaces{HardwareType: builtin.ManualManagement, Interfaces: map[driver.Kind]string{driver.KindBoot: fake.Name}},
 			wantIs:   driver.ErrIncompatibleInterface,
 			wantText: []string{`configured default "other" is unusable`},
 			check: func(t *testing.T, err error) {
@@ -156,12 +159,12 @@ func TestResolveRules(t *testing.T) {
 		{
 			name: "configured default wins over supported order",
 			cfg: driver.Config{
-				EnabledHardwareTypes: []string{driver.FakeHardware},
-				EnabledInterfaces:    map[driver.Kind][]string{driver.KindNetwork: {driver.Noop, driver.Fake}},
-				DefaultInterfaces:    map[driver.Kind]string{driver.KindNetwork: driver.Fake},
+				EnabledHardwareTypes: []string{builtin.FakeHardware},
+				EnabledInterfaces:    map[driver.Kind][]string{driver.KindNetwork: {driver.Noop, fake.Name}},
+				DefaultInterfaces:    map[driver.Kind]string{driver.KindNetwork: fake.Name},
 			},
-			node:      driver.NodeInterfaces{HardwareType: driver.FakeHardware},
-			wantNames: map[driver.Kind]string{driver.KindNetwork: driver.Fake},
+			node:      driver.NodeInterfaces{HardwareType: builtin.FakeHardware},
+			wantNames: map[driver.Kind]string{driver.KindNetwork: fake.Name},
 		},
 	}
 	for _, tc := range tests {
@@ -202,15 +205,15 @@ func TestResolveRules(t *testing.T) {
 
 func TestEnabledComputedFromHardwareTypes(t *testing.T) {
 	reg := newRegistry(t, driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement},
+		EnabledHardwareTypes: []string{builtin.FakeHardware, builtin.ManualManagement},
 		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {"other", "other", ""}},
 	})
 	e := reg.Enabled()
 	cases := map[driver.Kind][]string{
-		driver.KindPower:      {"other"},                  // configured, de-duplicated, empty entries dropped
-		driver.KindManagement: {driver.Fake, driver.Noop}, // first of each enabled type
-		driver.KindBoot:       {driver.Fake},              // manual-management's ipxe is not registered
-		driver.KindRAID:       {driver.Fake, driver.NoRAID},
+		driver.KindPower:      {"other"},                // configured, de-duplicated, empty entries dropped
+		driver.KindManagement: {fake.Name, driver.Noop}, // first of each enabled type
+		driver.KindBoot:       {fake.Name},              // manual-management's ipxe is not registered
+		driver.KindRAID:       {fake.Name, driver.NoRAID},
 		driver.KindStorage:    {driver.Noop},
 	}
 	for k, want := range cases {
@@ -221,15 +224,15 @@ func TestEnabledComputedFromHardwareTypes(t *testing.T) {
 }
 
 func TestFillDefaults(t *testing.T) {
-	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	got, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindNetwork: driver.Noop}})
+	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	got, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindNetwork: driver.Noop}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 13 || got[driver.KindPower] != driver.Fake || got[driver.KindNetwork] != driver.Noop {
+	if len(got) != 13 || got[driver.KindPower] != fake.Name || got[driver.KindNetwork] != driver.Noop {
 		t.Errorf("FillDefaults = %v", got)
 	}
-	_, err = reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware, InstanceInfo: map[string]any{"raid_interface": "agent"}})
+	_, err = reg.FillDefaults(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, InstanceInfo: map[string]any{"raid_interface": "agent"}})
 	if !errors.Is(err, driver.ErrInterfaceNotFound) || !strings.Contains(err.Error(), "raid_interface") {
 		t.Errorf("bad override error = %v", err)
 	}
@@ -240,8 +243,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("no hardware types: %v", err)
 	}
 	err := newRegistry(t, driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware, "redfish"},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "ipmitool"}},
+		EnabledHardwareTypes: []string{builtin.FakeHardware, "redfish"},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {fake.Name, "ipmitool"}},
 		DefaultInterfaces:    map[driver.Kind]string{driver.KindBoot: "ipxe"},
 	}).Check()
 	var hw *driver.HardwareTypeNotFoundError
@@ -255,26 +258,26 @@ func TestCheck(t *testing.T) {
 	if !errors.Is(err, driver.ErrInvalidParameter) || !strings.Contains(err.Error(), `default boot interface "ipxe" is not enabled`) {
 		t.Errorf("want default not enabled in %v", err)
 	}
-	if err := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}).Check(); err != nil {
+	if err := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}}).Check(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
 }
 
 func TestRegistrationErrors(t *testing.T) {
-	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.RegisterInterface(driver.KindPower, driver.Fake, driver.NewFakePower(driver.FakeConfig{})); !errors.Is(err, driver.ErrDuplicate) {
+	reg := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.RegisterInterface(driver.KindPower, fake.Name, fake.NewPower(fake.Config{})); !errors.Is(err, driver.ErrDuplicate) {
 		t.Errorf("duplicate: %v", err)
 	}
-	if err := reg.RegisterInterface(driver.KindPower, "boot-as-power", driver.NewFakeBoot(driver.FakeConfig{})); !errors.Is(err, driver.ErrInvalidParameter) {
+	if err := reg.RegisterInterface(driver.KindPower, "boot-as-power", fake.NewBoot(fake.Config{})); !errors.Is(err, driver.ErrInvalidParameter) {
 		t.Errorf("wrong kind: %v", err)
 	}
-	if err := reg.RegisterInterface("bogus", "x", driver.NoopNetwork{}); !errors.Is(err, driver.ErrInvalidParameter) {
+	if err := reg.RegisterInterface("bogus", "x", noop.Network{}); !errors.Is(err, driver.ErrInvalidParameter) {
 		t.Errorf("bogus kind: %v", err)
 	}
 	if err := reg.RegisterHardwareType(driver.HardwareType{Name: "half", Supported: map[driver.Kind][]string{driver.KindPower: {"x"}}}); !errors.Is(err, driver.ErrInvalidParameter) || !strings.Contains(err.Error(), "boot") {
 		t.Errorf("missing core kinds: %v", err)
 	}
-	if err := reg.RegisterHardwareType(driver.FakeHardwareType()); !errors.Is(err, driver.ErrDuplicate) {
+	if err := reg.RegisterHardwareType(builtin.FakeHardwareType()); !errors.Is(err, driver.ErrDuplicate) {
 		t.Errorf("duplicate hardware type: %v", err)
 	}
 	if src, _ := reg.Source(driver.KindPower, "other"); src != "builtin" {
@@ -286,25 +289,25 @@ func TestRegistrationErrors(t *testing.T) {
 // does after start) while nodes are resolved; run with -race.
 func TestRegistryConcurrentUse(t *testing.T) {
 	reg := newRegistry(t, driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {driver.Fake, "p0", "p1", "p2", "p3"}},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {fake.Name, "p0", "p1", "p2", "p3"}},
 	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 4 {
-			if err := reg.RegisterInterface(driver.KindPower, fmt.Sprintf("p%d", i), driver.NewFakePower(driver.FakeConfig{})); err != nil {
+			if err := reg.RegisterInterface(driver.KindPower, fmt.Sprintf("p%d", i), fake.NewPower(fake.Config{})); err != nil {
 				t.Error(err)
 			}
 		}
 	}()
 	for range 200 {
-		if _, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware}); err != nil {
+		if _, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	<-done
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "p3"}})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "p3"}})
 	if err != nil || drv.Names[driver.KindPower] != "p3" {
 		t.Errorf("resolve p3 = %v, %v", drv, err)
 	}
@@ -328,13 +331,13 @@ func mustPanic(t *testing.T, f func()) (err error) {
 }
 
 func TestMustRegisterPanicsOnMistakes(t *testing.T) {
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	reg.MustRegister(driver.Builtins(driver.FakeConfig{}))
-	reg.MustRegisterInterface(driver.KindPower, "other", otherPower{driver.NewFakePower(driver.FakeConfig{})})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	reg.MustRegister(builtin.Bundle(fake.Config{}))
+	reg.MustRegisterInterface(driver.KindPower, "other", otherPower{fake.NewPower(fake.Config{})})
 	if _, ok := reg.Interface(driver.KindPower, "other"); !ok {
 		t.Fatal("MustRegisterInterface did not register")
 	}
-	var nilPower *driver.FakePower
+	var nilPower *fake.Power
 	cases := []struct {
 		name string
 		f    func()
@@ -342,19 +345,19 @@ func TestMustRegisterPanicsOnMistakes(t *testing.T) {
 		frag string
 	}{
 		{"duplicate implementation", func() {
-			reg.MustRegisterInterface(driver.KindPower, driver.Fake, driver.NewFakePower(driver.FakeConfig{}))
+			reg.MustRegisterInterface(driver.KindPower, fake.Name, fake.NewPower(fake.Config{}))
 		}, driver.ErrDuplicate, `power/fake from builtin`},
 		{"empty implementation name", func() {
-			reg.MustRegisterInterface(driver.KindPower, "", driver.NewFakePower(driver.FakeConfig{}))
+			reg.MustRegisterInterface(driver.KindPower, "", fake.NewPower(fake.Config{}))
 		}, driver.ErrInvalidParameter, "empty power implementation name"},
 		{"nil implementation", func() { reg.MustRegisterInterface(driver.KindPower, "nil", nil) }, driver.ErrInvalidParameter, "power/nil has a nil implementation"},
-		{"typed nil implementation", func() { reg.MustRegisterInterface(driver.KindPower, "typed-nil", nilPower) }, driver.ErrInvalidParameter, "power/typed-nil has a nil implementation (*driver.FakePower)"},
+		{"typed nil implementation", func() { reg.MustRegisterInterface(driver.KindPower, "typed-nil", nilPower) }, driver.ErrInvalidParameter, "power/typed-nil has a nil implementation (*fake.Power)"},
 		{"duplicate hardware type", func() {
-			h, _ := reg.HardwareType(driver.FakeHardware)
+			h, _ := reg.HardwareType(builtin.FakeHardware)
 			reg.MustRegisterHardwareType(h)
 		}, driver.ErrDuplicate, `hardware type "fake-hardware"`},
 		{"empty hardware type name", func() { reg.MustRegisterHardwareType(driver.HardwareType{}) }, driver.ErrInvalidParameter, "empty name"},
-		{"duplicate bundle", func() { reg.MustRegister(driver.Builtins(driver.FakeConfig{})) }, driver.ErrDuplicate, "driver: MustRegister: "},
+		{"duplicate bundle", func() { reg.MustRegister(builtin.Bundle(fake.Config{})) }, driver.ErrDuplicate, "driver: MustRegister: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -375,10 +378,10 @@ func TestMustRegisterPanicsOnMistakes(t *testing.T) {
 
 func TestConfigWarningsReportDuplicates(t *testing.T) {
 	cfg := driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware, driver.ManualManagement, driver.FakeHardware, driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware, builtin.ManualManagement, builtin.FakeHardware, builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindPower: {driver.Fake, "", driver.Fake},
-			driver.KindBoot:  {driver.Fake},
+			driver.KindPower: {fake.Name, "", fake.Name},
+			driver.KindBoot:  {fake.Name},
 		},
 	}
 	want := []string{
@@ -394,14 +397,14 @@ func TestConfigWarningsReportDuplicates(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if w := reg.Warnings()[0]; w.Setting != "enabled_hardware_types" || w.Name != driver.FakeHardware || w.Count != 3 {
+	if w := reg.Warnings()[0]; w.Setting != "enabled_hardware_types" || w.Name != builtin.FakeHardware || w.Count != 3 {
 		t.Errorf("typed warning %+v", w)
 	}
 	// The duplicates are ignored, as before.
-	if e := reg.Enabled(); !slices.Equal(e.HardwareTypes, []string{driver.FakeHardware, driver.ManualManagement}) {
+	if e := reg.Enabled(); !slices.Equal(e.HardwareTypes, []string{builtin.FakeHardware, builtin.ManualManagement}) {
 		t.Errorf("enabled hardware types %v", e.HardwareTypes)
 	}
-	if w := (driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}}).Warnings(); w != nil {
+	if w := (driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}}).Warnings(); w != nil {
 		t.Errorf("clean config warns: %v", w)
 	}
 }

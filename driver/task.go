@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 	"github.com/anvilmetal/anvil/internal/mask"
 )
 
@@ -318,31 +319,7 @@ func nonNil(m map[string]any) map[string]any {
 }
 
 // cloneMap deep-copies JSON-like maps (nested maps and slices are copied).
-func cloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = cloneValue(v)
-	}
-	return out
-}
-
-func cloneValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		return cloneMap(x)
-	case []any:
-		s := make([]any, len(x))
-		for i, e := range x {
-			s[i] = cloneValue(e)
-		}
-		return s
-	default:
-		return v
-	}
-}
+func cloneMap(m map[string]any) map[string]any { return jsonmap.Clone(m) }
 
 func clonePorts(ps []Port) []Port {
 	if ps == nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -26,8 +28,8 @@ func TestVerbsLackingInterfaceAreUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	c, err := New(store, reg, Options{})
@@ -56,7 +58,7 @@ func TestVerbsLackingInterfaceAreUnsupported(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &baremetal.Node{Name: "bare-" + strings.ReplaceAll(tc.name, " ", "-"), Driver: driver.FakeHardware, ProvisionState: string(tc.state)}
+			n := &baremetal.Node{Name: "bare-" + strings.ReplaceAll(tc.name, " ", "-"), Driver: builtin.FakeHardware, ProvisionState: string(tc.state)}
 			if err := store.CreateNode(ctx, n); err != nil {
 				t.Fatal(err)
 			}

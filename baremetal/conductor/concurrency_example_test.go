@@ -12,6 +12,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -52,8 +54,8 @@ func ExampleConcurrentActionLimitError() {
 		return
 	}
 	defer store.Close()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -73,8 +75,8 @@ func ExampleConcurrentActionLimitError() {
 	for _, name := range []string{"rack1-u01", "rack1-u02"} {
 		// Every fake operation takes 100 ms, so the first node is still
 		// cleaning when the second is provided.
-		n, err := c.Enroll(ctx, &baremetal.Node{Name: name, Driver: driver.FakeHardware,
-			DriverInfo: map[string]any{driver.FakeDelayKey: "100ms"}})
+		n, err := c.Enroll(ctx, &baremetal.Node{Name: name, Driver: builtin.FakeHardware,
+			DriverInfo: map[string]any{fake.DelayKey: "100ms"}})
 		if err == nil {
 			err = c.Manage(ctx, n.UUID)
 		}

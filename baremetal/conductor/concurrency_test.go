@@ -9,7 +9,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,7 +96,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 					opts.MaxConcurrentClean = tc.limit
 				}
 				store := openStore(t, false)
-				h := newHarness(t, store, driver.FakeConfig{}, opts)
+				h := newHarness(t, store, fake.Config{}, opts)
 				reg := prometheus.NewPedanticRegistry()
 				if err := reg.Register(h.c.Metrics()); err != nil {
 					t.Fatal(err)
@@ -105,7 +106,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 					for i := 0; i < k; i++ {
 						st := states[i%len(states)]
 						busy = append(busy, &baremetal.Node{Name: uniqueName(fmt.Sprintf("busy-%s-%d", g, len(busy))),
-							Driver: driver.FakeHardware, ConductorGroup: g, ProvisionState: string(st), TargetProvisionState: "active"})
+							Driver: builtin.FakeHardware, ConductorGroup: g, ProvisionState: string(st), TargetProvisionState: "active"})
 					}
 				}
 				add(tc.busy, group, v.counted)
@@ -172,8 +173,8 @@ func TestConcurrentActionLimit(t *testing.T) {
 // Ironic's API checks the transition before the conductor counts.
 func TestConcurrentActionLimitCheckedAfterTransition(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{MaxConcurrentDeploy: 1})
-	if err := store.CreateNode(h.ctx, &baremetal.Node{Name: uniqueName("busy"), Driver: driver.FakeHardware, ProvisionState: string(statemachine.Deploying)}); err != nil {
+	h := newHarness(t, store, fake.Config{}, conductor.Options{MaxConcurrentDeploy: 1})
+	if err := store.CreateNode(h.ctx, &baremetal.Node{Name: uniqueName("busy"), Driver: builtin.FakeHardware, ProvisionState: string(statemachine.Deploying)}); err != nil {
 		t.Fatal(err)
 	}
 	n := h.enrollIn("enrolled", "", statemachine.Enroll)
@@ -187,7 +188,7 @@ func TestConcurrentActionLimitCheckedAfterTransition(t *testing.T) {
 // states, the refused verb is accepted on retry.
 func TestConcurrentActionLimitFreesUp(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{MaxConcurrentClean: 1})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{MaxConcurrentClean: 1})
 	first := h.enrollIn("first", "", statemachine.Manageable)
 	second := h.enrollIn("second", "", statemachine.Manageable)
 	// first waits in clean wait, as an agent-based clean waiting for its
@@ -211,7 +212,7 @@ func TestConcurrentActionLimitFreesUp(t *testing.T) {
 // its provision state (a stable state the verbs start from).
 func (h *harness) enrollIn(name, g string, state statemachine.State) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, ConductorGroup: g})
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware, ConductorGroup: g})
 	if err != nil {
 		h.t.Fatalf("Enroll: %v", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -34,8 +36,8 @@ func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
 		return h.waitFor(n.UUID, statemachine.Available)
 	}
 	enrollFake := func(name string) *baremetal.Node {
-		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
-			PowerInterface: driver.Fake, DeployInterface: driver.Fake})
+		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware,
+			PowerInterface: fake.Name, DeployInterface: fake.Name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +175,7 @@ func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
 // planner's *steps.ValidationError, with the node unchanged.
 func TestCleanAndServiceRefusalsAreTyped(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{DisableAutomatedClean: true})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{DisableAutomatedClean: true})
 	n := h.enroll("typed-refusal", nil)
 	h.must(h.c.Manage(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Manageable)

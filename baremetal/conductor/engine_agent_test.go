@@ -15,6 +15,8 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -51,14 +53,14 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
-			driver.KindPower:   {simfleet.PowerName, driver.Fake},
-			driver.KindInspect: {driver.Fake, agentdeploy.InspectName},
+			driver.KindDeploy:  {agentdeploy.Name, fake.Name},
+			driver.KindPower:   {simfleet.PowerName, fake.Name},
+			driver.KindInspect: {fake.Name, agentdeploy.InspectName},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
@@ -87,7 +89,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fleet.Close() })
-	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
+	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if opts.Hostname == "" {
@@ -125,7 +127,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 
 func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware,
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -21,8 +23,8 @@ import (
 //	go test -run '^$' -bench Lifecycle -benchtime 500x ./baremetal/
 func BenchmarkLifecycle(b *testing.B) {
 	store := openStoreB(b)
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		b.Fatal(err)
 	}
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "bench", Logger: slog.New(slog.DiscardHandler)})
@@ -73,7 +75,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				n, err := c.Enroll(ctx, &baremetal.Node{Name: fmt.Sprintf("bench-%d-%d", start.UnixNano(), i), Driver: driver.FakeHardware})
+				n, err := c.Enroll(ctx, &baremetal.Node{Name: fmt.Sprintf("bench-%d-%d", start.UnixNano(), i), Driver: builtin.FakeHardware})
 				if err != nil {
 					b.Error(err)
 					continue

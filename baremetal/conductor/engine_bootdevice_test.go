@@ -10,6 +10,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -17,14 +19,14 @@ import (
 // prepares the ramdisk as the fake boot does, then sets a one-time boot
 // from CD in the record the fake management keeps, as
 // redfish-virtual-media's InsertMedia and PATCH Cd do on a real BMC.
-type cdBoot struct{ *driver.FakeBoot }
+type cdBoot struct{ *fake.Boot }
 
 func (b cdBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, params map[string]any) error {
-	if err := b.FakeBoot.PrepareRamdisk(ctx, t, params); err != nil {
+	if err := b.Boot.PrepareRamdisk(ctx, t, params); err != nil {
 		return err
 	}
-	t.SetDriverInternalInfo(driver.FakeBootDeviceKey, string(driver.BootCDROM))
-	t.SetDriverInternalInfo(driver.FakeBootPersistentKey, false)
+	t.SetDriverInternalInfo(fake.BootDeviceKey, string(driver.BootCDROM))
+	t.SetDriverInternalInfo(fake.BootPersistentKey, false)
 	return nil
 }
 
@@ -41,7 +43,7 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 		want driver.BootDevice
 	}{
 		{cdName, driver.BootCDROM},
-		{driver.Fake, driver.BootPXE},
+		{fake.Name, driver.BootPXE},
 	} {
 		t.Run(tc.boot, func(t *testing.T) {
 			client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 5 * time.Second})
@@ -50,19 +52,19 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 			}
 			t.Cleanup(client.Close)
 			reg := driver.NewRegistry(driver.Config{
-				EnabledHardwareTypes: []string{driver.FakeHardware},
+				EnabledHardwareTypes: []string{builtin.FakeHardware},
 				EnabledInterfaces: map[driver.Kind][]string{
-					driver.KindBoot:   {driver.Fake, cdName},
-					driver.KindDeploy: {agentdeploy.Name, driver.Fake},
+					driver.KindBoot:   {fake.Name, cdName},
+					driver.KindDeploy: {agentdeploy.Name, fake.Name},
 				},
 			})
-			if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+			if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 				t.Fatal(err)
 			}
 			if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 				t.Fatal(err)
 			}
-			if err := reg.RegisterInterface(driver.KindBoot, cdName, cdBoot{driver.NewFakeBoot(driver.FakeConfig{})}); err != nil {
+			if err := reg.RegisterInterface(driver.KindBoot, cdName, cdBoot{fake.NewBoot(fake.Config{})}); err != nil {
 				t.Fatal(err)
 			}
 			store := openStore(t, false)
@@ -80,7 +82,7 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 				c.Stop(sctx)
 			})
 			h := &harness{t: t, store: store, c: c, ctx: ctx}
-			n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("bootdev"), Driver: driver.FakeHardware,
+			n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("bootdev"), Driver: builtin.FakeHardware,
 				BootInterface: tc.boot, DeployInterface: agentdeploy.Name,
 				InstanceInfo: map[string]any{"image_source": "http://127.0.0.1:1/disk.img", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 			h.must(err)
@@ -96,13 +98,13 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 			h.waitFor(n.UUID, statemachine.Available)
 			h.must(c.Deploy(ctx, n.UUID, conductor.DeployOptions{}))
 			w := h.waitFor(n.UUID, statemachine.DeployWait)
-			if got, _ := w.DriverInternalInfo[driver.FakeBootDeviceKey].(string); got != string(tc.want) {
+			if got, _ := w.DriverInternalInfo[fake.BootDeviceKey].(string); got != string(tc.want) {
 				t.Fatalf("boot device after the ramdisk boot = %q, want %q (the boot interface's choice)", got, tc.want)
 			}
-			if got, _ := w.DriverInternalInfo[driver.FakeBootPreparedKey].(string); got != "ramdisk" {
+			if got, _ := w.DriverInternalInfo[fake.BootPreparedKey].(string); got != "ramdisk" {
 				t.Fatalf("boot prepared = %q, want ramdisk", got)
 			}
-			if got, _ := w.DriverInternalInfo[driver.FakePowerStateKey].(string); got != string(driver.PowerOn) {
+			if got, _ := w.DriverInternalInfo[fake.PowerStateKey].(string); got != string(driver.PowerOn) {
 				t.Fatalf("power = %q, want power on (booting the ramdisk)", got)
 			}
 		})

@@ -10,6 +10,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -26,8 +28,8 @@ func ExampleConductor() {
 	}
 	defer store.Close()
 
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -46,7 +48,7 @@ func ExampleConductor() {
 	defer stopWatching()
 	events := c.Watch(watchCtx, conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}})
 
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: "rack1-u07", Driver: driver.FakeHardware})
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: "rack1-u07", Driver: builtin.FakeHardware})
 	if err != nil {
 		fmt.Println(err)
 		return

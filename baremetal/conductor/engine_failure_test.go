@@ -14,6 +14,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -27,7 +29,7 @@ func newFakeClock() *storetest.ManualClock {
 // newClockHarness runs a conductor and store on a fake clock, with the
 // direct deploy interface registered but no agent ever booting (fake
 // power), so agent-based runs wait forever unless aborted or timed out.
-func newClockHarness(t *testing.T, fake driver.FakeConfig) (*harness, *storetest.ManualClock) {
+func newClockHarness(t *testing.T, fakeCfg fake.Config) (*harness, *storetest.ManualClock) {
 	t.Helper()
 	clock := newFakeClock()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
@@ -35,9 +37,9 @@ func newClockHarness(t *testing.T, fake driver.FakeConfig) (*harness, *storetest
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {driver.Fake, agentdeploy.Name}}})
-	if err := reg.Register(driver.Builtins(fake)); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {fake.Name, agentdeploy.Name}}})
+	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
@@ -71,7 +73,7 @@ func (h *harness) must(err error) {
 // manageable enrolls a node and makes it manageable.
 func (h *harness) manageable(name, deploy string) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, DeployInterface: deploy,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware, DeployInterface: deploy,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/img", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	h.must(err)
 	h.must(h.c.Manage(h.ctx, n.UUID))
@@ -79,7 +81,7 @@ func (h *harness) manageable(name, deploy string) *baremetal.Node {
 }
 
 func TestCleanWaitTimeout(t *testing.T) {
-	h, clock := newClockHarness(t, driver.FakeConfig{})
+	h, clock := newClockHarness(t, fake.Config{})
 	n := h.manageable("timeout-1", agentdeploy.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	w := h.waitFor(n.UUID, statemachine.CleanWait)
@@ -106,7 +108,7 @@ func TestCleanWaitTimeout(t *testing.T) {
 }
 
 func TestDeployWaitTimeout(t *testing.T) {
-	h, clock := newClockHarness(t, driver.FakeConfig{})
+	h, clock := newClockHarness(t, fake.Config{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -122,7 +124,7 @@ func TestDeployWaitTimeout(t *testing.T) {
 }
 
 func TestAbortCleanWait(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
+	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("abort-1", agentdeploy.Name)
 	// Abort is refused where Ironic refuses it, changing nothing.
 	err := h.c.Abort(h.ctx, n.UUID)
@@ -147,8 +149,8 @@ func TestAbortCleanWait(t *testing.T) {
 }
 
 func TestHoldUnholdManualClean(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
-	n := h.manageable("hold-1", driver.Fake)
+	h, _ := newClockHarness(t, fake.Config{})
+	n := h.manageable("hold-1", fake.Name)
 	h.must(h.c.Clean(h.ctx, n.UUID, []steps.Step{{Interface: "deploy", Name: "hold"}}, conductor.CleanOptions{}))
 	held := h.waitFor(n.UUID, statemachine.CleanHold)
 	if held.TargetProvisionState != "manageable" {
@@ -166,8 +168,8 @@ func TestHoldUnholdManualClean(t *testing.T) {
 }
 
 func TestDeployHoldAbortAndServiceHold(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
-	n := h.manageable("hold-2", driver.Fake)
+	h, _ := newClockHarness(t, fake.Config{})
+	n := h.manageable("hold-2", fake.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Available)
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{DeploySteps: []steps.Step{{Interface: "deploy", Name: "hold", Priority: 150, Args: map[string]any{}}}}))
@@ -191,10 +193,10 @@ func TestDeployHoldAbortAndServiceHold(t *testing.T) {
 }
 
 func TestFailingOutOfBandCleanStep(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
-	n := h.manageable("fail-1", driver.Fake)
+	h, _ := newClockHarness(t, fake.Config{})
+	n := h.manageable("fail-1", fake.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
-		n.DriverInfo = map[string]any{driver.FakeFailKey: "bios.factory_reset"}
+		n.DriverInfo = map[string]any{fake.FailKey: "bios.factory_reset"}
 		return nil
 	}))
 	h.must(h.c.Clean(h.ctx, n.UUID, []steps.Step{{Interface: "bios", Name: "factory_reset"}}, conductor.CleanOptions{}))
@@ -205,8 +207,8 @@ func TestFailingOutOfBandCleanStep(t *testing.T) {
 }
 
 func TestRescueUnrescueAdoptPower(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
-	n := h.manageable("misc-1", driver.Fake)
+	h, _ := newClockHarness(t, fake.Config{})
+	n := h.manageable("misc-1", fake.Name)
 	h.must(h.c.Adopt(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Active)
 	if err := h.c.Rescue(h.ctx, n.UUID, ""); !errors.Is(err, statemachine.ErrMissingInput) {
@@ -261,24 +263,24 @@ func (h *harness) waitPower(uuid, want string) *baremetal.Node {
 }
 
 func TestPowerSyncMaintenanceAndRecovery(t *testing.T) {
-	h, _ := newClockHarness(t, driver.FakeConfig{})
-	n := h.manageable("sync-1", driver.Fake)
+	h, _ := newClockHarness(t, fake.Config{})
+	n := h.manageable("sync-1", fake.Name)
 	// The machine was switched on behind the conductor's back: sync
 	// forces it back to the recorded state.
 	cur, _ := h.store.GetNode(h.ctx, n.UUID)
-	cur.DriverInternalInfo[driver.FakePowerStateKey] = "power on"
+	cur.DriverInternalInfo[fake.PowerStateKey] = "power on"
 	h.must(h.store.UpdateNode(h.ctx, cur, ""))
 	h.c.SyncPowerStates(h.ctx)
 	got, _ := h.store.GetNode(h.ctx, n.UUID)
-	if got.DriverInternalInfo[driver.FakePowerStateKey] != "power off" || got.PowerState != "power off" {
-		t.Fatalf("after sync: hardware %v, recorded %q; want forced back to power off", got.DriverInternalInfo[driver.FakePowerStateKey], got.PowerState)
+	if got.DriverInternalInfo[fake.PowerStateKey] != "power off" || got.PowerState != "power off" {
+		t.Fatalf("after sync: hardware %v, recorded %q; want forced back to power off", got.DriverInternalInfo[fake.PowerStateKey], got.PowerState)
 	}
 	// The next run finds them matching, which resets the failure count.
 	h.c.SyncPowerStates(h.ctx)
 	// The BMC stops answering: after more than 3 consecutive failures the
 	// node goes to maintenance with fault "power failure".
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
-		n.DriverInfo = map[string]any{driver.FakeFailKey: "power.get_power_state"}
+		n.DriverInfo = map[string]any{fake.FailKey: "power.get_power_state"}
 		return nil
 	}))
 	for i := 1; i <= 4; i++ {
@@ -321,8 +323,8 @@ func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	// A previous run left one node deploying with its work started (no
 	// intent) and one with an accepted intent not yet picked up, both
 	// reserved by the dead process.
-	stuck := &baremetal.Node{Name: "stuck", Driver: driver.FakeHardware, ProvisionState: "enroll"}
-	pending := &baremetal.Node{Name: "pending", Driver: driver.FakeHardware, ProvisionState: "enroll"}
+	stuck := &baremetal.Node{Name: "stuck", Driver: builtin.FakeHardware, ProvisionState: "enroll"}
+	pending := &baremetal.Node{Name: "pending", Driver: builtin.FakeHardware, ProvisionState: "enroll"}
 	for _, n := range []*baremetal.Node{stuck, pending} {
 		if err := store.CreateNode(ctx, n); err != nil {
 			t.Fatal(err)
@@ -339,8 +341,8 @@ func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "restarting-host", Clock: clock})

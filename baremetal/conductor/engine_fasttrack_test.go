@@ -8,6 +8,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -64,7 +65,7 @@ func TestAgentFastTrackPoweredOffReboots(t *testing.T) {
 		if _, ok := cur.DriverInternalInfo[driver.InternalAgentURL]; !ok {
 			t.Fatal("agent URL not kept after cleaning with fast track")
 		}
-		cur.DriverInternalInfo[driver.FakePowerStateKey] = string(driver.PowerOff)
+		cur.DriverInternalInfo[fake.PowerStateKey] = string(driver.PowerOff)
 		if err = h.store.UpdateNode(h.ctx, cur, ""); err == nil {
 			break
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -65,7 +66,7 @@ func TestInbandInspection(t *testing.T) {
 
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	m := h.waitForFinished(n.UUID, statemachine.Manageable)
-	inv := agenttest.DefaultInventory([]string{driver.FakeMAC(n.UUID)})
+	inv := agenttest.DefaultInventory([]string{fake.MAC(n.UUID)})
 	want := map[string]any{"cpu_arch": inv.CPU.Architecture, "cpus": float64(inv.CPU.Count),
 		"memory_mb": float64(inv.Memory.PhysicalMB), "local_gb": expectedLocalGB(inv)}
 	if inv.Memory.PhysicalMB == 0 {
@@ -80,8 +81,8 @@ func TestInbandInspection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ports) != 1 || ports[0].Address != driver.FakeMAC(n.UUID) || !ports[0].PXEEnabled {
-		t.Fatalf("ports after inspection = %+v, want one PXE port %s", ports, driver.FakeMAC(n.UUID))
+	if len(ports) != 1 || ports[0].Address != fake.MAC(n.UUID) || !ports[0].PXEEnabled {
+		t.Fatalf("ports after inspection = %+v, want one PXE port %s", ports, fake.MAC(n.UUID))
 	}
 	if m.PowerState != string(driver.PowerOff) {
 		t.Errorf("inspected node power = %q, want power off", m.PowerState)
@@ -92,7 +93,7 @@ func TestInbandInspection(t *testing.T) {
 	if m.LastError != "" {
 		t.Errorf("last error %q after a successful inspection", m.LastError)
 	}
-	for _, k := range []string{"anvil_inspection_managed_boot", agentdeploy.InspectionBootKey, driver.FakeBootRamdiskParamsKey, "anvil_intent", driver.InternalAgentToken} {
+	for _, k := range []string{"anvil_inspection_managed_boot", agentdeploy.InspectionBootKey, fake.BootRamdiskParamsKey, "anvil_intent", driver.InternalAgentToken} {
 		if _, ok := m.DriverInternalInfo[k]; ok {
 			t.Errorf("driver_internal_info keeps %s after inspection: %v", k, m.DriverInternalInfo[k])
 		}
@@ -108,7 +109,7 @@ func TestInbandInspection(t *testing.T) {
 			t.Fatalf("NodeInventory(%s): %v", ident, err)
 		}
 		wantJSON(t, "stored inventory", stored.Inventory, inv)
-		wantJSON(t, "stored plugin data", stored.PluginData, map[string]any{"boot_interface": driver.FakeMAC(n.UUID)})
+		wantJSON(t, "stored plugin data", stored.PluginData, map[string]any{"boot_interface": fake.MAC(n.UUID)})
 		if stored.UpdatedAt.IsZero() || stored.CreatedAt.IsZero() {
 			t.Errorf("stored inventory not stamped: created %v updated %v", stored.CreatedAt, stored.UpdatedAt)
 		}
@@ -175,7 +176,7 @@ func TestInbandInspectionFailureKeepsInventory(t *testing.T) {
 	if _, err := h.c.NodeInventory(h.ctx, n.UUID); !errors.As(err, &nr) || nr.Node != n.UUID || !errors.Is(err, baremetal.ErrNotFound) {
 		t.Fatalf("inventory before any inspection = %v, want InventoryNotRecordedError naming %s", err, n.UUID)
 	}
-	def := agenttest.DefaultInventory([]string{driver.FakeMAC(n.UUID)})
+	def := agenttest.DefaultInventory([]string{fake.MAC(n.UUID)})
 
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	h.waitForFinished(n.UUID, statemachine.Manageable)
@@ -296,12 +297,12 @@ func TestInbandInspectionMACOfAnotherNode(t *testing.T) {
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	owner := h.enrollAgentNode("mac-owner")
 	n := h.enrollInspectNode("inband-dup", simfleet.PowerName, nil)
-	if err := h.store.CreatePort(h.ctx, &baremetal.Port{NodeUUID: owner.UUID, Address: driver.FakeMAC(n.UUID)}); err != nil {
+	if err := h.store.CreatePort(h.ctx, &baremetal.Port{NodeUUID: owner.UUID, Address: fake.MAC(n.UUID)}); err != nil {
 		t.Fatal(err)
 	}
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	f := h.waitFor(n.UUID, statemachine.InspectFailed)
-	if !strings.Contains(f.LastError, n.UUID) || !strings.Contains(f.LastError, owner.UUID) || !strings.Contains(f.LastError, driver.FakeMAC(n.UUID)) {
+	if !strings.Contains(f.LastError, n.UUID) || !strings.Contains(f.LastError, owner.UUID) || !strings.Contains(f.LastError, fake.MAC(n.UUID)) {
 		t.Errorf("last error %q does not name the MAC and both nodes", f.LastError)
 	}
 	if ports, _ := h.store.ListPorts(h.ctx, n.UUID); len(ports) != 0 {

@@ -18,6 +18,8 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -28,7 +30,7 @@ const gibBytes = int64(1) << 30
 // boots nothing) and makes it manageable.
 func (h *agentHarness) enrollInspectNode(name, power string, driverInfo map[string]any) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware,
 		PowerInterface: power, DeployInterface: agentdeploy.Name, InspectInterface: agentdeploy.InspectName,
 		DriverInfo:   driverInfo,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
@@ -103,10 +105,10 @@ func (h *agentHarness) historyEvents(uuid string) []string {
 // API answers 404 and nothing changes.
 func TestInspectionAbortDropsLatePost(t *testing.T) {
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
-	n := h.enrollInspectNode("inband-abort", driver.Fake, nil)
+	n := h.enrollInspectNode("inband-abort", fake.Name, nil)
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	w := h.waitFor(n.UUID, statemachine.InspectWait)
-	params, _ := w.DriverInternalInfo[driver.FakeBootRamdiskParamsKey].(map[string]any)
+	params, _ := w.DriverInternalInfo[fake.BootRamdiskParamsKey].(map[string]any)
 	if params["ipa-inspection-callback-url"] != h.apiURL+"/v1/continue_inspection" || params["ipa-api-url"] != h.apiURL {
 		t.Fatalf("ramdisk prepared with %v, want the inspection callback under %s", params, h.apiURL)
 	}
@@ -118,11 +120,11 @@ func TestInspectionAbortDropsLatePost(t *testing.T) {
 	if f.LastError != "Inspection aborted by request" || f.PowerState != string(driver.PowerOff) {
 		t.Fatalf("aborted inspection: last error %q, power %q", f.LastError, f.PowerState)
 	}
-	if _, ok := f.DriverInternalInfo[driver.FakeBootRamdiskParamsKey]; ok {
+	if _, ok := f.DriverInternalInfo[fake.BootRamdiskParamsKey]; ok {
 		t.Errorf("abort left the inspection ramdisk prepared")
 	}
 	before := f.Version
-	if code := h.postInspection(n.UUID, testInventory([]string{driver.FakeMAC(n.UUID)}), nil); code != http.StatusNotFound {
+	if code := h.postInspection(n.UUID, testInventory([]string{fake.MAC(n.UUID)}), nil); code != http.StatusNotFound {
 		t.Fatalf("late inspection post: HTTP %d, want 404", code)
 	}
 	after, _ := h.store.GetNode(h.ctx, n.UUID)
@@ -137,7 +139,7 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 	clock := newFakeClock()
 	h := newAgentHarnessFleet(t, conductor.Options{Clock: clock, CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1,
 		PowerFailureRecoveryInterval: -1}, conductor.AgentSettings{}, simfleet.Config{})
-	n := h.enrollInspectNode("inband-timeout", driver.Fake, nil)
+	n := h.enrollInspectNode("inband-timeout", fake.Name, nil)
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.InspectWait)
 	clock.Advance(29 * time.Minute)
@@ -155,10 +157,10 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 	if f.PowerState != string(driver.PowerOff) {
 		t.Errorf("power after the timeout: %q, want power off", f.PowerState)
 	}
-	if _, ok := f.DriverInternalInfo[driver.FakeBootRamdiskParamsKey]; ok {
-		t.Errorf("ramdisk boot parameters left after the timeout: %v", f.DriverInternalInfo[driver.FakeBootRamdiskParamsKey])
+	if _, ok := f.DriverInternalInfo[fake.BootRamdiskParamsKey]; ok {
+		t.Errorf("ramdisk boot parameters left after the timeout: %v", f.DriverInternalInfo[fake.BootRamdiskParamsKey])
 	}
-	if code := h.postInspection(n.UUID, testInventory([]string{driver.FakeMAC(n.UUID)}), nil); code != http.StatusNotFound {
+	if code := h.postInspection(n.UUID, testInventory([]string{fake.MAC(n.UUID)}), nil); code != http.StatusNotFound {
 		t.Fatalf("post after the timeout: HTTP %d, want 404", code)
 	}
 }
@@ -167,7 +169,7 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 // node (by UUID and by MAC): 404 both times, and the node is untouched.
 func TestContinueInspectionOnlyInInspectWait(t *testing.T) {
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
-	n := h.enrollInspectNode("inband-404", driver.Fake, nil)
+	n := h.enrollInspectNode("inband-404", fake.Name, nil)
 	mac := "52:54:00:0f:0f:0f"
 	if err := h.store.CreatePort(h.ctx, &baremetal.Port{NodeUUID: n.UUID, Address: mac}); err != nil {
 		t.Fatal(err)
@@ -212,14 +214,14 @@ func TestLookupInspectedNode(t *testing.T) {
 		t.Fatal("the conductor's agent backend is not an InspectionBackend")
 	}
 	waiting := func(name string, di map[string]any) *baremetal.Node {
-		n := h.enrollInspectNode(name, driver.Fake, di)
+		n := h.enrollInspectNode(name, fake.Name, di)
 		h.must(h.c.Inspect(h.ctx, n.UUID))
 		return h.waitFor(n.UUID, statemachine.InspectWait)
 	}
 	a := waiting("bmc-ip", map[string]any{"ipmi_address": "192.0.2.17"})
 	b := waiting("bmc-url", map[string]any{"redfish_address": "https://[2001:db8::9]:8443/redfish/v1"})
 	c := waiting("bmc-hostport", map[string]any{"fake_address": "BMC-3.example.com:623"})
-	idle := h.enrollInspectNode("bmc-idle", driver.Fake, map[string]any{"ipmi_address": "192.0.2.99"})
+	idle := h.enrollInspectNode("bmc-idle", fake.Name, map[string]any{"ipmi_address": "192.0.2.99"})
 	mac := "52:54:00:0e:0e:0e"
 	if err := h.store.CreatePort(h.ctx, &baremetal.Port{NodeUUID: a.UUID, Address: mac}); err != nil {
 		t.Fatal(err)
@@ -257,9 +259,9 @@ func TestLookupInspectedNode(t *testing.T) {
 
 func inspectRegistry(t *testing.T) *driver.Registry {
 	t.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces: map[driver.Kind][]string{driver.KindInspect: {driver.Fake, agentdeploy.InspectName}}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindInspect: {fake.Name, agentdeploy.InspectName}}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	in, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{})
@@ -305,7 +307,7 @@ func stopConductor(t *testing.T, c *conductor.Conductor, wait time.Duration) {
 // interface and brings it to inspect wait on c.
 func inspectWaitNode(t *testing.T, h *harness, name string) *baremetal.Node {
 	t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, InspectInterface: agentdeploy.InspectName})
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware, InspectInterface: agentdeploy.InspectName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,8 +320,8 @@ func inspectWaitNode(t *testing.T, h *harness, name string) *baremetal.Node {
 // blockWorker occupies c's only worker with a slow verification.
 func blockWorker(t *testing.T, h *harness, d time.Duration) string {
 	t.Helper()
-	b, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("blocker"), Driver: driver.FakeHardware,
-		DriverInfo: map[string]any{driver.FakeDelayKey: d.String()}})
+	b, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("blocker"), Driver: builtin.FakeHardware,
+		DriverInfo: map[string]any{fake.DelayKey: d.String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +340,7 @@ func blockWorker(t *testing.T, h *harness, d time.Duration) string {
 }
 
 func inspectionData(uuid string) agentclient.InspectionData {
-	inv := testInventory([]string{driver.FakeMAC(uuid)})
+	inv := testInventory([]string{fake.MAC(uuid)})
 	raw, _ := json.Marshal(inv)
 	return agentclient.InspectionData{NodeUUID: uuid, Inventory: inv, RawInventory: raw, PluginData: map[string]any{}, ReceivedAt: time.Now().UTC()}
 }
@@ -370,7 +372,7 @@ func TestInspectionDataSurvivesRestart(t *testing.T) {
 	if m.Properties["cpus"] == nil || m.Properties["local_gb"] == nil || m.InspectionFinishedAt.IsZero() {
 		t.Fatalf("restarted conductor did not apply the data: properties %v finished %v", m.Properties, m.InspectionFinishedAt)
 	}
-	if ports, _ := store.ListPorts(h.ctx, n.UUID); len(ports) != 1 || ports[0].Address != driver.FakeMAC(n.UUID) {
+	if ports, _ := store.ListPorts(h.ctx, n.UUID); len(ports) != 1 || ports[0].Address != fake.MAC(n.UUID) {
 		t.Fatalf("ports %+v", ports)
 	}
 }
@@ -576,7 +578,7 @@ func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
 	store := &inventoryFaultStore{Store: openStore(t, false)}
 	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-inventory-ft-%d", time.Now().UnixNano()), 2)
 	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
-	n, err := c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("inventory-ft"), Driver: driver.FakeHardware,
+	n, err := c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("inventory-ft"), Driver: builtin.FakeHardware,
 		InspectInterface: agentdeploy.InspectName, DriverInfo: map[string]any{"fast_track": "true"}})
 	if err != nil {
 		t.Fatal(err)

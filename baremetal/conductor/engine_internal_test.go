@@ -7,6 +7,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -14,7 +15,7 @@ import (
 // agent answering 409: wait for the next heartbeat and run the same step
 // again, never fail.
 func TestAgentBusyRetriesSameStep(t *testing.T) {
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	c := &Conductor{drivers: reg}
 	tk := &task{c: c, node: &baremetal.Node{UUID: "n1", DriverInternalInfo: map[string]any{driver.InternalAgentURL: "https://a"}}}
 	busy := fmt.Errorf("deploy: %w", agentclient.ErrAgentBusy)

@@ -15,6 +15,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -30,7 +32,7 @@ type lookupResult struct {
 // ramdisk that boots faster than the BMC answers does: the conductor
 // still holds the node's lock for the power action.
 type lookingUpPower struct {
-	*driver.FakePower
+	*fake.Power
 	apiURL func() string
 
 	mu      sync.Mutex
@@ -38,7 +40,7 @@ type lookingUpPower struct {
 }
 
 func (p *lookingUpPower) lookup(ctx context.Context, t *driver.Task) {
-	if prepared, _ := t.InternalString(driver.FakeBootPreparedKey); prepared != "ramdisk" {
+	if prepared, _ := t.InternalString(fake.BootPreparedKey); prepared != "ramdisk" {
 		return
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.apiURL()+"/v1/lookup?node_uuid="+t.NodeUUID, nil)
@@ -61,7 +63,7 @@ func (p *lookingUpPower) lookup(ctx context.Context, t *driver.Task) {
 }
 
 func (p *lookingUpPower) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
-	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
+	if err := p.Power.SetPowerState(ctx, t, target, timeout); err != nil {
 		return err
 	}
 	if target == driver.PowerOn {
@@ -71,7 +73,7 @@ func (p *lookingUpPower) SetPowerState(ctx context.Context, t *driver.Task, targ
 }
 
 func (p *lookingUpPower) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
-	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
+	if err := p.Power.Reboot(ctx, t, timeout); err != nil {
 		return err
 	}
 	p.lookup(ctx, t)
@@ -104,13 +106,13 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindPower:  {"lookup-power", driver.Fake},
+			driver.KindDeploy: {agentdeploy.Name, fake.Name},
+			driver.KindPower:  {"lookup-power", fake.Name},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
@@ -119,7 +121,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	api := httptest.NewUnstartedServer(nil)
 	t.Cleanup(api.Close)
 	apiURL := "http://" + api.Listener.Addr().String()
-	power := &lookingUpPower{FakePower: driver.NewFakePower(driver.FakeConfig{}), apiURL: func() string { return apiURL }}
+	power := &lookingUpPower{Power: fake.NewPower(fake.Config{}), apiURL: func() string { return apiURL }}
 	if err := reg.RegisterInterface(driver.KindPower, "lookup-power", power); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 		c.Stop(sctx)
 	})
 	hs := &harness{t: t, store: store, c: c, ctx: ctx}
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("lookup-lock"), Driver: driver.FakeHardware,
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("lookup-lock"), Driver: builtin.FakeHardware,
 		PowerInterface: "lookup-power", DeployInterface: agentdeploy.Name})
 	hs.must(err)
 	hs.must(c.Manage(ctx, n.UUID))
@@ -152,7 +154,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	if poweredOn {
 		cur, err := store.GetNode(ctx, n.UUID)
 		hs.must(err)
-		cur.DriverInternalInfo[driver.FakePowerStateKey] = string(driver.PowerOn)
+		cur.DriverInternalInfo[fake.PowerStateKey] = string(driver.PowerOn)
 		cur.PowerState = string(driver.PowerOn)
 		hs.must(store.UpdateNode(ctx, cur, ""))
 	}
@@ -176,7 +178,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 		t.Fatal("the token the lookup returned is not the token the conductor stored")
 	}
 	// The token is disclosed once.
-	power.lookup(ctx, &driver.Task{NodeUUID: n.UUID, DriverInternalInfo: map[string]any{driver.FakeBootPreparedKey: "ramdisk"}})
+	power.lookup(ctx, &driver.Task{NodeUUID: n.UUID, DriverInternalInfo: map[string]any{fake.BootPreparedKey: "ramdisk"}})
 	power.mu.Lock()
 	again := power.lookups[len(power.lookups)-1]
 	power.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,7 +15,7 @@ import (
 // lost.
 func TestFullPoolKeepsIntents(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{Delays: map[string]time.Duration{"power.get_power_state": 20 * time.Millisecond}},
+	h := newHarness(t, store, fake.Config{Delays: map[string]time.Duration{"power.get_power_state": 20 * time.Millisecond}},
 		conductor.Options{Workers: 2})
 	var uuids []string
 	for i := 0; i < 8; i++ {
@@ -42,7 +42,7 @@ func TestFullPoolKeepsIntents(t *testing.T) {
 
 func TestMetricsCountTransitionsAndVerbs(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{Hostname: "metrics-host"})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{Hostname: "metrics-host"})
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(h.c.Metrics()); err != nil {
 		t.Fatal(err)

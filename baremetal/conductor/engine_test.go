@@ -13,6 +13,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -42,10 +44,10 @@ type harness struct {
 	ctx   context.Context
 }
 
-func newHarness(t *testing.T, store baremetal.Store, fake driver.FakeConfig, opts conductor.Options) *harness {
+func newHarness(t *testing.T, store baremetal.Store, fakeCfg fake.Config, opts conductor.Options) *harness {
 	t.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(fake)); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
 		t.Fatal(err)
 	}
 	if opts.Hostname == "" {
@@ -91,7 +93,7 @@ func (h *harness) waitFor(uuid string, state statemachine.State) *baremetal.Node
 
 func (h *harness) enroll(name string, driverInfo map[string]any) *baremetal.Node {
 	h.t.Helper()
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: driver.FakeHardware, DriverInfo: driverInfo})
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName(name), Driver: builtin.FakeHardware, DriverInfo: driverInfo})
 	if err != nil {
 		h.t.Fatalf("Enroll: %v", err)
 	}
@@ -99,10 +101,10 @@ func (h *harness) enroll(name string, driverInfo map[string]any) *baremetal.Node
 }
 
 func lifecycle(t *testing.T, store baremetal.Store) {
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	events := h.c.Watch(h.ctx, conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}})
 	n := h.enroll("node-1", nil)
-	if n.ProvisionState != "enroll" || n.DeployInterface != driver.Fake || n.PowerInterface != driver.Fake {
+	if n.ProvisionState != "enroll" || n.DeployInterface != fake.Name || n.PowerInterface != fake.Name {
 		t.Fatalf("enrolled node = %s/%s/%s, want enroll with fake interfaces", n.ProvisionState, n.DeployInterface, n.PowerInterface)
 	}
 	must := func(err error) {
@@ -122,7 +124,7 @@ func lifecycle(t *testing.T, store baremetal.Store) {
 		t.Errorf("after inspection properties = %v, finished %v", m.Properties, m.InspectionFinishedAt)
 	}
 	ports, err := store.ListPorts(h.ctx, n.UUID)
-	if err != nil || len(ports) != 1 || ports[0].Address != driver.FakeMAC(n.UUID) {
+	if err != nil || len(ports) != 1 || ports[0].Address != fake.MAC(n.UUID) {
 		t.Errorf("ports after inspection = %v, %v", ports, err)
 	}
 	must(h.c.Provide(h.ctx, n.UUID))
@@ -162,7 +164,7 @@ func TestLifecyclePostgres(t *testing.T) { lifecycle(t, openStore(t, true)) }
 
 func TestRefusedVerbChangesNothing(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	n := h.enroll("node-r", nil)
 	before, _ := store.GetNode(h.ctx, n.UUID)
 	err := h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{})
@@ -181,8 +183,8 @@ func TestRefusedVerbChangesNothing(t *testing.T) {
 
 func TestVerifyFailureReturnsToEnroll(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
-	n := h.enroll("node-v", map[string]any{driver.FakeFailKey: "power.get_power_state"})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
+	n := h.enroll("node-v", map[string]any{fake.FailKey: "power.get_power_state"})
 	if err := h.c.Manage(h.ctx, n.UUID); err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -27,7 +27,7 @@ func TestDirectDeployImageURLAndChecksum(t *testing.T) {
 	rec := &agentRecorder{}
 	h := newAgentHarness(t, conductor.Options{}, rec.factory)
 	const md5 = "9e107d9d372bb6826bd81d3542a419d6"
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("imgurl"), Driver: driver.FakeHardware,
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("imgurl"), Driver: builtin.FakeHardware,
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
 		InstanceInfo: map[string]any{"image_source": "http://127.0.0.1:1/images/jammy.img",
 			"image_url": "http://127.0.0.1:1/cache/jammy.img", "image_checksum": md5}})
@@ -55,7 +55,7 @@ func TestDirectDeployImageURLAndChecksum(t *testing.T) {
 		t.Fatalf("image_info sent = %v", info)
 	}
 
-	bad, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("nosum"), Driver: driver.FakeHardware,
+	bad, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("nosum"), Driver: builtin.FakeHardware,
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
 		InstanceInfo: map[string]any{"image_source": "http://127.0.0.1:1/images/jammy.img"}})
 	h.must(err)

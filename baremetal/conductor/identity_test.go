@@ -6,6 +6,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -16,8 +18,8 @@ import (
 // without it (so the driver records it afresh) and a failed inspection
 // puts the old record back.
 func TestMachineIdentityClearedOnDeliberateChange(t *testing.T) {
-	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
-	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: "ident", Driver: driver.FakeHardware, DriverInfo: map[string]any{}})
+	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: "ident", Driver: builtin.FakeHardware, DriverInfo: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestMachineIdentityClearedOnDeliberateChange(t *testing.T) {
 	if got := identity(); got != "fake:1" {
 		t.Fatalf("an update that leaves driver_info alone dropped the identity: %v", got)
 	}
-	update(func(n *baremetal.Node) { n.DriverInfo[driver.FakeFailKey] = "inspect.inspect_hardware" })
+	update(func(n *baremetal.Node) { n.DriverInfo[fake.FailKey] = "inspect.inspect_hardware" })
 	if got := identity(); got != nil {
 		t.Fatalf("a driver_info update kept the identity %v", got)
 	}
@@ -67,7 +69,7 @@ func TestMachineIdentityClearedOnDeliberateChange(t *testing.T) {
 	}
 	h.waitFor(n.UUID, statemachine.Manageable)
 	// A successful one starts without it (the fake driver records none).
-	update(func(n *baremetal.Node) { delete(n.DriverInfo, driver.FakeFailKey) })
+	update(func(n *baremetal.Node) { delete(n.DriverInfo, fake.FailKey) })
 	update(func(n *baremetal.Node) { n.DriverInternalInfo[driver.IdentityKey] = "fake:3" })
 	if err := h.c.Inspect(h.ctx, n.UUID); err != nil {
 		t.Fatal(err)

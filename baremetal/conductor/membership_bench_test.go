@@ -12,6 +12,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // benchFleet enrolls n fake-hardware nodes in state directly through the
@@ -25,18 +27,18 @@ func benchFleet(b *testing.B, s baremetal.Store, n int, state string) []string {
 // whose (fake) hardware is in hwPower.
 func fleetNodes(b testing.TB, s baremetal.Store, n int, state, hwPower string) []string {
 	b.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		b.Fatal(err)
 	}
-	ifs, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	ifs, err := reg.FillDefaults(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	if err != nil {
 		b.Fatal(err)
 	}
 	nodes := make([]*baremetal.Node, n)
 	for i := range nodes {
-		nd := &baremetal.Node{Name: fmt.Sprintf("bench-%05d", i), Driver: driver.FakeHardware, ProvisionState: state,
-			PowerState: "power off", DriverInternalInfo: map[string]any{driver.FakePowerStateKey: hwPower}}
+		nd := &baremetal.Node{Name: fmt.Sprintf("bench-%05d", i), Driver: builtin.FakeHardware, ProvisionState: state,
+			PowerState: "power off", DriverInternalInfo: map[string]any{fake.PowerStateKey: hwPower}}
 		nd.SetInterfaces(ifs)
 		nodes[i] = nd
 	}
@@ -70,8 +72,8 @@ func benchConductors(b *testing.B, dsn string, k int) []*conductor.Conductor {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-		if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+		reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+		if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 			b.Fatal(err)
 		}
 		c, err := conductor.New(s, reg, conductor.Options{

@@ -13,7 +13,9 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivermock"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -47,9 +49,9 @@ func TestPowerSyncCountsConsecutiveBMCFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindPower: {"mock"}}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindPower, "mock", power); err != nil {
@@ -73,7 +75,7 @@ func TestPowerSyncCountsConsecutiveBMCFailures(t *testing.T) {
 	})
 	// A manageable node whose recorded power matches the BMC's first
 	// answer, created in the store so that no verb reads the mock.
-	n := &baremetal.Node{Name: "mock-1", Driver: driver.FakeHardware, PowerInterface: "mock",
+	n := &baremetal.Node{Name: "mock-1", Driver: builtin.FakeHardware, PowerInterface: "mock",
 		ProvisionState: string(statemachine.Manageable), PowerState: string(driver.PowerOn)}
 	if err := store.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)

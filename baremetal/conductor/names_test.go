@@ -9,7 +9,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -73,10 +74,10 @@ var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 // on "name", nothing is stored, and the node being updated is unchanged.
 func TestEnrollAndUpdateApplyNodeNameRules(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	existing := h.enroll("renamed", nil)
 	for i, c := range nodeNameCases {
-		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: c.name, Driver: driver.FakeHardware})
+		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: c.name, Driver: builtin.FakeHardware})
 		if c.valid {
 			if err != nil {
 				t.Errorf("Enroll(%q) = %v", c.name, err)
@@ -125,7 +126,7 @@ func TestEnrollAndUpdateApplyNodeNameRules(t *testing.T) {
 // unnamed node that was not stored, never a UUID no node has.
 func TestEnrollRefusesUnknownStatesNamingWhatTheCallerGave(t *testing.T) {
 	store := openStore(t, false)
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	const given = "5e0f7bb4-6b5e-4d43-9d55-9d2f6d6a0c11"
 	cases := []struct {
 		name  string
@@ -134,14 +135,14 @@ func TestEnrollRefusesUnknownStatesNamingWhatTheCallerGave(t *testing.T) {
 		ident string
 		is    error
 	}{
-		{"unknown power state, named", baremetal.Node{Name: "web-1", Driver: driver.FakeHardware, PowerState: "banana"}, "power_state", "web-1", statemachine.ErrUnknownPowerState},
-		{"unknown power state, unnamed", baremetal.Node{Driver: driver.FakeHardware, PowerState: "banana"}, "power_state", "(unnamed, not stored)", statemachine.ErrUnknownPowerState},
-		{"unknown power state, given UUID", baremetal.Node{UUID: given, Driver: driver.FakeHardware, PowerState: "on"}, "power_state", given, statemachine.ErrUnknownPowerState},
-		{"pending power target", baremetal.Node{Name: "web-2", Driver: driver.FakeHardware, TargetPowerState: "power on"}, "target_power_state", "web-2", nil},
+		{"unknown power state, named", baremetal.Node{Name: "web-1", Driver: builtin.FakeHardware, PowerState: "banana"}, "power_state", "web-1", statemachine.ErrUnknownPowerState},
+		{"unknown power state, unnamed", baremetal.Node{Driver: builtin.FakeHardware, PowerState: "banana"}, "power_state", "(unnamed, not stored)", statemachine.ErrUnknownPowerState},
+		{"unknown power state, given UUID", baremetal.Node{UUID: given, Driver: builtin.FakeHardware, PowerState: "on"}, "power_state", given, statemachine.ErrUnknownPowerState},
+		{"pending power target", baremetal.Node{Name: "web-2", Driver: builtin.FakeHardware, TargetPowerState: "power on"}, "target_power_state", "web-2", nil},
 		{"no driver, unnamed", baremetal.Node{}, "driver", "(unnamed, not stored)", nil},
-		{"bad provision state, named", baremetal.Node{Name: "web-3", Driver: driver.FakeHardware, ProvisionState: "active"}, "provision_state", "web-3", nil},
-		{"bad instance_uuid from the store, unnamed", baremetal.Node{Driver: driver.FakeHardware, InstanceUUID: "not-a-uuid"}, "instance_uuid", "(unnamed, not stored)", nil},
-		{"bad instance_uuid from the store, named", baremetal.Node{Name: "web-4", Driver: driver.FakeHardware, InstanceUUID: "not-a-uuid"}, "instance_uuid", "web-4", nil},
+		{"bad provision state, named", baremetal.Node{Name: "web-3", Driver: builtin.FakeHardware, ProvisionState: "active"}, "provision_state", "web-3", nil},
+		{"bad instance_uuid from the store, unnamed", baremetal.Node{Driver: builtin.FakeHardware, InstanceUUID: "not-a-uuid"}, "instance_uuid", "(unnamed, not stored)", nil},
+		{"bad instance_uuid from the store, named", baremetal.Node{Name: "web-4", Driver: builtin.FakeHardware, InstanceUUID: "not-a-uuid"}, "instance_uuid", "web-4", nil},
 	}
 	for _, c := range cases {
 		_, err := h.c.Enroll(h.ctx, &c.node)
@@ -158,7 +159,7 @@ func TestEnrollRefusesUnknownStatesNamingWhatTheCallerGave(t *testing.T) {
 		}
 	}
 	for _, ps := range []string{"", "power on", "power off", "error"} {
-		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Driver: driver.FakeHardware, PowerState: ps})
+		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Driver: builtin.FakeHardware, PowerState: ps})
 		if err != nil {
 			t.Errorf("Enroll with power state %q = %v", ps, err)
 			continue

@@ -10,6 +10,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -49,7 +51,7 @@ func TestPlannerIgnoresBadOverrideKey(t *testing.T) {
 
 // agentRAID is a RAID implementation that says it is agent-based, as
 // Ironic's agent RAID interface is.
-type agentRAID struct{ *driver.FakeRAID }
+type agentRAID struct{ *fake.RAID }
 
 func (agentRAID) AgentBased() bool { return true }
 
@@ -60,19 +62,19 @@ func (agentRAID) AgentBased() bool { return true }
 // planned, with an agent-based RAID interface it is.
 func TestStepSourceInBand(t *testing.T) {
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindRAID:   {driver.Fake, "agent"},
+			driver.KindDeploy: {agentdeploy.Name, fake.Name},
+			driver.KindRAID:   {fake.Name, "agent"},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.RegisterInterface(driver.KindRAID, "agent", agentRAID{driver.NewFakeRAID(driver.FakeConfig{})}); err != nil {
+	if err := reg.RegisterInterface(driver.KindRAID, "agent", agentRAID{fake.NewRAID(fake.Config{})}); err != nil {
 		t.Fatal(err)
 	}
 	c := &Conductor{drivers: reg}
@@ -81,10 +83,10 @@ func TestStepSourceInBand(t *testing.T) {
 		wantInBand string
 		wantRAID   bool
 	}{
-		{driver.Fake, "deploy", false},
+		{fake.Name, "deploy", false},
 		{"agent", "deploy,raid", true},
 	} {
-		n := &baremetal.Node{UUID: "n1", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name, RAIDInterface: tc.raid,
+		n := &baremetal.Node{UUID: "n1", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name, RAIDInterface: tc.raid,
 			DriverInternalInfo: map[string]any{}}
 		if err := steps.WriteAgentCache(steps.Clean, n.DriverInternalInfo, map[string][]steps.Step{
 			"deploy": {{Interface: "deploy", Name: "erase_devices", Priority: 10}},

@@ -17,7 +17,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/hashring"
 )
 
@@ -105,7 +106,7 @@ func TestOwnershipPartitionsNodesAmongLiveConductors(t *testing.T) {
 		s, _ := clusterStore(t, pg, clock)
 		hosts := []string{"c1", "c2", "c3"}
 		for _, h := range hosts {
-			register(t, s, h, "", driver.FakeHardware)
+			register(t, s, h, "", builtin.FakeHardware)
 		}
 		views := map[string]*conductor.Ownership{}
 		for _, h := range hosts {
@@ -120,7 +121,7 @@ func TestOwnershipPartitionsNodesAmongLiveConductors(t *testing.T) {
 		}
 		nodes := make([]*baremetal.Node, 300)
 		for i := range nodes {
-			nodes[i] = &baremetal.Node{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Driver: driver.FakeHardware}
+			nodes[i] = &baremetal.Node{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Driver: builtin.FakeHardware}
 		}
 		count := map[string]int{}
 		for _, n := range nodes {
@@ -183,9 +184,9 @@ func TestOwnershipGroupsAndHardwareTypes(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
-	register(t, s, "a", "Rack1", driver.FakeHardware, "ipmi")
+	register(t, s, "a", "Rack1", builtin.FakeHardware, "ipmi")
 	register(t, s, "b", "rack1", "ipmi")
-	register(t, s, "c", "", driver.FakeHardware)
+	register(t, s, "c", "", builtin.FakeHardware)
 	o, err := conductor.NewOwnership(s, "a", "rack1", conductor.RingOptions{}, clock, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -197,18 +198,18 @@ func TestOwnershipGroupsAndHardwareTypes(t *testing.T) {
 		t.Fatalf("ring keys = %v", got)
 	}
 	// Only a serves fake-hardware in rack1 (groups compare case-insensitively).
-	n := &baremetal.Node{UUID: "11111111-1111-4111-8111-111111111111", Driver: driver.FakeHardware, ConductorGroup: "RACK1"}
+	n := &baremetal.Node{UUID: "11111111-1111-4111-8111-111111111111", Driver: builtin.FakeHardware, ConductorGroup: "RACK1"}
 	if !o.Owns(n) {
 		t.Errorf("a does not own a fake-hardware node of its only group ring")
 	}
 	// A node of the default group is never a's, even if the ring lookup
 	// would name a conductor.
-	if o.Owns(&baremetal.Node{UUID: n.UUID, Driver: driver.FakeHardware}) {
+	if o.Owns(&baremetal.Node{UUID: n.UUID, Driver: builtin.FakeHardware}) {
 		t.Errorf("a owns a node of another conductor group")
 	}
-	_, err = o.OwnerOf(&baremetal.Node{UUID: n.UUID, Driver: driver.FakeHardware, ConductorGroup: "rack9"})
+	_, err = o.OwnerOf(&baremetal.Node{UUID: n.UUID, Driver: builtin.FakeHardware, ConductorGroup: "rack9"})
 	var nc *conductor.NoConductorError
-	if !errors.Is(err, conductor.ErrNoConductor) || !errors.As(err, &nc) || nc.Group != "rack9" || nc.HardwareType != driver.FakeHardware || len(nc.Alive) != 3 {
+	if !errors.Is(err, conductor.ErrNoConductor) || !errors.As(err, &nc) || nc.Group != "rack9" || nc.HardwareType != builtin.FakeHardware || len(nc.Alive) != 3 {
 		t.Fatalf("OwnerOf for a group nobody serves = %v, want a *NoConductorError naming rack9 and 3 live conductors", err)
 	}
 	_, err = o.OwnerOf(&baremetal.Node{UUID: n.UUID, Driver: "redfish", ConductorGroup: "rack1"})
@@ -222,7 +223,7 @@ func TestOwnershipIronicCompatibleAgreesWithTheRing(t *testing.T) {
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
 	for _, h := range []string{"cond-a", "cond-b", "cond-c"} {
-		register(t, s, h, "", driver.FakeHardware)
+		register(t, s, h, "", builtin.FakeHardware)
 	}
 	cfg := hashring.Config{Algorithm: hashring.IronicCompatible}
 	o, err := conductor.NewOwnership(s, "cond-a", "", conductor.RingOptions{Ring: cfg}, clock, nil)
@@ -237,7 +238,7 @@ func TestOwnershipIronicCompatibleAgreesWithTheRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200; i++ {
-		n := &baremetal.Node{UUID: fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i), Driver: driver.FakeHardware}
+		n := &baremetal.Node{UUID: fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i), Driver: builtin.FakeHardware}
 		got, err := o.OwnerOf(n)
 		w, _ := want.Get(n.UUID)
 		if err != nil || got != w {
@@ -254,7 +255,7 @@ func TestOwnershipRunRefreshesOnTimerAndWake(t *testing.T) {
 	defer cancel()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
-	register(t, s, "a", "", driver.FakeHardware)
+	register(t, s, "a", "", builtin.FakeHardware)
 	o, err := conductor.NewOwnership(s, "a", "", conductor.RingOptions{ResetInterval: 15 * time.Second}, clock, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +267,7 @@ func TestOwnershipRunRefreshesOnTimerAndWake(t *testing.T) {
 		o.Run(ctx, func(context.Context) { changes <- struct{}{} })
 	}()
 	waitWaiters(t, clock, 1)
-	register(t, s, "b", "", driver.FakeHardware)
+	register(t, s, "b", "", builtin.FakeHardware)
 	clock.Advance(15 * time.Second) // the timer
 	select {
 	case <-changes:
@@ -382,8 +383,8 @@ func TestPowerSyncOnlyOwnedNodes(t *testing.T) {
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
 	cl := conductor.ClusterOptions{Notifier: baremetal.NewLocalNotifier()}
-	a := startMember(t, s, "a", driver.FakeConfig{}, cl)
-	b := startMember(t, s, "b", driver.FakeConfig{}, cl)
+	a := startMember(t, s, "a", fake.Config{}, cl)
+	b := startMember(t, s, "b", fake.Config{}, cl)
 	waitAlive(t, a, 2)
 	waitAlive(t, b, 2)
 	uuids := fleetNodes(t, s, 40, "manageable", "power on")
@@ -402,7 +403,7 @@ func TestPowerSyncOnlyOwnedNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n.DriverInternalInfo[driver.FakePowerStateKey] == "power off" && historyHas(t, s, id, "forcing it back")
+		return n.DriverInternalInfo[fake.PowerStateKey] == "power off" && historyHas(t, s, id, "forcing it back")
 	}
 	a.SyncPowerStates(ctx)
 	ofA := 0

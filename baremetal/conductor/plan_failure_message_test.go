@@ -7,7 +7,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -35,8 +36,8 @@ func TestUnplannableStepsFailWithIronicsMessage(t *testing.T) {
 	}
 	uuids := make([]string, len(cases))
 	for i, c := range cases {
-		n := &baremetal.Node{Name: uniqueName("unplannable-" + c.op), Driver: driver.FakeHardware,
-			PowerInterface: driver.Fake, DeployInterface: driver.Fake,
+		n := &baremetal.Node{Name: uniqueName("unplannable-" + c.op), Driver: builtin.FakeHardware,
+			PowerInterface: fake.Name, DeployInterface: fake.Name,
 			ProvisionState: c.state, TargetProvisionState: c.target,
 			DriverInternalInfo: map[string]any{"anvil_intent": map[string]any{
 				"op": c.op, "requested_at": time.Now().UTC().Format(time.RFC3339Nano),
@@ -46,7 +47,7 @@ func TestUnplannableStepsFailWithIronicsMessage(t *testing.T) {
 		}
 		uuids[i] = n.UUID
 	}
-	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	for i, c := range cases {
 		n := h.waitFor(uuids[i], c.failed)
 		if want := c.want(n.UUID); !strings.HasPrefix(n.LastError, want) || !strings.Contains(n.LastError, "no_such_step") {

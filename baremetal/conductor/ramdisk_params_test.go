@@ -8,6 +8,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -19,9 +21,9 @@ import (
 // find the conductor.
 func TestAgentRamdiskBootGetsTheAPIURL(t *testing.T) {
 	store := openStore(t, false)
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, fake.Name}}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: time.Second})
@@ -34,7 +36,7 @@ func TestAgentRamdiskBootGetsTheAPIURL(t *testing.T) {
 	}
 	c := startConductor(t, store, reg, "ramdisk-params", 2)
 	h := &harness{t: t, store: store, c: c, ctx: t.Context()}
-	n, err := c.Enroll(h.ctx, &baremetal.Node{Name: "params", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name})
+	n, err := c.Enroll(h.ctx, &baremetal.Node{Name: "params", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestAgentRamdiskBootGetsTheAPIURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := h.waitFor(n.UUID, statemachine.CleanWait)
-	params, _ := w.DriverInternalInfo[driver.FakeBootRamdiskParamsKey].(map[string]any)
+	params, _ := w.DriverInternalInfo[fake.BootRamdiskParamsKey].(map[string]any)
 	if params["ipa-api-url"] != "http://127.0.0.1:1" {
 		t.Fatalf("ramdisk parameters of the cleaning boot: %v, want ipa-api-url=http://127.0.0.1:1", params)
 	}

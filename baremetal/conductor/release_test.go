@@ -8,6 +8,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -33,12 +35,12 @@ func (s *flakyReleaseStore) ReleaseNode(ctx context.Context, uuid, holder string
 func TestReleaseRetriedAfterStoreFailure(t *testing.T) {
 	ctx := context.Background()
 	store := &flakyReleaseStore{Store: openStore(t, false)}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	c := startConductor(t, store, reg, "release-retry", 2)
-	n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+	n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -35,8 +37,8 @@ var (
 // takes deployDelay.
 func newRunConductor(t *testing.T, store baremetal.Store, deployDelay time.Duration, opts conductor.Options) *conductor.Conductor {
 	t.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{Delays: map[string]time.Duration{"deploy.deploy": deployDelay}})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{Delays: map[string]time.Duration{"deploy.deploy": deployDelay}})); err != nil {
 		t.Fatal(err)
 	}
 	opts.Hostname = fmt.Sprintf("run-%d", time.Now().UnixNano())
@@ -59,7 +61,7 @@ func runAsManager(ctx context.Context, r runnable) <-chan error {
 // (Run starts it on its own goroutine), brings it to available.
 func enrollWhenRunning(t *testing.T, ctx context.Context, c *conductor.Conductor) *baremetal.Node {
 	t.Helper()
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("run"), Driver: driver.FakeHardware})
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("run"), Driver: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}

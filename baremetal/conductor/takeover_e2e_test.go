@@ -24,6 +24,8 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -235,19 +237,19 @@ func startAgentMember(t *testing.T, s baremetal.Store, host string, fleet *simfl
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindPower:  {simfleet.PowerName, driver.Fake},
+			driver.KindDeploy: {agentdeploy.Name, fake.Name},
+			driver.KindPower:  {simfleet.PowerName, fake.Name},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
+	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	return startMemberReg(t, s, host, reg, conductor.AgentSettings{Client: client}, cl,
@@ -259,7 +261,7 @@ func startAgentMember(t *testing.T, s baremetal.Store, host string, fleet *simfl
 func agentNodeOwnedBy(t *testing.T, c *conductor.Conductor, host string) *baremetal.Node {
 	t.Helper()
 	for i := 0; i < 64; i++ {
-		n, err := c.Enroll(context.Background(), &baremetal.Node{Driver: driver.FakeHardware,
+		n, err := c.Enroll(context.Background(), &baremetal.Node{Driver: builtin.FakeHardware,
 			PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name,
 			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 		if err != nil {

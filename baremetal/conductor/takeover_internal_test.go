@@ -11,6 +11,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -49,7 +51,7 @@ func TestResumableAgentGoneWaits(t *testing.T) {
 		{"live agent never received the step", liveURL, token, resumeRerun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &baremetal.Node{UUID: "7d3c2f4e-1b1a-4c55-9c51-8f1f0a2b3c4d", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
+			n := &baremetal.Node{UUID: "7d3c2f4e-1b1a-4c55-9c51-8f1f0a2b3c4d", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name,
 				DriverInternalInfo: map[string]any{driver.InternalAgentURL: tc.url, driver.InternalAgentToken: tc.token}}
 			got, why := c.resumable(ctx, c.newTask(n), steps.Clean, step)
 			if got != tc.want {
@@ -184,7 +186,7 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 			steps.Step{Interface: "deploy", Name: agentdeploy.StepBootInstance, Priority: 20}, resumeRerun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &baremetal.Node{UUID: "0c6f3a52-7d1e-4b8a-9f0e-2a4b6c8d0e1f", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
+			n := &baremetal.Node{UUID: "0c6f3a52-7d1e-4b8a-9f0e-2a4b6c8d0e1f", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name,
 				DriverInternalInfo: map[string]any{driver.InternalAgentURL: tc.url(t), driver.InternalAgentToken: token}}
 			got, why := c.resumable(ctx, c.newTask(n), steps.Deploy, tc.step)
 			if got != tc.want {
@@ -208,10 +210,10 @@ func resumableFixture(t *testing.T) (*Conductor, *agenttest.Server) {
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, fake.Name}},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {

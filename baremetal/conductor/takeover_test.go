@@ -14,6 +14,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -35,18 +37,18 @@ func clusterNotifier(t *testing.T, dsn string) baremetal.ClusterNotifier {
 // startMember starts a cluster conductor on its own manual clock, which
 // the tests never advance: its periodic tasks and keepalives run only when
 // a test calls them, so the store's clock alone decides who is alive.
-func startMember(t *testing.T, s baremetal.Store, host string, fake driver.FakeConfig, cl conductor.ClusterOptions) *conductor.Conductor {
+func startMember(t *testing.T, s baremetal.Store, host string, fakeCfg fake.Config, cl conductor.ClusterOptions) *conductor.Conductor {
 	t.Helper()
-	return startMemberWith(t, s, host, fake, cl, conductor.Options{Clock: storetest.NewManualClock(clusterEpoch)})
+	return startMemberWith(t, s, host, fakeCfg, cl, conductor.Options{Clock: storetest.NewManualClock(clusterEpoch)})
 }
 
 // startMemberWith is startMember with the conductor's options (clock and
 // periodic intervals); hostname, lock policy, intent poll and cluster
 // options are set as startMember sets them.
-func startMemberWith(t *testing.T, s baremetal.Store, host string, fake driver.FakeConfig, cl conductor.ClusterOptions, opts conductor.Options) *conductor.Conductor {
+func startMemberWith(t *testing.T, s baremetal.Store, host string, fakeCfg fake.Config, cl conductor.ClusterOptions, opts conductor.Options) *conductor.Conductor {
 	t.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(fake)); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
 		t.Fatal(err)
 	}
 	return startMemberReg(t, s, host, reg, conductor.AgentSettings{}, cl, opts)
@@ -108,7 +110,7 @@ func ownedBy(t *testing.T, c *conductor.Conductor, host string) *baremetal.Node 
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < 64; i++ {
-		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +156,7 @@ func takeover(t *testing.T, pg, safe bool) {
 	s, dsn := clusterStore(t, pg, clock)
 	notifier := clusterNotifier(t, dsn)
 	entered := make(chan struct{}, 1)
-	frozen := driver.FakeConfig{
+	frozen := fake.Config{
 		Delays: map[string]time.Duration{"deploy.deploy": time.Hour},
 		Sleep: func(ctx context.Context, _ time.Duration) error {
 			entered <- struct{}{}
@@ -167,7 +169,7 @@ func takeover(t *testing.T, pg, safe bool) {
 		cl.RerunSafeSteps = []string{"deploy.deploy"}
 	}
 	victim := startMember(t, s, "victim", frozen, cl)
-	survivor := startMember(t, s, "survivor", driver.FakeConfig{}, cl)
+	survivor := startMember(t, s, "survivor", fake.Config{}, cl)
 	waitAlive(t, survivor, 2)
 	waitAlive(t, victim, 2)
 
@@ -293,7 +295,7 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 		release := make(chan struct{})
 		var once sync.Once
 		entered := make(chan struct{})
-		slow := driver.FakeConfig{
+		slow := fake.Config{
 			Delays: map[string]time.Duration{"deploy.deploy": time.Hour},
 			Sleep: func(ctx context.Context, _ time.Duration) error {
 				once.Do(func() { close(entered) })
@@ -307,7 +309,7 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 		}
 		cl := conductor.ClusterOptions{Notifier: notifier}
 		a := startMember(t, s, "a", slow, cl)
-		b := startMember(t, s, "b", driver.FakeConfig{}, cl)
+		b := startMember(t, s, "b", fake.Config{}, cl)
 		waitAlive(t, a, 2)
 		waitAlive(t, b, 2)
 		n := ownedBy(t, b, "a")
@@ -361,8 +363,8 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s, _ := clusterStore(t, false, storetest.NewManualClock(clusterEpoch))
-	c := startMember(t, s, "only", driver.FakeConfig{}, conductor.ClusterOptions{})
-	n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware, ConductorGroup: "rack9"})
+	c := startMember(t, s, "only", fake.Config{}, conductor.ClusterOptions{})
+	n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware, ConductorGroup: "rack9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,8 +390,8 @@ func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
-	register(t, s, "ghost", "", driver.FakeHardware)
-	c := startMember(t, s, "survivor", driver.FakeConfig{}, conductor.ClusterOptions{})
+	register(t, s, "ghost", "", builtin.FakeHardware)
+	c := startMember(t, s, "survivor", fake.Config{}, conductor.ClusterOptions{})
 	cases := []struct{ state, target, want string }{
 		{"deploying", "active", "active"},
 		{"cleaning", "available", "available"},
@@ -397,7 +399,7 @@ func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	}
 	var ids []string
 	for _, tc := range cases {
-		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,8 +441,8 @@ func TestDeployRecordsAffinity(t *testing.T) {
 		ctx := context.Background()
 		s, dsn := clusterStore(t, pg, storetest.NewManualClock(clusterEpoch))
 		cl := conductor.ClusterOptions{Notifier: clusterNotifier(t, dsn)}
-		owner := startMember(t, s, "owner", driver.FakeConfig{}, cl)
-		other := startMember(t, s, "other", driver.FakeConfig{}, cl)
+		owner := startMember(t, s, "owner", fake.Config{}, cl)
+		other := startMember(t, s, "other", fake.Config{}, cl)
 		waitAlive(t, owner, 2)
 		waitAlive(t, other, 2)
 
@@ -488,12 +490,12 @@ func TestPromptTakeoverAtHeartbeatTimeout(t *testing.T) {
 		ctx := context.Background()
 		clock := storetest.NewManualClock(clusterEpoch)
 		s, _ := clusterStore(t, pg, clock)
-		register(t, s, "ghost", "", driver.FakeHardware)
-		c := startMemberWith(t, s, "survivor", driver.FakeConfig{},
+		register(t, s, "ghost", "", builtin.FakeHardware)
+		c := startMemberWith(t, s, "survivor", fake.Config{},
 			conductor.ClusterOptions{Ring: conductor.RingOptions{HeartbeatTimeout: timeout}, OrphanCheckInterval: tick, SyncLocalStateInterval: -1},
 			conductor.Options{Clock: clock, KeepaliveInterval: time.Second, SyncPowerStateInterval: -1,
 				PowerFailureRecoveryInterval: -1, CheckProvisionStateInterval: -1})
-		n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+		n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -582,10 +584,10 @@ func TestTakeoverRetriesABusyNode(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
-	register(t, s, "ghost", "", driver.FakeHardware)
+	register(t, s, "ghost", "", builtin.FakeHardware)
 	busy := &busyAfterListing{Store: s, holdFor: 50 * time.Millisecond}
-	c := startMember(t, busy, "survivor", driver.FakeConfig{}, conductor.ClusterOptions{})
-	n, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware})
+	c := startMember(t, busy, "survivor", fake.Config{}, conductor.ClusterOptions{})
+	n, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}

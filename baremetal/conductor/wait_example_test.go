@@ -12,6 +12,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -28,8 +30,8 @@ func ExampleConductor_WaitFor() {
 		return
 	}
 	defer store.Close()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -44,7 +46,7 @@ func ExampleConductor_WaitFor() {
 	}
 	defer cond.Stop(ctx)
 
-	if _, err := cond.Enroll(ctx, &baremetal.Node{Name: "rack1-u08", Driver: driver.FakeHardware}); err != nil {
+	if _, err := cond.Enroll(ctx, &baremetal.Node{Name: "rack1-u08", Driver: builtin.FakeHardware}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -8,14 +8,14 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // TestWaitForFollowsVerbsToTheirStates drives a node from enroll to
 // active with WaitFor alone, no polling loop.
 func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
-	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
 	n := h.enroll("wait-ok", nil)
@@ -50,10 +50,10 @@ func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
 // TestWaitForReportsFailureStates checks that a node landing in a failure
 // state ends the wait with a typed error, unless that state was wanted.
 func TestWaitForReportsFailureStates(t *testing.T) {
-	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
-	n := h.enroll("wait-fail", map[string]any{driver.FakeFailKey: "deploy.deploy"})
+	n := h.enroll("wait-fail", map[string]any{fake.FailKey: "deploy.deploy"})
 	if err := h.c.Manage(ctx, n.UUID); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestWaitForReportsFailureStates(t *testing.T) {
 // TestWaitForEndsWithItsContext checks the error of a wait that times out
 // and of bad arguments.
 func TestWaitForEndsWithItsContext(t *testing.T) {
-	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
+	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	n := h.enroll("wait-ctx", nil)
 	ctx, cancel := context.WithTimeout(h.ctx, 200*time.Millisecond)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -16,7 +17,7 @@ import (
 // registered in the returned registry; it is stopped when the test ends.
 func newWatchConductor(t *testing.T, o conductor.Options) (*conductor.Conductor, *prometheus.Registry) {
 	t.Helper()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	c, err := conductor.New(openStore(t, false), reg, o)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"go.uber.org/goleak"
 )
 
@@ -20,8 +22,8 @@ func TestStopClosesWatchesAndEndsTheirGoroutines(t *testing.T) {
 	// Goroutines of the store (and of the test runner) were there before
 	// the conductor and stay after it.
 	ignore := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("database/sql.(*DB).connectionCleaner")}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "watch-stop"})
@@ -42,7 +44,7 @@ func TestStopClosesWatchesAndEndsTheirGoroutines(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		c.Subscribe(conductor.WatchFilter{}, func(e conductor.Event) { got <- e })
 	}
-	if _, err := c.Enroll(ctx, &baremetal.Node{Driver: driver.FakeHardware, Name: "watched"}); err != nil {
+	if _, err := c.Enroll(ctx, &baremetal.Node{Driver: builtin.FakeHardware, Name: "watched"}); err != nil {
 		t.Fatal(err)
 	}
 	if e := <-watches[0]; e.Type != conductor.EventNodeEnrolled {
@@ -88,8 +90,8 @@ func closedSoon(w <-chan conductor.Event) bool {
 func TestStopBeforeStartClosesWatches(t *testing.T) {
 	store := openStore(t, false)
 	ignore := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("database/sql.(*DB).connectionCleaner")}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "never-started"})

@@ -34,13 +34,13 @@
 //
 //	client, _ := agentclient.NewClient(agentclient.ClientConfig{})
 //	reg := driver.NewRegistry(driver.Config{
-//		EnabledHardwareTypes: []string{driver.FakeHardware},
+//		EnabledHardwareTypes: []string{builtin.FakeHardware},
 //		EnabledInterfaces: map[driver.Kind][]string{
-//			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
-//			driver.KindInspect: {agentdeploy.InspectName, driver.Fake},
+//			driver.KindDeploy:  {agentdeploy.Name, fake.Name},
+//			driver.KindInspect: {agentdeploy.InspectName, fake.Name},
 //		},
 //	})
-//	reg.Register(driver.Builtins(driver.FakeConfig{}))
+//	reg.Register(builtin.Bundle(fake.Config{}))
 //	reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client))
 //	inspect, _ := agentdeploy.NewInspect(agentdeploy.InspectOptions{}) // default hooks
 //	reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect)

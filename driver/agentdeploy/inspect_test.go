@@ -10,6 +10,8 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 const gib = int64(1) << 30
@@ -300,16 +302,16 @@ func TestInspectValidateChecksRootDeviceHints(t *testing.T) {
 
 func TestInspectRegisters(t *testing.T) {
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindInspect: {agentdeploy.InspectName, driver.Fake}},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindInspect: {agentdeploy.InspectName, fake.Name}},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, newInspect(t, agentdeploy.InspectOptions{})); err != nil {
 		t.Fatal(err)
 	}
-	d, err := reg.Resolve(driver.NodeInterfaces{Node: "n1", HardwareType: driver.FakeHardware,
+	d, err := reg.Resolve(driver.NodeInterfaces{Node: "n1", HardwareType: builtin.FakeHardware,
 		Interfaces: map[driver.Kind]string{driver.KindInspect: agentdeploy.InspectName}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 	"go.uber.org/mock/gomock"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivermock"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // printReporter stands in for the *testing.T a test hands to
@@ -40,13 +42,13 @@ func Example_revokedCredentials() {
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"acme"}})
 	// The built-ins provide the boot, deploy, management and no-op
 	// interfaces the hardware type needs besides power.
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}
 	if err := reg.RegisterHardwareType(driver.HardwareType{Name: "acme", Supported: map[driver.Kind][]string{
 		driver.KindPower: {"acme"}, driver.KindManagement: {driver.Noop},
-		driver.KindBoot: {driver.Fake}, driver.KindDeploy: {driver.Noop},
+		driver.KindBoot: {fake.Name}, driver.KindDeploy: {driver.Noop},
 	}}); err != nil {
 		fmt.Println(err)
 		return

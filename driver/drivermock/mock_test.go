@@ -8,7 +8,9 @@ import (
 	"go.uber.org/mock/gomock"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivermock"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // Interface guards: every mock satisfies its driver interface.
@@ -66,17 +68,17 @@ func TestMockInRegistry(t *testing.T) {
 	power.EXPECT().SetPowerState(gomock.Any(), gomock.Any(), driver.PowerOff, gomock.Any()).Return(bmcDown)
 
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces:    map[driver.Kind][]string{driver.KindPower: {"mock"}},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindPower, "mock", power); err != nil {
 		t.Fatal(err)
 	}
 	// fake-hardware accepts any enabled implementation, so the node names it.
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "mock"}})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{driver.KindPower: "mock"}})
 	if err != nil {
 		t.Fatal(err)
 	}

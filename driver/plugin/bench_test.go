@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -17,13 +19,13 @@ import (
 // reports the p50 and p99 latency of the individual calls.
 func BenchmarkPowerStateRead(b *testing.B) {
 	ctx := context.Background()
-	task := &driver.Task{NodeUUID: nodeUUID, HardwareType: driver.FakeHardware,
+	task := &driver.Task{NodeUUID: nodeUUID, HardwareType: builtin.FakeHardware,
 		DriverInfo:         map[string]any{"ipmi_address": "10.0.0.1", "ipmi_username": "admin", "ipmi_password": "secret"},
-		DriverInternalInfo: map[string]any{driver.FakePowerStateKey: string(driver.PowerOn)}}
+		DriverInternalInfo: map[string]any{fake.PowerStateKey: string(driver.PowerOn)}}
 
 	b.Run("in-process", func(b *testing.B) {
 		latencies(b, func() error {
-			_, err := driver.NewFakePower(driver.FakeConfig{}).GetPowerState(ctx, task)
+			_, err := fake.NewPower(fake.Config{}).GetPowerState(ctx, task)
 			return err
 		})
 	})
@@ -33,11 +35,11 @@ func BenchmarkPowerStateRead(b *testing.B) {
 		if _, err := host.Discover(ctx); err != nil {
 			b.Fatal(err)
 		}
-		reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+		reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 		if err := host.Register(reg); err != nil {
 			b.Fatal(err)
 		}
-		power, ok := reg.Interface(driver.KindPower, driver.Fake)
+		power, ok := reg.Interface(driver.KindPower, fake.Name)
 		if !ok {
 			b.Fatal("no fake power from the plugin")
 		}

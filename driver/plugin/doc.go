@@ -60,7 +60,7 @@
 //		log.Printf("driver plugin skipped: %v", skipped)
 //	}
 //	reg := driver.NewRegistry(cfg)
-//	reg.Register(driver.Builtins(driver.FakeConfig{}))
+//	reg.Register(builtin.Bundle(fake.Config{}))
 //	host.Register(reg)
 //
 // See examples/vendor-plugin for a complete plugin with a README, and

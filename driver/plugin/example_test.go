@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -15,7 +17,7 @@ func ExampleServe() {
 	plugin.Serve(plugin.ServeConfig{
 		Name:    "fake",
 		Version: "1.0.0",
-		Bundle:  driver.Builtins(driver.FakeConfig{}),
+		Bundle:  builtin.Bundle(fake.Config{}),
 	})
 }
 
@@ -36,7 +38,7 @@ func ExampleHost() {
 		fmt.Println("skipped:", skipped)
 	}
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"acme"}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -22,7 +22,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -30,10 +32,10 @@ import (
 const nodeUUID = "3c0f7b8e-8f0e-4c4e-9a4b-6a9d2f1e0c77"
 
 func newTask() *driver.Task {
-	return &driver.Task{NodeUUID: nodeUUID, HardwareType: driver.FakeHardware, DriverInfo: map[string]any{}}
+	return &driver.Task{NodeUUID: nodeUUID, HardwareType: builtin.FakeHardware, DriverInfo: map[string]any{}}
 }
 
-func slow(t *driver.Task) { t.DriverInfo[driver.FakeDelayKey] = "10s" }
+func slow(t *driver.Task) { t.DriverInfo[fake.DelayKey] = "10s" }
 
 // loadFake discovers a directory holding only the fake plugin and returns
 // the host (closed at cleanup) and a registry holding only its proxies.
@@ -47,10 +49,10 @@ func loadFake(t *testing.T, cfg plugin.HostConfig) (*plugin.Host, *driver.Regist
 		t.Fatalf("Discover = %+v, %v (skipped: %v)", rep.Plugins, err, rep.Err())
 	}
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindNetwork: {driver.Noop, driver.Fake}, driver.KindStorage: {driver.Noop, driver.Fake},
-			driver.KindVendor: {driver.Fake, driver.NoVendor}, driver.KindDeploy: {driver.Fake, driver.Noop},
+			driver.KindNetwork: {driver.Noop, fake.Name}, driver.KindStorage: {driver.Noop, fake.Name},
+			driver.KindVendor: {fake.Name, driver.NoVendor}, driver.KindDeploy: {fake.Name, driver.Noop},
 		},
 	})
 	if err := host.Register(reg); err != nil {
@@ -61,17 +63,17 @@ func loadFake(t *testing.T, cfg plugin.HostConfig) (*plugin.Host, *driver.Regist
 
 func TestConformanceThroughPluginProcess(t *testing.T) {
 	_, reg := loadFake(t, plugin.HostConfig{})
-	if src, _ := reg.Source(driver.KindPower, driver.Fake); !strings.HasPrefix(src, "plugin fake (") {
+	if src, _ := reg.Source(driver.KindPower, fake.Name); !strings.HasPrefix(src, "plugin fake (") {
 		t.Errorf("power/fake source = %q, want the plugin", src)
 	}
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{
-		driver.KindNetwork: driver.Fake, driver.KindStorage: driver.Fake}})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{
+		driver.KindNetwork: fake.Name, driver.KindStorage: fake.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	drivertest.RunDriver(t, drv, newTask, slow)
 
-	noop, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware, Interfaces: map[driver.Kind]string{
+	noop, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware, Interfaces: map[driver.Kind]string{
 		driver.KindVendor: driver.NoVendor, driver.KindDeploy: driver.Noop}})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestConformanceThroughPluginProcess(t *testing.T) {
 func TestCallsThroughPlugin(t *testing.T) {
 	host, reg := loadFake(t, plugin.HostConfig{})
 	ctx := context.Background()
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestCallsThroughPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := task.Changes()
-	if c.Properties["cpu_arch"] != "x86_64" || len(c.Ports) != 1 || c.Ports[0].Address != driver.FakeMAC(nodeUUID) {
+	if c.Properties["cpu_arch"] != "x86_64" || len(c.Ports) != 1 || c.Ports[0].Address != fake.MAC(nodeUUID) {
 		t.Errorf("inspection changes = %+v", c)
 	}
 
@@ -108,7 +110,7 @@ func TestCallsThroughPlugin(t *testing.T) {
 	if _, err := drv.ExecuteStep(ctx, task, steps.Deploy, steps.Step{Interface: "raid", Name: "create_configuration"}); err != nil {
 		t.Fatal(err)
 	}
-	if task.DriverInternalInfo[driver.FakeRAIDConfiguredKey] != true {
+	if task.DriverInternalInfo[fake.RAIDConfiguredKey] != true {
 		t.Errorf("raid step did not record: %v", task.DriverInternalInfo)
 	}
 
@@ -137,7 +139,7 @@ func TestCallsThroughPlugin(t *testing.T) {
 	}
 
 	// Typed errors cross the boundary.
-	task.DriverInfo[driver.FakeFailKey] = "power.reboot"
+	task.DriverInfo[fake.FailKey] = "power.reboot"
 	err = drv.Power().Reboot(ctx, task, 0)
 	var remote *plugin.RemoteError
 	if !errors.Is(err, driver.ErrInjectedFailure) || !errors.As(err, &remote) || remote.Plugin != "fake" {
@@ -234,11 +236,11 @@ func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	if v := p.Status().ProtocolVersion; v != plugin.PreviousProtocolVersion {
 		t.Errorf("negotiated version %d, want %d", v, plugin.PreviousProtocolVersion)
 	}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	if err := host.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func TestPluginLogsAreRelevelledIntoHostLogger(t *testing.T) {
 func TestSIGKILLDuringCall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	host, reg := loadFake(t, plugin.HostConfig{})
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +343,7 @@ func TestSIGKILLDuringCall(t *testing.T) {
 	}
 
 	slowTask := newTask()
-	slowTask.DriverInfo[driver.FakeDelayKey] = "30s"
+	slowTask.DriverInfo[fake.DelayKey] = "30s"
 	errc := make(chan error, 1)
 	go func() {
 		// A reboot is not repeated after a crash (it may have reached the
@@ -402,14 +404,14 @@ func TestSIGKILLDuringIdempotentCall(t *testing.T) {
 	logs := &syncBuffer{}
 	host, reg := loadFake(t, plugin.HostConfig{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer host.Close() // before goleak's check; the cleanup's Close is then a no-op
-	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := host.Plugins()[0]
 	pid := p.Status().PID
 	slowTask := newTask()
-	slowTask.DriverInfo[driver.FakeDelayKey] = "1s"
+	slowTask.DriverInfo[fake.DelayKey] = "1s"
 	errc := make(chan error, 1)
 	go func() { errc <- drv.Power().SetPowerState(context.Background(), slowTask, driver.PowerOn, 0) }()
 	time.Sleep(200 * time.Millisecond) // let the call reach the plugin
@@ -424,7 +426,7 @@ func TestSIGKILLDuringIdempotentCall(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("set_power_state did not return")
 	}
-	if st, _ := slowTask.InternalString(driver.FakePowerStateKey); st != string(driver.PowerOn) {
+	if st, _ := slowTask.InternalString(fake.PowerStateKey); st != string(driver.PowerOn) {
 		t.Errorf("power state after the repeated call: %q, want %q", st, driver.PowerOn)
 	}
 	if st := p.Status(); !st.Healthy || st.Restarts != 1 || st.PID == pid {
@@ -452,11 +454,11 @@ func TestRestartBackoff(t *testing.T) {
 	if _, err := host.Discover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	if err := host.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	drv, _ := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware})
+	drv, _ := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
 	p := host.Plugins()[0]
 
 	// Kill the plugin and remove its binary: the restart fails.
@@ -577,8 +579,8 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 	if err := nmi.InjectNMI(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := task.DriverInternalInfo[driver.FakeNMICountKey].(float64); n != 1 {
-		t.Errorf("nmi count = %v, want 1", task.DriverInternalInfo[driver.FakeNMICountKey])
+	if n, _ := task.DriverInternalInfo[fake.NMICountKey].(float64); n != 1 {
+		t.Errorf("nmi count = %v, want 1", task.DriverInternalInfo[fake.NMICountKey])
 	}
 	ind, ok := driver.As[driver.IndicatorManager](m)
 	if !ok {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -224,7 +226,7 @@ func TestWireContractProxiesSendTheTable(t *testing.T) {
 // and that each result decodes into the row's result type, strictly. An
 // operation outside the table is refused.
 func TestWireContractServerDispatchesTheTable(t *testing.T) {
-	srv, err := newServer(ServeConfig{Name: "fakes", Bundle: driver.Builtins(driver.FakeConfig{})}, HostProtocolVersions())
+	srv, err := newServer(ServeConfig{Name: "fakes", Bundle: builtin.Bundle(fake.Config{})}, HostProtocolVersions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +238,11 @@ func TestWireContractServerDispatchesTheTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		task, err := encodeTask(&driver.Task{NodeUUID: "n1", HardwareType: driver.FakeHardware})
+		task, err := encodeTask(&driver.Task{NodeUUID: "n1", HardwareType: builtin.FakeHardware})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := srv.Invoke(ctx, &pb.InvokeRequest{Kind: string(kind), Implementation: driver.Fake, Operation: op, Task: task, ArgsJson: raw})
+		resp, err := srv.Invoke(ctx, &pb.InvokeRequest{Kind: string(kind), Implementation: fake.Name, Operation: op, Task: task, ArgsJson: raw})
 		if err != nil {
 			t.Fatalf("%s %s: %v", kind, op, err)
 		}
@@ -263,7 +265,7 @@ func TestWireContractServerDispatchesTheTable(t *testing.T) {
 			}
 			if o.name == opVendorCall {
 				// A method the fake vendor interface declares.
-				vm := srv.impls[kind][driver.Fake].(driver.VendorInterface).Methods()[0]
+				vm := srv.impls[kind][fake.Name].(driver.VendorInterface).Methods()[0]
 				args["method"], args["http_method"] = vm.Name, vm.HTTPMethods[0]
 			}
 			resp := invoke(kind, o.name, args)
@@ -295,7 +297,7 @@ func TestWireContractServerDispatchesTheTable(t *testing.T) {
 // for its implementation of kind.
 func (s *server) describeCapabilities(kind driver.Kind) []string {
 	for name, impl := range s.impls[kind] {
-		if name == driver.Fake {
+		if name == fake.Name {
 			return advertised(kind, impl)
 		}
 	}

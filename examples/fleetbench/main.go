@@ -54,6 +54,8 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -194,16 +196,16 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	}
 	defer store.Close()
 
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {driver.Fake, agentdeploy.Name},
-			driver.KindPower:  {driver.Fake, simfleet.PowerName},
+			driver.KindDeploy: {fake.Name, agentdeploy.Name},
+			driver.KindPower:  {fake.Name, simfleet.PowerName},
 		}})
-	fake := driver.FakeConfig{}
+	fakeCfg := fake.Config{}
 	if cfg.fakeDelay > 0 {
-		fake.Delays = map[string]time.Duration{"*": cfg.fakeDelay}
+		fakeCfg.Delays = map[string]time.Duration{"*": cfg.fakeDelay}
 	}
-	if err := reg.Register(driver.Builtins(fake)); err != nil {
+	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
 		return nil, err
 	}
 	agentSettings := conductor.AgentSettings{}
@@ -239,7 +241,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 			return nil, err
 		}
-		if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
+		if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(fake.Config{})); err != nil {
 			return nil, err
 		}
 	} else {
@@ -247,7 +249,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
 			return nil, err
 		}
-		if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, driver.NewFakePower(driver.FakeConfig{})); err != nil {
+		if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fake.NewPower(fake.Config{})); err != nil {
 			return nil, err
 		}
 	}
@@ -290,12 +292,12 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		reportOnce.Do(func() { fmt.Fprintf(os.Stderr, "fleetbench: first failure: %s: %v\n", what, err) })
 	}
 	node := func(i int) *baremetal.Node {
-		n := &baremetal.Node{Name: fmt.Sprintf("bench-%s-%06d", runID, i), Driver: driver.FakeHardware,
+		n := &baremetal.Node{Name: fmt.Sprintf("bench-%s-%06d", runID, i), Driver: builtin.FakeHardware,
 			InstanceInfo: map[string]any{"image_source": "http://images.example.com/img.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}}
 		if cfg.agent {
 			n.PowerInterface, n.DeployInterface = simfleet.PowerName, agentdeploy.Name
 		} else {
-			n.PowerInterface, n.DeployInterface = driver.Fake, driver.Fake
+			n.PowerInterface, n.DeployInterface = fake.Name, fake.Name
 		}
 		return n
 	}

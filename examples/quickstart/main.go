@@ -42,6 +42,8 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -140,20 +142,20 @@ func run(ctx context.Context, cfg config) (int, error) {
 	defer fleet.Close()
 
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy:  {agentdeploy.Name, driver.Fake},
-			driver.KindPower:   {simfleet.PowerName, driver.Fake},
-			driver.KindInspect: {agentdeploy.InspectName, driver.Fake},
+			driver.KindDeploy:  {agentdeploy.Name, fake.Name},
+			driver.KindPower:   {simfleet.PowerName, fake.Name},
+			driver.KindInspect: {agentdeploy.InspectName, fake.Name},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return 1, err
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 		return 1, err
 	}
-	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{})); err != nil {
+	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(fake.Config{})); err != nil {
 		return 1, err
 	}
 	// In-band inspection with the default hooks: the ramdisk's inventory
@@ -206,7 +208,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	for i := 0; i < cfg.nodes; i++ {
 		n, err := cond.Enroll(ctx, &baremetal.Node{
 			Name:             fmt.Sprintf("qs-%s-%03d", suffix, i),
-			Driver:           driver.FakeHardware,
+			Driver:           builtin.FakeHardware,
 			PowerInterface:   simfleet.PowerName,
 			DeployInterface:  agentdeploy.Name,
 			InspectInterface: agentdeploy.InspectName,

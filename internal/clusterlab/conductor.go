@@ -18,12 +18,14 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/hashring"
 )
 
 // LabHardwareType is the hardware type of the lab's machines.
-const LabHardwareType = driver.FakeHardware
+const LabHardwareType = builtin.FakeHardware
 
 // LabPowerName is the name of the lab's power interface.
 const LabPowerName = "lab"
@@ -44,20 +46,20 @@ type Power struct {
 // behalf of conductor, keeping the power state with the in-process fake
 // power.
 func NewPower(labURL, conductor string) *Power {
-	return NewPowerWith(driver.NewFakePower(driver.FakeConfig{}), labURL, conductor)
+	return NewPowerWith(fake.NewPower(fake.Config{}), labURL, conductor)
 }
 
 // NewPowerWith is NewPower keeping the power state with inner, a fake
 // power interface (such as the fake plugin's proxy): inner must record the
-// state under driver.FakePowerStateKey.
+// state under fake.PowerStateKey.
 func NewPowerWith(inner driver.PowerInterface, labURL, conductor string) *Power {
 	return &Power{PowerInterface: inner, lab: labURL, conductor: conductor,
 		hc: &http.Client{Timeout: 10 * time.Second}}
 }
 
 func (p *Power) follow(ctx context.Context, t *driver.Task) error {
-	state, _ := t.InternalString(driver.FakePowerStateKey)
-	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
+	state, _ := t.InternalString(fake.PowerStateKey)
+	prepared, _ := t.InternalString(fake.BootPreparedKey)
 	req := bmcRequest{On: state == string(driver.PowerOn), Ramdisk: prepared == "ramdisk", Conductor: p.conductor}
 	for _, port := range t.Ports {
 		req.MACs = append(req.MACs, port.Address)
@@ -147,13 +149,13 @@ func NewRegistry(labURL, conductor string, client *agentclient.Client) (*driver.
 // through inner (nil: the in-process fake power).
 func NewRegistryWithPower(labURL, conductor string, client *agentclient.Client, inner driver.PowerInterface) (*driver.Registry, error) {
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy: {agentdeploy.Name, driver.Fake},
-			driver.KindPower:  {LabPowerName, driver.Fake},
+			driver.KindDeploy: {agentdeploy.Name, fake.Name},
+			driver.KindPower:  {LabPowerName, fake.Name},
 		},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return nil, err
 	}
 	if client != nil {
@@ -334,7 +336,7 @@ func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterf
 			return nil, nil, fmt.Errorf("clusterlab: plugin %s: %w", p.Name(), err)
 		}
 		for _, impl := range b.Implementations {
-			if impl.Kind != driver.KindPower || impl.Name != driver.Fake {
+			if impl.Kind != driver.KindPower || impl.Name != fake.Name {
 				continue
 			}
 			if pw, ok := impl.Impl.(driver.PowerInterface); ok {
@@ -342,7 +344,7 @@ func fakePluginPower(ctx context.Context, host *plugin.Host) (driver.PowerInterf
 			}
 		}
 	}
-	return nil, nil, fmt.Errorf("clusterlab: no plugin in the plugin directory serves the %s power interface", driver.Fake)
+	return nil, nil, fmt.Errorf("clusterlab: no plugin in the plugin directory serves the %s power interface", fake.Name)
 }
 
 // serveVerb is the lab's control API: POST /lab/verb/<node>/<verb> calls

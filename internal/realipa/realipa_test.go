@@ -29,6 +29,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -318,10 +320,10 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{driver.FakeHardware},
-		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}},
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, fake.Name}},
 	})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
@@ -354,7 +356,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		c.Stop(sctx)
 	})
 
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: "realipa-1", Driver: driver.FakeHardware, DeployInterface: agentdeploy.Name,
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: "realipa-1", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name,
 		InstanceInfo: map[string]any{
 			"image_source": imgSrv.URL + "/images/anvil-test.raw", "image_disk_format": "raw",
 			"image_os_hash_algo": "sha256", "image_os_hash_value": hex.EncodeToString(sum[:]),

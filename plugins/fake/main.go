@@ -16,7 +16,8 @@
 package main
 
 import (
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -27,6 +28,6 @@ func main() {
 	plugin.Serve(plugin.ServeConfig{
 		Name:    "fake",
 		Version: version,
-		Bundle:  driver.Builtins(driver.FakeConfig{}),
+		Bundle:  builtin.Bundle(fake.Config{}),
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
@@ -43,7 +45,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	bmc := ipmisim.Start(t, ipmisim.Options{PoweredOn: true})
 
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{ipmitool.HardwareType}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindBoot, "pxe", stubPXE{}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
@@ -24,7 +26,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	bmc.SetPowerState("On")
 
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{rfdriver.HardwareType}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "e2e-redfish")

@@ -8,6 +8,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
@@ -46,7 +48,7 @@ func TestConductorRefusesAnotherMachine(t *testing.T) {
 	ctx := context.Background()
 	bmc := newServer(t, redfishtest.Options{})
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{rfdriver.HardwareType}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "identity")

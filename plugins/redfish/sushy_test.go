@@ -18,6 +18,8 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
 	"github.com/anvilmetal/anvil/plugins/redfish/redfishtest"
@@ -151,7 +153,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	s := startSushy(t)
 	ctx := context.Background()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{rfdriver.HardwareType}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "sushy")

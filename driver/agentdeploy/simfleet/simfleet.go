@@ -13,7 +13,7 @@
 //
 //	fleet, _ := simfleet.New(simfleet.Config{APIURL: apiURL})
 //	defer fleet.Close()
-//	reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(driver.FakeConfig{}))
+//	reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.Power(fake.Config{}))
 //	// enroll nodes with power_interface "sim", boot_interface "fake",
 //	// deploy_interface "direct" ...
 package simfleet
@@ -29,6 +29,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // PowerName is the implementation name of the simulated power interface.
@@ -125,13 +126,13 @@ func (f *Fleet) Boot(nodeUUID string, macs []string) error {
 }
 
 // BootInspection starts a simulated ramdisk in inspection mode: it posts
-// the inventory of macs (driver.FakeMAC of the node when there are none)
+// the inventory of macs (fake.MAC of the node when there are none)
 // to callbackURL (empty: the API's /v1/continue_inspection) before its
 // lookup, then looks up and heartbeats as usual.
 func (f *Fleet) BootInspection(nodeUUID string, macs []string, callbackURL string) error {
 	invMACs := macs
 	if len(invMACs) == 0 {
-		invMACs = []string{driver.FakeMAC(nodeUUID)}
+		invMACs = []string{fake.MAC(nodeUUID)}
 	}
 	inv := agenttest.DefaultInventory(invMACs)
 	ic := agenttest.InspectionConfig{CallbackURL: callbackURL, Inventory: &inv}
@@ -243,23 +244,23 @@ func (f *Fleet) Close() error {
 
 // Power returns the simulated power interface: fake power (configured by
 // cfg) that boots and halts the fleet's ramdisks.
-func (f *Fleet) Power(cfg driver.FakeConfig) *Power {
-	return &Power{FakePower: driver.NewFakePower(cfg), fleet: f}
+func (f *Fleet) Power(cfg fake.Config) *Power {
+	return &Power{Power: fake.NewPower(cfg), fleet: f}
 }
 
 // Power is fake power wired to the fleet.
 type Power struct {
-	*driver.FakePower
+	*fake.Power
 	fleet *Fleet
 }
 
 func (p *Power) follow(t *driver.Task) error {
-	state, _ := t.InternalString(driver.FakePowerStateKey)
-	prepared, _ := t.InternalString(driver.FakeBootPreparedKey)
+	state, _ := t.InternalString(fake.PowerStateKey)
+	prepared, _ := t.InternalString(fake.BootPreparedKey)
 	// Like a real machine, the node boots the ramdisk only from a device
 	// that can carry it (the fake BMC's boot device; PXE when none was
 	// set): one left on disk boots the disk, whatever was prepared.
-	device, ok := t.InternalString(driver.FakeBootDeviceKey)
+	device, ok := t.InternalString(fake.BootDeviceKey)
 	if !ok {
 		device = string(driver.BootPXE)
 	}
@@ -269,7 +270,7 @@ func (p *Power) follow(t *driver.Task) error {
 		for _, port := range t.Ports {
 			macs = append(macs, port.Address)
 		}
-		if params, ok := t.DriverInternalInfo[driver.FakeBootRamdiskParamsKey].(map[string]any); ok {
+		if params, ok := t.DriverInternalInfo[fake.BootRamdiskParamsKey].(map[string]any); ok {
 			if cb, _ := params[InspectionCallbackParam].(string); cb != "" {
 				return p.fleet.BootInspection(t.NodeUUID, macs, cb)
 			}
@@ -285,14 +286,14 @@ func (p *Power) follow(t *driver.Task) error {
 // off, as the BMC of a machine that shut itself down does.
 func (p *Power) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
 	if a := p.fleet.Agent(t.NodeUUID); a != nil && a.IsGone() && a.CommandRuns(agentclient.CmdPowerOff) > 0 {
-		if _, err := p.FakePower.GetPowerState(ctx, t); err != nil {
+		if _, err := p.Power.GetPowerState(ctx, t); err != nil {
 			return "", err
 		}
-		t.SetDriverInternalInfo(driver.FakePowerStateKey, string(driver.PowerOff))
+		t.SetDriverInternalInfo(fake.PowerStateKey, string(driver.PowerOff))
 		p.fleet.Halt(t.NodeUUID)
 		return driver.PowerOff, nil
 	}
-	return p.FakePower.GetPowerState(ctx, t)
+	return p.Power.GetPowerState(ctx, t)
 }
 
 // PowerCall is one out-of-band power action the fleet's power interface
@@ -319,7 +320,7 @@ func (f *Fleet) recordPower(nodeUUID string, target driver.PowerState) {
 // SetPowerState sets the fake power state and boots or halts the ramdisk.
 func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
 	p.fleet.recordPower(t.NodeUUID, target)
-	if err := p.FakePower.SetPowerState(ctx, t, target, timeout); err != nil {
+	if err := p.Power.SetPowerState(ctx, t, target, timeout); err != nil {
 		return err
 	}
 	return p.follow(t)
@@ -328,7 +329,7 @@ func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver
 // Reboot power-cycles the node: the ramdisk (if prepared) boots afresh.
 func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
 	p.fleet.recordPower(t.NodeUUID, driver.Reboot)
-	if err := p.FakePower.Reboot(ctx, t, timeout); err != nil {
+	if err := p.Power.Reboot(ctx, t, timeout); err != nil {
 		return err
 	}
 	return p.follow(t)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 )
 
@@ -19,7 +21,7 @@ var acmePlugin = &plugintest.Plugin{Package: "github.com/anvilmetal/anvil/exampl
 func testAcmePlugin(t *testing.T) {
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"acme"}})
 	// The interfaces acme does not serve come from Anvil's built-ins.
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	host, reg := plugintest.Load(t, acmePlugin.Path(t), plugintest.Options{Registry: reg})
@@ -27,7 +29,7 @@ func testAcmePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if drv.Names[driver.KindPower] != "acme" || drv.Names[driver.KindBoot] != driver.Fake {
+	if drv.Names[driver.KindPower] != "acme" || drv.Names[driver.KindBoot] != fake.Name {
 		t.Fatalf("acme nodes resolve to %v", drv.Names)
 	}
 	if _, err := drv.Power().GetPowerState(context.Background(), &driver.Task{NodeUUID: "n1", HardwareType: "acme", DriverInfo: acmeInfo()}); err != nil {

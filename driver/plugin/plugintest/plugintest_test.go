@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 )
 
@@ -36,15 +38,15 @@ func TestPathBuildsOnce(t *testing.T) {
 // already holds a stand-in, and checks the plugin's implementations are
 // registered with the plugin as their source while the stand-in stays.
 func TestLoadRegistersNextToBuiltins(t *testing.T) {
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware}})
-	if err := reg.RegisterInterface(driver.KindBoot, "pxe", driver.NewFakeBoot(driver.FakeConfig{})); err != nil {
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.RegisterInterface(driver.KindBoot, "pxe", fake.NewBoot(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	host, got := plugintest.Load(t, fakePlugin.Path(t), plugintest.Options{Registry: reg})
 	if got != reg || len(host.Plugins()) != 1 || host.Plugins()[0].Name() != "fake" {
 		t.Fatalf("Load returned registry %p (want %p) and plugins %v", got, reg, host.Plugins())
 	}
-	if src, _ := reg.Source(driver.KindPower, driver.Fake); !strings.HasPrefix(src, "plugin fake ") {
+	if src, _ := reg.Source(driver.KindPower, fake.Name); !strings.HasPrefix(src, "plugin fake ") {
 		t.Errorf("fake power comes from %q, want the plugin", src)
 	}
 	if src, _ := reg.Source(driver.KindBoot, "pxe"); strings.HasPrefix(src, "plugin") {
@@ -58,10 +60,10 @@ func TestLoadRegistersNextToBuiltins(t *testing.T) {
 // TestLoadWithoutRegistry enables the plugin's own hardware types.
 func TestLoadWithoutRegistry(t *testing.T) {
 	_, reg := plugintest.Load(t, fakePlugin.Path(t), plugintest.Options{})
-	if got := strings.Join(reg.HardwareTypes(), ","); !strings.Contains(got, driver.FakeHardware) {
+	if got := strings.Join(reg.HardwareTypes(), ","); !strings.Contains(got, builtin.FakeHardware) {
 		t.Fatalf("hardware types %q", got)
 	}
-	if _, err := reg.Resolve(driver.NodeInterfaces{HardwareType: driver.FakeHardware}); err != nil {
+	if _, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -81,14 +83,14 @@ func TestConformanceCoversEveryImplementation(t *testing.T) {
 		plugintest.Conformance(t, host, plugintest.Suite{
 			NewTask: func() *driver.Task {
 				ran++
-				return &driver.Task{NodeUUID: "n1", HardwareType: driver.FakeHardware, DriverInfo: map[string]any{}}
+				return &driver.Task{NodeUUID: "n1", HardwareType: builtin.FakeHardware, DriverInfo: map[string]any{}}
 			},
 			Slow: func(k driver.Kind, name string) func(*driver.Task) {
-				if name != driver.Fake {
+				if name != fake.Name {
 					return nil // the no-op implementations never wait
 				}
 				slowAsked++
-				return func(tk *driver.Task) { tk.DriverInfo[driver.FakeDelayKey] = (5 * time.Second).String() }
+				return func(tk *driver.Task) { tk.DriverInfo[fake.DelayKey] = (5 * time.Second).String() }
 			},
 		})
 	})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/fake"
 )
 
 // Name is the hardware type and implementation name.
@@ -59,8 +60,8 @@ func HardwareType() driver.HardwareType {
 			driver.KindPower:      {Name},
 			driver.KindManagement: {Name},
 			driver.KindVendor:     {Name, driver.NoVendor},
-			driver.KindBoot:       {"ipxe", "pxe", driver.Fake},
-			driver.KindDeploy:     {"direct", driver.Noop, driver.Fake},
+			driver.KindBoot:       {"ipxe", "pxe", fake.Name},
+			driver.KindDeploy:     {"direct", driver.Noop, fake.Name},
 		},
 	}
 }

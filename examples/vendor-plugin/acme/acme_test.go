@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/drivertest"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/examples/vendor-plugin/acme"
 )
@@ -46,7 +48,7 @@ func TestMain(m *testing.M) { plugintest.Main(m, acmePlugin) }
 // suite on the plugin's implementations through the process.
 func TestThroughPluginWithBuiltins(t *testing.T) {
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{acme.Name}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
 	host, reg := plugintest.Load(t, acmePlugin.Path(t), plugintest.Options{Registry: reg})
@@ -54,7 +56,7 @@ func TestThroughPluginWithBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[driver.Kind]string{driver.KindPower: "acme", driver.KindVendor: "acme", driver.KindBoot: driver.Fake, driver.KindDeploy: driver.Noop, driver.KindRAID: driver.NoRAID}
+	want := map[driver.Kind]string{driver.KindPower: "acme", driver.KindVendor: "acme", driver.KindBoot: fake.Name, driver.KindDeploy: driver.Noop, driver.KindRAID: driver.NoRAID}
 	for k, name := range want {
 		if drv.Names[k] != name {
 			t.Errorf("%s = %q, want %q", k, drv.Names[k], name)

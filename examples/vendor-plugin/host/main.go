@@ -16,6 +16,8 @@ import (
 	"slices"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -46,7 +48,7 @@ func run(ctx context.Context, dir string) error {
 
 	// Built-in and plugin implementations share one registry.
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"acme"}})
-	if err := reg.Register(driver.Builtins(driver.FakeConfig{})); err != nil {
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return err
 	}
 	if err := host.Register(reg); err != nil {

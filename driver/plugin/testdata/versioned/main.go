@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 )
 
@@ -38,5 +39,5 @@ func main() {
 			fmt.Println("stray line on stdout")
 		}()
 	}
-	plugin.Serve(plugin.ServeConfig{Name: name, Version: "0.0.1", Bundle: driver.Builtins(driver.FakeConfig{}), ProtocolVersions: versions})
+	plugin.Serve(plugin.ServeConfig{Name: name, Version: "0.0.1", Bundle: builtin.Bundle(fake.Config{}), ProtocolVersions: versions})
 }
