@@ -41,7 +41,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
