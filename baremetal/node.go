@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 )
 
 // Node is one bare-metal machine as the store keeps it: the fields of
@@ -170,17 +171,17 @@ func (n *Node) Clone() *Node {
 		return nil
 	}
 	c := *n
-	c.DriverInfo = CloneMap(n.DriverInfo)
-	c.DriverInternalInfo = CloneMap(n.DriverInternalInfo)
-	c.InstanceInfo = CloneMap(n.InstanceInfo)
-	c.Properties = CloneMap(n.Properties)
-	c.Extra = CloneMap(n.Extra)
-	c.CleanStep = CloneMap(n.CleanStep)
-	c.DeployStep = CloneMap(n.DeployStep)
-	c.ServiceStep = CloneMap(n.ServiceStep)
-	c.RAIDConfig = CloneMap(n.RAIDConfig)
-	c.TargetRAIDConfig = CloneMap(n.TargetRAIDConfig)
-	c.NetworkData = CloneMap(n.NetworkData)
+	c.DriverInfo = jsonmap.Clone(n.DriverInfo)
+	c.DriverInternalInfo = jsonmap.Clone(n.DriverInternalInfo)
+	c.InstanceInfo = jsonmap.Clone(n.InstanceInfo)
+	c.Properties = jsonmap.Clone(n.Properties)
+	c.Extra = jsonmap.Clone(n.Extra)
+	c.CleanStep = jsonmap.Clone(n.CleanStep)
+	c.DeployStep = jsonmap.Clone(n.DeployStep)
+	c.ServiceStep = jsonmap.Clone(n.ServiceStep)
+	c.RAIDConfig = jsonmap.Clone(n.RAIDConfig)
+	c.TargetRAIDConfig = jsonmap.Clone(n.TargetRAIDConfig)
+	c.NetworkData = jsonmap.Clone(n.NetworkData)
 	if n.Traits != nil {
 		c.Traits = append([]string(nil), n.Traits...)
 	}
@@ -219,34 +220,3 @@ func (n *Node) Associated() bool { return n.InstanceUUID != "" }
 
 // Reserved reports whether some conductor holds the node's exclusive lock.
 func (n *Node) Reserved() bool { return n.Reservation != "" }
-
-// CloneMap deep-copies a JSON-shaped map (the values json.Unmarshal
-// produces), so that a caller may change the copy without touching a node
-// another goroutine reads.
-func CloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = cloneValue(v)
-	}
-	return out
-}
-
-func cloneValue(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		return CloneMap(t)
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = cloneValue(e)
-		}
-		return out
-	case []string:
-		return append([]string(nil), t...)
-	default:
-		return v
-	}
-}

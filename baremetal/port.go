@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 )
 
 // Port is one network interface of a node (reference §10.2). Its MAC
@@ -53,9 +55,9 @@ func (p *Port) Clone() *Port {
 		return nil
 	}
 	c := *p
-	c.LocalLinkConnection = CloneMap(p.LocalLinkConnection)
-	c.InternalInfo = CloneMap(p.InternalInfo)
-	c.Extra = CloneMap(p.Extra)
+	c.LocalLinkConnection = jsonmap.Clone(p.LocalLinkConnection)
+	c.InternalInfo = jsonmap.Clone(p.InternalInfo)
+	c.Extra = jsonmap.Clone(p.Extra)
 	return &c
 }
 

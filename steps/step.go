@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/anvilmetal/anvil/internal/jsonexact"
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 )
 
 // Kind names a family of steps: the operation a step list belongs to.
@@ -202,7 +203,7 @@ func IsReservedName(name string) bool {
 func (s Step) clone() Step {
 	c := s
 	if s.Args != nil {
-		c.Args = cloneValue(s.Args).(map[string]any)
+		c.Args = jsonmap.CloneValue(s.Args).(map[string]any)
 	}
 	if s.ArgsInfo != nil {
 		c.ArgsInfo = make(map[string]ArgInfo, len(s.ArgsInfo))
@@ -217,26 +218,6 @@ func (s Step) clone() Step {
 		c.LimitChildNodeExecution = append([]string(nil), s.LimitChildNodeExecution...)
 	}
 	return c
-}
-
-// cloneValue deep-copies the JSON-like values found in step arguments.
-func cloneValue(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			m[k] = cloneValue(e)
-		}
-		return m
-	case []any:
-		l := make([]any, len(t))
-		for i, e := range t {
-			l[i] = cloneValue(e)
-		}
-		return l
-	default:
-		return v
-	}
 }
 
 func cloneSteps(in []Step) []Step {

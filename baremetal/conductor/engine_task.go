@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -154,14 +155,14 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 		NodeUUID: n.UUID, NodeName: n.Name, HardwareType: n.Driver,
 		Interfaces: d.Names, ProvisionState: n.ProvisionState,
 		PowerState:         driver.PowerState(n.PowerState),
-		DriverInfo:         baremetal.CloneMap(n.DriverInfo),
-		DriverInternalInfo: baremetal.CloneMap(n.DriverInternalInfo),
-		InstanceInfo:       baremetal.CloneMap(n.InstanceInfo),
-		Properties:         baremetal.CloneMap(n.Properties),
+		DriverInfo:         jsonmap.Clone(n.DriverInfo),
+		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
+		InstanceInfo:       jsonmap.Clone(n.InstanceInfo),
+		Properties:         jsonmap.Clone(n.Properties),
 	}
 	for _, p := range ps {
 		v.Ports = append(v.Ports, driver.Port{UUID: p.UUID, Address: p.Address, PXEEnabled: p.PXEEnabled,
-			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: baremetal.CloneMap(p.LocalLinkConnection), Extra: baremetal.CloneMap(p.Extra)})
+			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: jsonmap.Clone(p.LocalLinkConnection), Extra: jsonmap.Clone(p.Extra)})
 	}
 	return v, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -108,8 +109,8 @@ func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
 	return agentclient.Node{
 		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
-		Properties: baremetal.CloneMap(n.Properties), InstanceInfo: baremetal.CloneMap(n.InstanceInfo),
-		DriverInternalInfo: baremetal.CloneMap(n.DriverInternalInfo),
+		Properties: jsonmap.Clone(n.Properties), InstanceInfo: jsonmap.Clone(n.InstanceInfo),
+		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
 		AgentToken:         tok, AgentURL: url, AgentVerifyCA: ca,
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/jsonmap"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -101,7 +102,7 @@ func agentNodeDict(n *baremetal.Node, kind steps.Kind) map[string]any {
 		}
 	}
 	return map[string]any{
-		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": baremetal.CloneMap(n.Properties),
+		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": jsonmap.Clone(n.Properties),
 		"instance_info": ii, "driver_internal_info": baremetal.MaskSecrets(n.DriverInternalInfo),
 		"driver_info": baremetal.MaskSecrets(n.DriverInfo),
 	}

@@ -28,6 +28,8 @@ func CloneValue(v any) any {
 			s[i] = CloneValue(e)
 		}
 		return s
+	case []string:
+		return append([]string(nil), x...)
 	default:
 		return v
 	}
