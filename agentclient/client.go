@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
@@ -61,7 +62,7 @@ type ClientConfig struct {
 	// means slog.Default(), as everywhere an embedder configures logging.
 	Logger *slog.Logger
 	// Clock paces polling. Nil means the system clock.
-	Clock Clock
+	Clock clock.Clock
 	// DialContext, when set, replaces the dialer (tests use it to inject
 	// connection failures).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -90,7 +91,7 @@ type Agent struct {
 type Client struct {
 	cfg   ClientConfig
 	log   *slog.Logger
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	clients map[[32]byte]*pooledClient // by pinned certificate; zero key = RootCAs
@@ -140,7 +141,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		c.log = slog.Default()
 	}
 	if c.clock == nil {
-		c.clock = SystemClock{}
+		c.clock = clock.System()
 	}
 	return c, nil
 }

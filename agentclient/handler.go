@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/google/uuid"
 )
@@ -44,7 +45,7 @@ type HandlerConfig struct {
 	// as everywhere an embedder configures logging.
 	Logger *slog.Logger
 	// Clock stamps accepted heartbeats. Nil means the system clock.
-	Clock Clock
+	Clock clock.Clock
 	// Rand is the randomness for new agent tokens. Nil means crypto/rand.
 	Rand io.Reader
 
@@ -94,7 +95,7 @@ type Handler struct {
 	cfg        HandlerConfig
 	lookup     LookupConfig
 	log        *slog.Logger
-	clock      Clock
+	clock      clock.Clock
 	mux        *http.ServeMux
 }
 
@@ -126,7 +127,7 @@ func NewHandler(b Backend, cfg HandlerConfig) (*Handler, error) {
 		h.log = slog.Default()
 	}
 	if h.clock == nil {
-		h.clock = SystemClock{}
+		h.clock = clock.System()
 	}
 	if cfg.Lookup != nil {
 		h.lookup = *cfg.Lookup

@@ -38,7 +38,7 @@
 // baremetal/storetest, which depends on this package only:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+//		storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 //			s := mystore.Open(t.TempDir(), clock)
 //			t.Cleanup(func() { s.Close() })
 //			return s

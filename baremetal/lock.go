@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/anvilmetal/anvil/clock"
 )
 
 // Defaults of the lock retry policy (reference §5.2:
@@ -24,8 +26,8 @@ type LockPolicy struct {
 	// Patient retries until the context ends, ignoring Attempts, for
 	// finishing transitions that have no other recovery path.
 	Patient bool
-	// Clock paces the retries; nil means SystemClock.
-	Clock Clock
+	// Clock paces the retries; nil means clock.System().
+	Clock clock.Clock
 }
 
 // DefaultLockPolicy returns Ironic's default: 3 attempts 1 s apart.
@@ -52,9 +54,9 @@ func AcquireNode(ctx context.Context, s ReservationStore, uuid, holder string, p
 	if interval <= 0 {
 		interval = DefaultLockInterval
 	}
-	clock := p.Clock
-	if clock == nil {
-		clock = SystemClock()
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.System()
 	}
 	for try := 1; ; try++ {
 		n, err := s.ReserveNode(ctx, uuid, holder)
@@ -71,7 +73,7 @@ func AcquireNode(ctx context.Context, s ReservationStore, uuid, holder string, p
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("baremetal: waiting for the lock of node %s: %w (%w)", uuid, ctx.Err(), err)
-		case <-clock.After(interval):
+		case <-clk.After(interval):
 		}
 	}
 }

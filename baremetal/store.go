@@ -247,20 +247,3 @@ type NodeChange struct {
 type NodeChangeNotifier interface {
 	SubscribeNodeChanges(fn func(NodeChange)) (cancel func())
 }
-
-// Clock is the time source of the store and of lock retries, injected so
-// that tests control time.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// After returns a channel that receives once d has elapsed.
-	After(d time.Duration) <-chan time.Time
-}
-
-// SystemClock returns the Clock of the real time.
-func SystemClock() Clock { return systemClock{} }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -63,7 +64,7 @@ type AgentConfig struct {
 	// target_boot_mode parameter, as agents older than that parameter do.
 	RejectTargetBootMode bool
 	// Clock paces delays. Nil means the system clock.
-	Clock agentclient.Clock
+	Clock clock.Clock
 }
 
 // Execution records one command the agent accepted and ran.
@@ -101,7 +102,7 @@ type command struct {
 // body or unknown command 400. It records every command it ran. Close stops
 // running commands.
 type Agent struct {
-	clock      agentclient.Clock
+	clock      clock.Clock
 	version    string
 	delay      time.Duration
 	rejectTBM  bool
@@ -125,9 +126,9 @@ type Agent struct {
 
 // NewAgent returns a fake agent.
 func NewAgent(cfg AgentConfig) *Agent {
-	clock := cfg.Clock
-	if clock == nil {
-		clock = agentclient.SystemClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.System()
 	}
 	ver := cfg.Version
 	if ver == "" {
@@ -138,9 +139,9 @@ func NewAgent(cfg AgentConfig) *Agent {
 		mgrs = []HardwareManager{GenericHardwareManager()}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	now := clock.Now()
+	now := clk.Now()
 	return &Agent{
-		clock: clock, version: ver, delay: cfg.CommandDelay, rejectTBM: cfg.RejectTargetBootMode,
+		clock: clk, version: ver, delay: cfg.CommandDelay, rejectTBM: cfg.RejectTargetBootMode,
 		startedAt:  float64(now.UnixNano()) / 1e9,
 		ctx:        ctx,
 		cancel:     cancel,

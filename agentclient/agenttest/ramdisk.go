@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/clock"
 )
 
 // IPA's defaults for lookup and heartbeat timing.
@@ -91,7 +92,7 @@ type RamdiskConfig struct {
 	// Seed seeds the jitter. Zero means a random seed.
 	Seed uint64
 	// Clock paces every wait. Nil means the system clock.
-	Clock agentclient.Clock
+	Clock clock.Clock
 	// Logger receives the ramdisk's progress. Nil discards.
 	Logger *slog.Logger
 }
@@ -127,7 +128,7 @@ type Ramdisk struct {
 	id     string
 	url    string
 	hc     *http.Client
-	clock  agentclient.Clock
+	clock  clock.Clock
 	rnd    *rand.Rand
 	log    *slog.Logger
 
@@ -166,7 +167,7 @@ func NewRamdisk(cfg RamdiskConfig) (*Ramdisk, error) {
 		}
 	}
 	if r.clock == nil {
-		r.clock = agentclient.SystemClock{}
+		r.clock = clock.System()
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/clock"
 )
 
 // agentPathPrefix is where a shared Server mounts each agent.
@@ -27,7 +27,7 @@ type ServerConfig struct {
 	// requires TLS callbacks by default.
 	Insecure bool
 	// Clock dates the certificate. Nil means the system clock.
-	Clock agentclient.Clock
+	Clock clock.Clock
 }
 
 // Server is a loopback listener serving fake agents. One Server can host
@@ -54,9 +54,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = agentclient.SystemClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.System()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -70,7 +70,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		if ip == nil {
 			ip = net.IPv4(127, 0, 0, 1)
 		}
-		cert, pemText, err := SelfSignedCert(clock.Now(), ip)
+		cert, pemText, err := SelfSignedCert(clk.Now(), ip)
 		if err != nil {
 			_ = ln.Close()
 			return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
@@ -55,8 +56,8 @@ type Options struct {
 	// or another conductor's takeover then fails or resumes.
 	DrainTimeout time.Duration
 	// Clock is the time source of timeouts and periodic tasks; default
-	// SystemClock().
-	Clock baremetal.Clock
+	// clock.System().
+	Clock clock.Clock
 	// Logger receives the conductor's logs; default slog.Default().
 	Logger *slog.Logger
 	// LockPolicy is how verbs retry a node locked by someone else; default
@@ -227,7 +228,7 @@ func (o *Options) withDefaults() (Options, error) {
 		out.Workers = DefaultWorkers
 	}
 	if out.Clock == nil {
-		out.Clock = baremetal.SystemClock()
+		out.Clock = clock.System()
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()
@@ -296,7 +297,7 @@ type Conductor struct {
 	agent   AgentSettings
 	opts    Options
 	host    string
-	clock   baremetal.Clock
+	clock   clock.Clock
 	log     *slog.Logger
 	fsm     *statemachine.Machine
 	metrics *Metrics

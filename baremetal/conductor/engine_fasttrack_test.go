@@ -7,6 +7,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -18,14 +19,14 @@ import (
 // deploy must not reuse the agent but reboot the node into the ramdisk
 // (reference §8, condition 6).
 func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
-	// The conductor's clock starts at the wall clock (the agent API stamps
+	// The conductor's clk starts at the wall clk (the agent API stamps
 	// heartbeats with it) and is moved by hand.
-	clock := storetest.NewManualClock(time.Now().UTC())
+	clk := storetest.NewManualClock(time.Now().UTC())
 	// Lock retries keep real time: the agent's heartbeats hold the node's
 	// lock for moments while the verbs below run, and a retry paced by a
-	// clock nobody advances would wait forever.
-	lockPolicy := baremetal.LockPolicy{Attempts: 50, Interval: 20 * time.Millisecond, Clock: baremetal.SystemClock()}
-	h := newAgentHarnessWith(t, conductor.Options{Clock: clock, LockPolicy: &lockPolicy},
+	// clk nobody advances would wait forever.
+	lockPolicy := baremetal.LockPolicy{Attempts: 50, Interval: 20 * time.Millisecond, Clock: clock.System()}
+	h := newAgentHarnessWith(t, conductor.Options{Clock: clk, LockPolicy: &lockPolicy},
 		conductor.AgentSettings{FastTrack: true, FastTrackTimeout: 60 * time.Second}, nil)
 	n := h.enrollAgentNode("agent-stale")
 	h.must(h.c.Manage(h.ctx, n.UUID))
@@ -36,7 +37,7 @@ func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 		t.Fatalf("fast track did not keep the agent after cleaning (url kept %t, boots %d)", ok, h.fleet.Boots(n.UUID))
 	}
 	// Every heartbeat recorded so far is now more than the timeout old.
-	clock.Advance(10 * time.Minute)
+	clk.Advance(10 * time.Minute)
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
 	h.waitFor(n.UUID, statemachine.Active)
 	if got := h.fleet.Boots(n.UUID); got != 2 {

@@ -15,6 +15,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
@@ -281,7 +282,7 @@ func startConductor(t *testing.T, store baremetal.Store, reg *driver.Registry, h
 
 // startConductorClock starts a conductor whose periodic tasks only run
 // when the test calls them, on clock (nil: the system clock).
-func startConductorClock(t *testing.T, store baremetal.Store, reg *driver.Registry, host string, workers int, clock baremetal.Clock) *conductor.Conductor {
+func startConductorClock(t *testing.T, store baremetal.Store, reg *driver.Registry, host string, workers int, clock clock.Clock) *conductor.Conductor {
 	t.Helper()
 	c, err := conductor.New(store, reg, conductor.Options{Agent: conductor.AgentSettings{APIURL: "http://127.0.0.1:1"}, Hostname: host, Clock: clock,
 		Workers: workers, Logger: testLogger(t), IntentPollInterval: -1, CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1,

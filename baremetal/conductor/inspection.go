@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -42,7 +43,7 @@ const inspectionCallbackParam = "ipa-inspection-callback-url"
 // locked for a moment (its own power-on into the ramdisk, a token
 // lookup): a request handler waits in real time, briefly.
 func inspectionLockPolicy() baremetal.LockPolicy {
-	return baremetal.LockPolicy{Attempts: 20, Interval: 100 * time.Millisecond, Clock: baremetal.SystemClock()}
+	return baremetal.LockPolicy{Attempts: 20, Interval: 100 * time.Millisecond, Clock: clock.System()}
 }
 
 // agentRamdiskParams are the kernel parameters of an agent ramdisk boot

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -96,7 +97,7 @@ type Ownership struct {
 	self  string
 	group string
 	opts  RingOptions
-	clock baremetal.Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	rings  hashring.Holder[hashring.GroupRings]
@@ -114,22 +115,22 @@ type Ownership struct {
 // NewOwnership returns the ownership view of conductor self, a member of
 // conductor group group (self may be empty for an observer that owns
 // nothing). The rings are empty until the first Refresh.
-func NewOwnership(store baremetal.ConductorStore, self, group string, o RingOptions, clock baremetal.Clock, log *slog.Logger) (*Ownership, error) {
+func NewOwnership(store baremetal.ConductorStore, self, group string, o RingOptions, clk clock.Clock, log *slog.Logger) (*Ownership, error) {
 	if store == nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "ownership", Field: "store", Expected: "a ConductorStore"}
 	}
 	if _, err := hashring.NewGroupRings(o.Ring, nil); err != nil {
 		return nil, fmt.Errorf("baremetal: ownership: %w", err)
 	}
-	if clock == nil {
-		clock = baremetal.SystemClock()
+	if clk == nil {
+		clk = clock.System()
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	labels := prometheus.Labels{"conductor": self}
 	return &Ownership{
-		store: store, self: self, group: group, opts: o.withDefaults(), clock: clock,
+		store: store, self: self, group: group, opts: o.withDefaults(), clock: clk,
 		log:    log.With("component", "ownership"),
 		wakeCh: make(chan struct{}, 1),
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "anvil", Subsystem: "ring", Name: "rebuilds_total",

@@ -17,6 +17,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/hashring"
@@ -62,7 +63,7 @@ func clusterDSN(t testing.TB) string {
 // clusterStore opens a store whose clock is clock: SQLite in a temporary
 // file, or PostgreSQL in a fresh schema when pg is set (skipping without a
 // DSN). It returns the DSN too ("" for SQLite).
-func clusterStore(t *testing.T, pg bool, clock baremetal.Clock) (baremetal.Store, string) {
+func clusterStore(t *testing.T, pg bool, clock clock.Clock) (baremetal.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	if pg {

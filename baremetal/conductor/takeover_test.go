@@ -13,6 +13,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
@@ -65,7 +66,7 @@ func startMemberReg(t *testing.T, s baremetal.Store, host string, reg *driver.Re
 		cl.Ring.ResetInterval = -1
 	}
 	opts.Hostname = host
-	opts.LockPolicy = &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: baremetal.SystemClock()}
+	opts.LockPolicy = &baremetal.LockPolicy{Attempts: 100, Interval: 10 * time.Millisecond, Clock: clock.System()}
 	opts.IntentPollInterval = -1
 	opts.Cluster = &cl
 	opts.Agent = agent

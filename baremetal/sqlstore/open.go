@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/clock"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
@@ -29,7 +30,7 @@ type Options struct {
 	// Clock stamps created_at, updated_at, provision_updated_at and
 	// conductor keepalives, and decides liveness; nil means the system
 	// clock.
-	Clock baremetal.Clock
+	Clock clock.Clock
 
 	// SynchronousFull makes SQLite fsync on every commit
 	// (synchronous=FULL) instead of at checkpoints (synchronous=NORMAL, the
@@ -59,7 +60,7 @@ type Store struct {
 	d     dialect
 	w     *sqlx.DB // writes (one connection on SQLite)
 	r     *sqlx.DB // reads (read-only pool on a SQLite file; w otherwise)
-	clock baremetal.Clock
+	clock clock.Clock
 	st    statements
 	batch *batcher // SQLite group commit; nil on PostgreSQL
 
@@ -186,11 +187,11 @@ func newStore(ctx context.Context, d dialect, w, r *sqlx.DB, opts Options) (*Sto
 	if err := migrate(ctx, d, w.DB); err != nil {
 		return nil, err
 	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = baremetal.SystemClock()
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.System()
 	}
-	s := &Store{d: d, w: w, r: r, clock: clock, subs: map[int]func(baremetal.NodeChange){}}
+	s := &Store{d: d, w: w, r: r, clock: clk, subs: map[int]func(baremetal.NodeChange){}}
 	if err := s.prepare(ctx); err != nil {
 		s.st.close()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/clock"
 )
 
 var restartEpoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -20,9 +21,9 @@ var restartEpoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 // releases the nodes of the conductor that is still dead and leaves the
 // restarted one's new reservation alone.
 func TestBreakDeadSparesRestartedConductor(t *testing.T) {
-	stores := map[string]func(t *testing.T, clock baremetal.Clock) *sqlstore.Store{
-		"sqlite": func(t *testing.T, clock baremetal.Clock) *sqlstore.Store { return sqlstoretest.OpenSQLite(t, clock) },
-		"postgres": func(t *testing.T, clock baremetal.Clock) *sqlstore.Store {
+	stores := map[string]func(t *testing.T, clock clock.Clock) *sqlstore.Store{
+		"sqlite": func(t *testing.T, clock clock.Clock) *sqlstore.Store { return sqlstoretest.OpenSQLite(t, clock) },
+		"postgres": func(t *testing.T, clock clock.Clock) *sqlstore.Store {
 			return sqlstoretest.OpenPostgres(t, clock)
 		},
 	}

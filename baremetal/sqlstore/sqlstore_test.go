@@ -10,22 +10,23 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/clock"
 )
 
 func TestConformanceSQLiteFile(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+	storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 		return openSQLite(t, filepath.Join(t.TempDir(), "anvil.db"), clock)
 	})
 }
 
 func TestConformanceSQLiteMemory(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+	storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 		return openSQLite(t, ":memory:", clock)
 	})
 }
 
 func TestConformanceSQLiteSingleProcess(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+	storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 		return openSQLiteOpts(t, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock, SingleProcess: true})
 	})
 }
@@ -46,7 +47,7 @@ func TestSingleProcessLocksOthersOut(t *testing.T) {
 	}
 }
 
-func openSQLite(t testing.TB, path string, clock baremetal.Clock) *sqlstore.Store {
+func openSQLite(t testing.TB, path string, clock clock.Clock) *sqlstore.Store {
 	t.Helper()
 	return openSQLiteOpts(t, path, sqlstore.Options{Clock: clock})
 }
@@ -67,7 +68,7 @@ func openSQLiteOpts(t testing.TB, path string, opts sqlstore.Options) *sqlstore.
 
 func TestConformancePostgres(t *testing.T) {
 	sqlstoretest.PostgresDSN(t) // skips without a database
-	storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+	storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 		return sqlstoretest.OpenPostgres(t, clock)
 	})
 }

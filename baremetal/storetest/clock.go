@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ManualClock is a baremetal.Clock that moves only when told to, so tests
+// ManualClock is a clock.Clock that moves only when told to, so tests
 // of heartbeats, liveness and lock retries run in microseconds. It is safe
 // for concurrent use.
 type ManualClock struct {

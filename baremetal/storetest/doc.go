@@ -5,7 +5,7 @@
 // Store runs it the same way.
 //
 // It also holds the tools the suite is made of, public so that engine
-// and embedder tests can reuse them: ManualClock, a baremetal.Clock that
+// and embedder tests can reuse them: ManualClock, a clock.Clock that
 // moves only when told to; Hammer, the lock stress workload that proves
 // no two holders ever overlap and no update is lost; and DiffNodes.
 //
@@ -15,7 +15,7 @@
 // the given clock:
 //
 //	func TestMyStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T, clock baremetal.Clock) baremetal.Store {
+//		storetest.Run(t, func(t *testing.T, clock clock.Clock) baremetal.Store {
 //			s, err := mystore.Open(t.TempDir(), clock)
 //			if err != nil {
 //				t.Fatal(err)

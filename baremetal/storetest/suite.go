@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 )
 
 // Factory returns a new, empty store that reads time from clock. It
 // registers the store's cleanup with t.Cleanup.
-type Factory func(t *testing.T, clock baremetal.Clock) baremetal.Store
+type Factory func(t *testing.T, clock clock.Clock) baremetal.Store
 
 // Epoch returns the time the suite's manual clocks start at.
 func Epoch() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }

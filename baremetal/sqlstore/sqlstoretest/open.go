@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/clock"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for schema set-up
 )
 
@@ -78,7 +78,7 @@ func WithSearchPath(dsn, schema string) string {
 
 // OpenSQLite returns a fresh SQLite store in a file under t.TempDir(),
 // closed when t ends.
-func OpenSQLite(t testing.TB, clock baremetal.Clock) *sqlstore.Store {
+func OpenSQLite(t testing.TB, clock clock.Clock) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
 	if err != nil {
@@ -90,7 +90,7 @@ func OpenSQLite(t testing.TB, clock baremetal.Clock) *sqlstore.Store {
 
 // OpenPostgres returns a store on a fresh PostgreSQL schema (see
 // PostgresDSN), closed when t ends; it skips t without a database.
-func OpenPostgres(t testing.TB, clock baremetal.Clock) *sqlstore.Store {
+func OpenPostgres(t testing.TB, clock clock.Clock) *sqlstore.Store {
 	t.Helper()
 	dsn := PostgresDSN(t)
 	s, err := sqlstore.OpenPostgres(context.Background(), dsn, sqlstore.Options{Clock: clock, MaxOpenConns: 4})
