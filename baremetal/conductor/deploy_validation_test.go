@@ -26,6 +26,7 @@ import (
 // bump, no instance_info change, no state change, no reservation). The
 // config drive over 64 MiB is refused before it is stored, and quickly.
 func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{DisableAutomatedClean: true}, (&agentRecorder{}).factory)
 	available := func(n *baremetal.Node) *baremetal.Node {
 		h.must(h.c.Manage(h.ctx, n.UUID))
@@ -172,6 +173,7 @@ func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
 // *InvalidFieldError naming the node and the steps field, wrapping the
 // planner's *steps.ValidationError, with the node unchanged.
 func TestCleanAndServiceRefusalsAreTyped(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{DisableAutomatedClean: true})
 	n := h.enroll("typed-refusal", nil)

@@ -79,6 +79,7 @@ func (h *harness) manageable(name, deploy string) *baremetal.Node {
 }
 
 func TestCleanWaitTimeout(t *testing.T) {
+	t.Parallel()
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-1", agentdeploy.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -106,6 +107,7 @@ func TestCleanWaitTimeout(t *testing.T) {
 }
 
 func TestDeployWaitTimeout(t *testing.T) {
+	t.Parallel()
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
@@ -122,6 +124,7 @@ func TestDeployWaitTimeout(t *testing.T) {
 }
 
 func TestAbortCleanWait(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("abort-1", agentdeploy.Name)
 	// Abort is refused where Ironic refuses it, changing nothing.
@@ -147,6 +150,7 @@ func TestAbortCleanWait(t *testing.T) {
 }
 
 func TestHoldUnholdManualClean(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("hold-1", driver.Fake)
 	h.must(h.c.Clean(h.ctx, n.UUID, []steps.Step{{Interface: "deploy", Name: "hold"}}, conductor.CleanOptions{}))
@@ -166,6 +170,7 @@ func TestHoldUnholdManualClean(t *testing.T) {
 }
 
 func TestDeployHoldAbortAndServiceHold(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("hold-2", driver.Fake)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -191,6 +196,7 @@ func TestDeployHoldAbortAndServiceHold(t *testing.T) {
 }
 
 func TestFailingOutOfBandCleanStep(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("fail-1", driver.Fake)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
@@ -205,6 +211,7 @@ func TestFailingOutOfBandCleanStep(t *testing.T) {
 }
 
 func TestRescueUnrescueAdoptPower(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("misc-1", driver.Fake)
 	h.must(h.c.Adopt(h.ctx, n.UUID))
@@ -261,6 +268,7 @@ func (h *harness) waitPower(uuid, want string) *baremetal.Node {
 }
 
 func TestPowerSyncMaintenanceAndRecovery(t *testing.T) {
+	t.Parallel()
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("sync-1", driver.Fake)
 	// The machine was switched on behind the conductor's back: sync
@@ -310,6 +318,7 @@ func (h *harness) must2(_ *baremetal.Node, err error) {
 }
 
 func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	dir := t.TempDir()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "anvil.db"), sqlstore.Options{Clock: clock})

@@ -17,6 +17,7 @@ import (
 // deploy must not reuse the agent but reboot the node into the ramdisk
 // (reference §8, condition 6).
 func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
+	t.Parallel()
 	// The conductor's clock starts at the wall clock (the agent API stamps
 	// heartbeats with it) and is moved by hand.
 	clock := storetest.NewManualClock(time.Now().UTC())
@@ -47,6 +48,7 @@ func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 // and deploy behind the conductor's back (the agent record stays): the
 // live power query disables fast track and the deploy boots the ramdisk.
 func TestAgentFastTrackPoweredOffReboots(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessWith(t, conductor.Options{}, conductor.AgentSettings{FastTrack: true}, nil)
 	n := h.enrollAgentNode("agent-off")
 	h.must(h.c.Manage(h.ctx, n.UUID))

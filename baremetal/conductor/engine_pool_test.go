@@ -14,6 +14,7 @@ import (
 // accepted intent waits in the database and completes, none is refused or
 // lost.
 func TestFullPoolKeepsIntents(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{Delays: map[string]time.Duration{"power.get_power_state": 20 * time.Millisecond}},
 		conductor.Options{Workers: 2})
@@ -41,6 +42,7 @@ func TestFullPoolKeepsIntents(t *testing.T) {
 }
 
 func TestMetricsCountTransitionsAndVerbs(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{Hostname: "metrics-host"})
 	reg := prometheus.NewPedanticRegistry()

@@ -157,10 +157,18 @@ func lifecycle(t *testing.T, store baremetal.Store) {
 	}
 }
 
-func TestLifecycleSQLite(t *testing.T)   { lifecycle(t, openStore(t, false)) }
-func TestLifecyclePostgres(t *testing.T) { lifecycle(t, openStore(t, true)) }
+func TestLifecycleSQLite(t *testing.T) {
+	t.Parallel()
+	lifecycle(t, openStore(t, false))
+}
+
+func TestLifecyclePostgres(t *testing.T) {
+	t.Parallel()
+	lifecycle(t, openStore(t, true))
+}
 
 func TestRefusedVerbChangesNothing(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
 	n := h.enroll("node-r", nil)
@@ -180,6 +188,7 @@ func TestRefusedVerbChangesNothing(t *testing.T) {
 }
 
 func TestVerifyFailureReturnsToEnroll(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{})
 	n := h.enroll("node-v", map[string]any{driver.FakeFailKey: "power.get_power_state"})

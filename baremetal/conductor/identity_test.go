@@ -16,6 +16,7 @@ import (
 // without it (so the driver records it afresh) and a failed inspection
 // puts the old record back.
 func TestMachineIdentityClearedOnDeliberateChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: "ident", Driver: driver.FakeHardware, DriverInfo: map[string]any{}})
 	if err != nil {

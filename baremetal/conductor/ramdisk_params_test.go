@@ -18,6 +18,7 @@ import (
 // got none before, so a stock ramdisk booted from virtual media could not
 // find the conductor.
 func TestAgentRamdiskBootGetsTheAPIURL(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{driver.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, driver.Fake}}})

@@ -90,6 +90,7 @@ func enrollWhenRunning(t *testing.T, ctx context.Context, c *conductor.Conductor
 // manager would: Run serves verbs, and when the manager's context ends it
 // lets the running deploy finish, unregisters and returns nil.
 func TestRunDrainsWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 300*time.Millisecond, conductor.Options{DrainTimeout: 20 * time.Second})
 	if c.NeedLeaderElection() || c.Runnable().NeedLeaderElection() {
@@ -141,6 +142,7 @@ func TestRunDrainsWhenTheContextEnds(t *testing.T) {
 // without waiting for the running deploy, which is left for the next
 // start-up, and returns well before the deploy would have ended.
 func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 5*time.Second, conductor.Options{DrainTimeout: -1})
 	mgrCtx, stopManager := context.WithCancel(context.Background())
@@ -180,6 +182,7 @@ func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
 // TestRunReturnsStartErrors checks that Run reports a conductor that cannot
 // start, and returns nil at once when someone else stopped it.
 func TestRunReturnsStartErrors(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 0, conductor.Options{})
 	if err := c.Stop(context.Background()); err != nil {

@@ -15,6 +15,7 @@ import (
 // TestWaitForFollowsVerbsToTheirStates drives a node from enroll to
 // active with WaitFor alone, no polling loop.
 func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -50,6 +51,7 @@ func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
 // TestWaitForReportsFailureStates checks that a node landing in a failure
 // state ends the wait with a typed error, unless that state was wanted.
 func TestWaitForReportsFailureStates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -92,6 +94,7 @@ func TestWaitForReportsFailureStates(t *testing.T) {
 // TestWaitForEndsWithItsContext checks the error of a wait that times out
 // and of bad arguments.
 func TestWaitForEndsWithItsContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	n := h.enroll("wait-ctx", nil)
 	ctx, cancel := context.WithTimeout(h.ctx, 200*time.Millisecond)
