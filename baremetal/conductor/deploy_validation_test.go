@@ -26,7 +26,8 @@ import (
 // bump, no instance_info change, no state change, no reservation). The
 // config drive over 64 MiB is refused before it is stored, and quickly.
 func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times the refusal of an oversized config drive,
+	// which other tests competing for the CPU would slow down.
 	h := newAgentHarness(t, conductor.Options{DisableAutomatedClean: true}, (&agentRecorder{}).factory)
 	available := func(n *baremetal.Node) *baremetal.Node {
 		h.must(h.c.Manage(h.ctx, n.UUID))

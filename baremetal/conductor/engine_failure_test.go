@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -80,6 +81,10 @@ func (h *harness) manageable(name, deploy string) *baremetal.Node {
 
 func TestCleanWaitTimeout(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, cleanWaitTimeout)
+}
+
+func cleanWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-1", agentdeploy.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -108,6 +113,10 @@ func TestCleanWaitTimeout(t *testing.T) {
 
 func TestDeployWaitTimeout(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, deployWaitTimeout)
+}
+
+func deployWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = baremetal.Ptr(false); return nil }))
@@ -125,6 +134,10 @@ func TestDeployWaitTimeout(t *testing.T) {
 
 func TestAbortCleanWait(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, abortCleanWait)
+}
+
+func abortCleanWait(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("abort-1", agentdeploy.Name)
 	// Abort is refused where Ironic refuses it, changing nothing.
@@ -151,6 +164,10 @@ func TestAbortCleanWait(t *testing.T) {
 
 func TestHoldUnholdManualClean(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, holdUnholdManualClean)
+}
+
+func holdUnholdManualClean(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("hold-1", driver.Fake)
 	h.must(h.c.Clean(h.ctx, n.UUID, []steps.Step{{Interface: "deploy", Name: "hold"}}, conductor.CleanOptions{}))
@@ -171,6 +188,10 @@ func TestHoldUnholdManualClean(t *testing.T) {
 
 func TestDeployHoldAbortAndServiceHold(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, deployHoldAbortAndServiceHold)
+}
+
+func deployHoldAbortAndServiceHold(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("hold-2", driver.Fake)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -197,6 +218,10 @@ func TestDeployHoldAbortAndServiceHold(t *testing.T) {
 
 func TestFailingOutOfBandCleanStep(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, failingOutOfBandCleanStep)
+}
+
+func failingOutOfBandCleanStep(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("fail-1", driver.Fake)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
@@ -212,6 +237,10 @@ func TestFailingOutOfBandCleanStep(t *testing.T) {
 
 func TestRescueUnrescueAdoptPower(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, rescueUnrescueAdoptPower)
+}
+
+func rescueUnrescueAdoptPower(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("misc-1", driver.Fake)
 	h.must(h.c.Adopt(h.ctx, n.UUID))
@@ -269,6 +298,10 @@ func (h *harness) waitPower(uuid, want string) *baremetal.Node {
 
 func TestPowerSyncMaintenanceAndRecovery(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, powerSyncMaintenanceAndRecovery)
+}
+
+func powerSyncMaintenanceAndRecovery(t *testing.T) {
 	h, _ := newClockHarness(t, driver.FakeConfig{})
 	n := h.manageable("sync-1", driver.Fake)
 	// The machine was switched on behind the conductor's back: sync
@@ -319,6 +352,10 @@ func (h *harness) must2(_ *baremetal.Node, err error) {
 
 func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, startupFailsStuckNodesAndResumesIntents)
+}
+
+func startupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "anvil.db"), sqlstore.Options{Clock: clock})

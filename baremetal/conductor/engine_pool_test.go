@@ -2,6 +2,7 @@ package conductor_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -15,6 +16,10 @@ import (
 // lost.
 func TestFullPoolKeepsIntents(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, fullPoolKeepsIntents)
+}
+
+func fullPoolKeepsIntents(t *testing.T) {
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{Delays: map[string]time.Duration{"power.get_power_state": 20 * time.Millisecond}},
 		conductor.Options{Workers: 2})
@@ -43,6 +48,10 @@ func TestFullPoolKeepsIntents(t *testing.T) {
 
 func TestMetricsCountTransitionsAndVerbs(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, metricsCountTransitionsAndVerbs)
+}
+
+func metricsCountTransitionsAndVerbs(t *testing.T) {
 	store := openStore(t, false)
 	h := newHarness(t, store, driver.FakeConfig{}, conductor.Options{Hostname: "metrics-host"})
 	reg := prometheus.NewPedanticRegistry()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -91,6 +92,10 @@ func enrollWhenRunning(t *testing.T, ctx context.Context, c *conductor.Conductor
 // lets the running deploy finish, unregisters and returns nil.
 func TestRunDrainsWhenTheContextEnds(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, runDrainsWhenTheContextEnds)
+}
+
+func runDrainsWhenTheContextEnds(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 300*time.Millisecond, conductor.Options{DrainTimeout: 20 * time.Second})
 	if c.NeedLeaderElection() || c.Runnable().NeedLeaderElection() {
@@ -143,6 +148,10 @@ func TestRunDrainsWhenTheContextEnds(t *testing.T) {
 // start-up, and returns well before the deploy would have ended.
 func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, runWithoutGraceStopsAtOnce)
+}
+
+func runWithoutGraceStopsAtOnce(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 5*time.Second, conductor.Options{DrainTimeout: -1})
 	mgrCtx, stopManager := context.WithCancel(context.Background())
@@ -183,6 +192,10 @@ func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
 // start, and returns nil at once when someone else stopped it.
 func TestRunReturnsStartErrors(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, runReturnsStartErrors)
+}
+
+func runReturnsStartErrors(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 0, conductor.Options{})
 	if err := c.Stop(context.Background()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -362,6 +363,10 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 
 func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, verbOnUnservedGroupIsRefused)
+}
+
+func verbOnUnservedGroupIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s, _ := clusterStore(t, false, storetest.NewManualClock(clusterEpoch))
 	c := startMember(t, s, "only", driver.FakeConfig{}, conductor.ClusterOptions{})
@@ -389,6 +394,10 @@ func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
 // gone, is failed with the reason.
 func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, takeoverRestartsRunsThatHadNotStarted)
+}
+
+func takeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
@@ -586,6 +595,10 @@ func settledWaiters(t *testing.T, clock *storetest.ManualClock, atLeast int) int
 // orphan check.
 func TestTakeoverRetriesABusyNode(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, takeoverRetriesABusyNode)
+}
+
+func takeoverRetriesABusyNode(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)

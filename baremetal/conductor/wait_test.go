@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -16,6 +17,10 @@ import (
 // active with WaitFor alone, no polling loop.
 func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, waitForFollowsVerbsToTheirStates)
+}
+
+func waitForFollowsVerbsToTheirStates(t *testing.T) {
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -52,6 +57,10 @@ func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
 // state ends the wait with a typed error, unless that state was wanted.
 func TestWaitForReportsFailureStates(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, waitForReportsFailureStates)
+}
+
+func waitForReportsFailureStates(t *testing.T) {
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -95,6 +104,10 @@ func TestWaitForReportsFailureStates(t *testing.T) {
 // and of bad arguments.
 func TestWaitForEndsWithItsContext(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, waitForEndsWithItsContext)
+}
+
+func waitForEndsWithItsContext(t *testing.T) {
 	h := newHarness(t, openStore(t, false), driver.FakeConfig{}, conductor.Options{})
 	n := h.enroll("wait-ctx", nil)
 	ctx, cancel := context.WithTimeout(h.ctx, 200*time.Millisecond)
