@@ -461,7 +461,7 @@ func (s *scenario) heartbeat(name, uuid string) string {
 	if err != nil {
 		return "error: " + s.normalise(err.Error()) + "\n"
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		n, err := s.store.GetNode(context.Background(), uuid)
 		if err != nil {
