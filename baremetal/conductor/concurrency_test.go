@@ -57,6 +57,7 @@ func limitVerbs() []limitVerb {
 // leaves the node unlocked and is counted as refused; an accepted one runs
 // to its end.
 func TestConcurrentActionLimit(t *testing.T) {
+	t.Parallel()
 	const group, otherGroup = "rack-a", "rack-b"
 	for _, v := range limitVerbs() {
 		defaultLimit := conductor.DefaultMaxConcurrentClean
@@ -88,6 +89,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 			{name: "default at limit", limit: 0, busy: defaultLimit, wantCount: defaultLimit, wantLimit: defaultLimit},
 		} {
 			t.Run(v.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				opts := conductor.Options{Hostname: "limit-host", ConductorGroup: group,
 					MaxConcurrentPerConductorGroup: tc.perGroup, MaxConcurrentDeploy: 1, MaxConcurrentClean: 1}
 				if v.option == "max_concurrent_deploy" {
@@ -172,6 +174,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 // machine refuses reports the invalid transition, not the limit, as
 // Ironic's API checks the transition before the conductor counts.
 func TestConcurrentActionLimitCheckedAfterTransition(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{MaxConcurrentDeploy: 1})
 	if err := store.CreateNode(h.ctx, &baremetal.Node{Name: uniqueName("busy"), Driver: builtin.FakeHardware, ProvisionState: string(statemachine.Deploying)}); err != nil {
@@ -187,6 +190,7 @@ func TestConcurrentActionLimitCheckedAfterTransition(t *testing.T) {
 // TestConcurrentActionLimitFreesUp: once a counted node leaves the counted
 // states, the refused verb is accepted on retry.
 func TestConcurrentActionLimitFreesUp(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{MaxConcurrentClean: 1})
 	first := h.enrollIn("first", "", statemachine.Manageable)

@@ -28,6 +28,8 @@ import (
 // bump, no instance_info change, no state change, no reservation). The
 // config drive over 64 MiB is refused before it is stored, and quickly.
 func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
+	// Not parallel: it times the refusal of an oversized config drive,
+	// which other tests competing for the CPU would slow down.
 	h := newAgentHarness(t, conductor.Options{DisableAutomatedClean: true}, (&agentRecorder{}).factory)
 	available := func(n *baremetal.Node) *baremetal.Node {
 		h.must(h.c.Manage(h.ctx, n.UUID))
@@ -174,6 +176,7 @@ func TestDeployAndRebuildRefuseBadRequestsChangingNothing(t *testing.T) {
 // *InvalidFieldError naming the node and the steps field, wrapping the
 // planner's *steps.ValidationError, with the node unchanged.
 func TestCleanAndServiceRefusalsAreTyped(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{DisableAutomatedClean: true})
 	n := h.enroll("typed-refusal", nil)

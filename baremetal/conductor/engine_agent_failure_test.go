@@ -24,6 +24,7 @@ func scripted(script func(a *agenttest.Agent)) func(string) *agenttest.Agent {
 }
 
 func TestAgentCleanStepFails(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{}, scripted(func(a *agenttest.Agent) {
 		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices", agenttest.Behavior{
 			Fail: &agentclient.AgentError{Type: "BlockDeviceEraseError", Code: 500, Message: "sda refused to erase"}})
@@ -45,6 +46,7 @@ func TestAgentCleanStepFails(t *testing.T) {
 }
 
 func TestAgentVersionMismatchRestartsAutomatedClean(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{}, scripted(func(a *agenttest.Agent) {
 		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices_metadata", agenttest.Behavior{Delay: 300 * time.Millisecond, Times: 1})
 	}))
@@ -89,6 +91,7 @@ func (h *agentHarness) waitStep(uuid, step string) {
 }
 
 func TestAgentRebootRequestedStep(t *testing.T) {
+	t.Parallel()
 	hm := agenttest.HardwareManager{Name: "RebootingManager", VersionKey: "rebooting", Version: "1",
 		CleanSteps: []steps.Step{{Interface: "deploy", Name: "flash_firmware", Priority: 50, Abortable: true, RebootRequested: true}}}
 	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
@@ -106,6 +109,7 @@ func TestAgentRebootRequestedStep(t *testing.T) {
 }
 
 func TestAgentAbortRunningCleanStep(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{}, scripted(func(a *agenttest.Agent) {
 		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices_metadata", agenttest.Behavior{Delay: time.Minute})
 	}))
@@ -127,6 +131,7 @@ func TestAgentAbortRunningCleanStep(t *testing.T) {
 // TestAgentFastTrack keeps the agent running between cleaning and
 // deployment (reference §8): the deploy reuses it without rebooting.
 func TestAgentFastTrack(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessWith(t, conductor.Options{}, conductor.AgentSettings{FastTrack: true}, nil)
 	n := h.enrollAgentNode("agent-fast")
 	h.must(h.c.Manage(h.ctx, n.UUID))

@@ -137,6 +137,7 @@ func (h *agentHarness) enrollAgentNode(name string) *baremetal.Node {
 }
 
 func TestAgentLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{}, nil)
 	n := h.enrollAgentNode("agent-1")
 	must := func(err error) {

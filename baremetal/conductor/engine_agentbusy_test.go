@@ -46,6 +46,7 @@ func (b *bootedAgents) totals(kind steps.Kind, iface, step string) (runs, busy i
 // same step again on a later heartbeat (the step is not skipped) and the
 // operation completes with the step run exactly once on the agent.
 func TestAgentBusyRetriesStepOnNextHeartbeat(t *testing.T) {
+	t.Parallel()
 	agents := &bootedAgents{script: func(a *agenttest.Agent) {
 		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices", agenttest.Behavior{Busy: 2})
 		a.SetStepBehavior(steps.Deploy, "deploy", "write_image", agenttest.Behavior{Busy: 2})

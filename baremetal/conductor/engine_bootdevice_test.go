@@ -37,6 +37,7 @@ func (b cdBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, params map[s
 // sushy-tools: InsertMedia, PATCH Cd, PATCH Pxe, Reset), so a real server
 // network-booted instead of booting the virtual CD.
 func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
+	t.Parallel()
 	const cdName = "cd-test"
 	for _, tc := range []struct {
 		boot string

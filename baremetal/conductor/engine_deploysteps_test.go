@@ -41,6 +41,7 @@ func (r *agentRecorder) all() []*agenttest.Agent {
 // runs once at its priority (90: after deploy.deploy at 100, before
 // write_image at 80).
 func TestDeployUserInBandStepRunsAfterAgentReports(t *testing.T) {
+	t.Parallel()
 	wipe := steps.Step{Interface: "deploy", Name: "erase_devices_metadata", Priority: 90}
 	for _, tc := range []struct {
 		name   string
@@ -116,6 +117,7 @@ func TestDeployUserInBandStepRunsAfterAgentReports(t *testing.T) {
 // booted, fails the deploy with the validation error once the agent's
 // steps are known.
 func TestDeployUnknownInBandUserStepFails(t *testing.T) {
+	t.Parallel()
 	rec := &agentRecorder{}
 	h := newAgentHarness(t, conductor.Options{DisableAutomatedClean: true}, rec.factory)
 	n := h.enrollAgentNode("inband-unknown-step")

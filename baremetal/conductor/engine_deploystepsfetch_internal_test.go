@@ -13,6 +13,7 @@ import (
 // unreachable agents are asked again at the next heartbeat, anything else
 // fails the deploy.
 func TestDeployStepsFetchRetryable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want bool

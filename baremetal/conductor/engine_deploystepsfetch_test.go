@@ -31,6 +31,7 @@ func (h *agentHarness) deployOnce(name string) *baremetal.Node {
 // with a last_error saying the steps could not be fetched (Ironic), not a
 // warning in the log.
 func TestDeployFailsWhenAgentDeployStepsFail(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarness(t, conductor.Options{}, scripted(func(a *agenttest.Agent) {
 		a.SetBehavior("deploy.get_deploy_steps", agenttest.Behavior{
 			Fail: &agentclient.AgentError{Type: "HardwareManagerMethodNotFound", Code: 500, Message: "no hardware manager answers get_deploy_steps"}})
@@ -49,6 +50,7 @@ func TestDeployFailsWhenAgentDeployStepsFail(t *testing.T) {
 // get_deploy_steps is asked again at the next heartbeat and the deploy
 // completes.
 func TestDeployRetriesBusyAgentDeploySteps(t *testing.T) {
+	t.Parallel()
 	agents := &bootedAgents{script: func(a *agenttest.Agent) {
 		a.SetBehavior("deploy.get_deploy_steps", agenttest.Behavior{Busy: 2})
 	}}

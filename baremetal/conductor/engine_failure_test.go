@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -81,6 +82,11 @@ func (h *harness) manageable(name, deploy string) *baremetal.Node {
 }
 
 func TestCleanWaitTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, cleanWaitTimeout)
+}
+
+func cleanWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, fake.Config{})
 	n := h.manageable("timeout-1", agentdeploy.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -108,6 +114,11 @@ func TestCleanWaitTimeout(t *testing.T) {
 }
 
 func TestDeployWaitTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, deployWaitTimeout)
+}
+
+func deployWaitTimeout(t *testing.T) {
 	h, clock := newClockHarness(t, fake.Config{})
 	n := h.manageable("timeout-2", agentdeploy.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.AutomatedClean = new(false); return nil }))
@@ -124,6 +135,11 @@ func TestDeployWaitTimeout(t *testing.T) {
 }
 
 func TestAbortCleanWait(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, abortCleanWait)
+}
+
+func abortCleanWait(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("abort-1", agentdeploy.Name)
 	// Abort is refused where Ironic refuses it, changing nothing.
@@ -149,6 +165,11 @@ func TestAbortCleanWait(t *testing.T) {
 }
 
 func TestHoldUnholdManualClean(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, holdUnholdManualClean)
+}
+
+func holdUnholdManualClean(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("hold-1", fake.Name)
 	h.must(h.c.Clean(h.ctx, n.UUID, []steps.Step{{Interface: "deploy", Name: "hold"}}, conductor.CleanOptions{}))
@@ -168,6 +189,11 @@ func TestHoldUnholdManualClean(t *testing.T) {
 }
 
 func TestDeployHoldAbortAndServiceHold(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, deployHoldAbortAndServiceHold)
+}
+
+func deployHoldAbortAndServiceHold(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("hold-2", fake.Name)
 	h.must(h.c.Provide(h.ctx, n.UUID))
@@ -193,6 +219,11 @@ func TestDeployHoldAbortAndServiceHold(t *testing.T) {
 }
 
 func TestFailingOutOfBandCleanStep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, failingOutOfBandCleanStep)
+}
+
+func failingOutOfBandCleanStep(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("fail-1", fake.Name)
 	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
@@ -207,6 +238,11 @@ func TestFailingOutOfBandCleanStep(t *testing.T) {
 }
 
 func TestRescueUnrescueAdoptPower(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, rescueUnrescueAdoptPower)
+}
+
+func rescueUnrescueAdoptPower(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("misc-1", fake.Name)
 	h.must(h.c.Adopt(h.ctx, n.UUID))
@@ -263,6 +299,11 @@ func (h *harness) waitPower(uuid, want string) *baremetal.Node {
 }
 
 func TestPowerSyncMaintenanceAndRecovery(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, powerSyncMaintenanceAndRecovery)
+}
+
+func powerSyncMaintenanceAndRecovery(t *testing.T) {
 	h, _ := newClockHarness(t, fake.Config{})
 	n := h.manageable("sync-1", fake.Name)
 	// The machine was switched on behind the conductor's back: sync
@@ -312,6 +353,11 @@ func (h *harness) must2(_ *baremetal.Node, err error) {
 }
 
 func TestStartupFailsStuckNodesAndResumesIntents(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, startupFailsStuckNodesAndResumesIntents)
+}
+
+func startupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "anvil.db"), sqlstore.Options{Clock: clock})

@@ -15,6 +15,7 @@ import (
 // agent, without a reboot. The step list used to be planned from the
 // wiped cache, leaving the disks of a fast-track clean unerased.
 func TestFastTrackCleanRunsAgentCleanSteps(t *testing.T) {
+	t.Parallel()
 	rec := &agentRecorder{}
 	h := newAgentHarnessWith(t, conductor.Options{}, conductor.AgentSettings{FastTrack: true}, rec.factory)
 	n := h.enrollAgentNode("ft-clean")

@@ -17,6 +17,7 @@ import (
 // write_image (80). Fast track used to run write_image before fetching the
 // agent's deploy steps, so the step never ran.
 func TestFastTrackDeployRunsAgentDeployStep(t *testing.T) {
+	t.Parallel()
 	custom := steps.Step{Interface: "deploy", Name: "prepare_firmware", Priority: 90, Abortable: true}
 	var mu sync.Mutex
 	var agents []*agenttest.Agent

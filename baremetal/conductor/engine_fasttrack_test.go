@@ -19,12 +19,13 @@ import (
 // deploy must not reuse the agent but reboot the node into the ramdisk
 // (reference §8, condition 6).
 func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
-	// The conductor's clk starts at the wall clk (the agent API stamps
+	t.Parallel()
+	// The conductor's clock starts at the wall clock (the agent API stamps
 	// heartbeats with it) and is moved by hand.
 	clk := storetest.NewManualClock(time.Now().UTC())
 	// Lock retries keep real time: the agent's heartbeats hold the node's
 	// lock for moments while the verbs below run, and a retry paced by a
-	// clk nobody advances would wait forever.
+	// clock nobody advances would wait forever.
 	lockPolicy := baremetal.LockPolicy{Attempts: 50, Interval: 20 * time.Millisecond, Clock: clock.System()}
 	h := newAgentHarnessWith(t, conductor.Options{Clock: clk, LockPolicy: &lockPolicy},
 		conductor.AgentSettings{FastTrack: true, FastTrackTimeout: 60 * time.Second}, nil)
@@ -49,6 +50,7 @@ func TestAgentFastTrackStaleHeartbeatReboots(t *testing.T) {
 // and deploy behind the conductor's back (the agent record stays): the
 // live power query disables fast track and the deploy boots the ramdisk.
 func TestAgentFastTrackPoweredOffReboots(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessWith(t, conductor.Options{}, conductor.AgentSettings{FastTrack: true}, nil)
 	n := h.enrollAgentNode("agent-off")
 	h.must(h.c.Manage(h.ctx, n.UUID))

@@ -58,6 +58,7 @@ func (tr *transitions) String() string {
 // properties and PXE port, powered off, and then cleans with the agent
 // found through the port inspection created.
 func TestInbandInspection(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	n := h.enrollInspectNode("inband-1", simfleet.PowerName, nil)
 	tr := &transitions{}
@@ -157,6 +158,7 @@ func wantJSON(t *testing.T, what string, got json.RawMessage, want any) {
 // ramdisk reports a different machine and an error) fails and leaves the
 // first inventory in place, the third succeeds and replaces it.
 func TestInbandInspectionFailureKeepsInventory(t *testing.T) {
+	t.Parallel()
 	var boots atomic.Int32
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{
 		Inspection: func(_ string, def agenttest.InspectionConfig) agenttest.InspectionConfig {
@@ -248,6 +250,7 @@ func (h *agentHarness) waitForFinished(uuid string, state statemachine.State) *b
 // TestInbandInspectionFastTrack keeps the agent up after inspection when
 // fast track is enabled for the node.
 func TestInbandInspectionFastTrack(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	n := h.enrollInspectNode("inband-ft", simfleet.PowerName, map[string]any{"fast_track": "true"})
 	h.must(h.c.Inspect(h.ctx, n.UUID))
@@ -263,6 +266,7 @@ func TestInbandInspectionFastTrack(t *testing.T) {
 // TestInbandInspectionRamdiskError fails the inspection when the ramdisk
 // reports an error, recording nothing and powering the node off.
 func TestInbandInspectionRamdiskError(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{
 		Inspection: func(_ string, def agenttest.InspectionConfig) agenttest.InspectionConfig {
 			def.PluginData = map[string]any{"error": "lshw crashed: no disks"}
@@ -294,6 +298,7 @@ func TestInbandInspectionRamdiskError(t *testing.T) {
 // TestInbandInspectionMACOfAnotherNode fails the inspection when a MAC
 // the ramdisk reports is a port of another node, naming both.
 func TestInbandInspectionMACOfAnotherNode(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	owner := h.enrollAgentNode("mac-owner")
 	n := h.enrollInspectNode("inband-dup", simfleet.PowerName, nil)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -105,6 +106,7 @@ func (h *agentHarness) historyEvents(uuid string) []string {
 // power: no ramdisk posts on its own) and posts its data afterwards: the
 // API answers 404 and nothing changes.
 func TestInspectionAbortDropsLatePost(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	n := h.enrollInspectNode("inband-abort", fake.Name, nil)
 	h.must(h.c.Inspect(h.ctx, n.UUID))
@@ -137,6 +139,7 @@ func TestInspectionAbortDropsLatePost(t *testing.T) {
 // TestInspectWaitTimeoutInband times a silent ramdisk out (measured from
 // inspection_started_at) and refuses its data afterwards.
 func TestInspectWaitTimeoutInband(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	h := newAgentHarnessFleet(t, conductor.Options{Clock: clock, CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1,
 		PowerFailureRecoveryInterval: -1}, conductor.AgentSettings{}, simfleet.Config{})
@@ -169,6 +172,7 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 // TestContinueInspectionOnlyInInspectWait posts data for a manageable
 // node (by UUID and by MAC): 404 both times, and the node is untouched.
 func TestContinueInspectionOnlyInInspectWait(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	n := h.enrollInspectNode("inband-404", fake.Name, nil)
 	mac := "52:54:00:0f:0f:0f"
@@ -209,6 +213,7 @@ func TestContinueInspectionOnlyInInspectWait(t *testing.T) {
 // and BMC address (IP, host:port, URL forms in driver_info), and nothing
 // else.
 func TestLookupInspectedNode(t *testing.T) {
+	t.Parallel()
 	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{})
 	ib, ok := h.c.AgentBackend().(agentclient.InspectionBackend)
 	if !ok {
@@ -351,6 +356,11 @@ func inspectionData(uuid string) agentclient.InspectionData {
 // the data is the node's intent in the database, and the restarted
 // conductor processes it.
 func TestInspectionDataSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, inspectionDataSurvivesRestart)
+}
+
+func inspectionDataSurvivesRestart(t *testing.T) {
 	store := openStore(t, false)
 	reg := inspectRegistry(t)
 	c1 := startConductor(t, store, reg, "inspect-restart", 1)
@@ -384,6 +394,11 @@ func TestInspectionDataSurvivesRestart(t *testing.T) {
 // behind the intent's back (the intent runs, notes the drop and changes
 // nothing else).
 func TestInspectionDataDroppedWhenNoLongerWaiting(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, inspectionDataDroppedWhenNoLongerWaiting)
+}
+
+func inspectionDataDroppedWhenNoLongerWaiting(t *testing.T) {
 	store := openStore(t, false)
 	reg := inspectRegistry(t)
 	c := startConductor(t, store, reg, fmt.Sprintf("inspect-drop-%d", time.Now().UnixNano()), 1)
@@ -438,6 +453,11 @@ func TestInspectionDataDroppedWhenNoLongerWaiting(t *testing.T) {
 // check runs is processed, not timed out (Ironic resumes the node to
 // inspecting as it accepts the data, out of the timeout's reach).
 func TestInspectWaitTimeoutSparesAcceptedData(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, inspectWaitTimeoutSparesAcceptedData)
+}
+
+func inspectWaitTimeoutSparesAcceptedData(t *testing.T) {
 	store := openStore(t, false)
 	clock := newFakeClock()
 	c := startConductorClock(t, store, inspectRegistry(t), fmt.Sprintf("inspect-timeout-%d", time.Now().UnixNano()), 1, clock)
@@ -490,6 +510,7 @@ func (s *inventoryFaultStore) SubscribeNodeChanges(fn func(baremetal.NodeChange)
 // again the next inspection stores its inventory, which then goes with
 // the node.
 func TestInventorySaveFailureFailsInspection(t *testing.T) {
+	t.Parallel()
 	store := &inventoryFaultStore{Store: openStore(t, false)}
 	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-inventory-%d", time.Now().UnixNano()), 2)
 	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
@@ -551,6 +572,7 @@ func TestInventorySaveFailureFailsInspection(t *testing.T) {
 // TestInspectionRefusesNonObjectInventory fails an inspection whose
 // inventory is not a JSON object before anything is written.
 func TestInspectionRefusesNonObjectInventory(t *testing.T) {
+	t.Parallel()
 	store := &inventoryFaultStore{Store: openStore(t, false)}
 	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-badinv-%d", time.Now().UnixNano()), 2)
 	h := &harness{t: t, store: store, c: c, ctx: context.Background()}
@@ -576,6 +598,7 @@ func TestInspectionRefusesNonObjectInventory(t *testing.T) {
 // teardown leaves the ramdisk running; a failed inventory save then
 // powers the node off, as any failed inspection does.
 func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
+	t.Parallel()
 	store := &inventoryFaultStore{Store: openStore(t, false)}
 	c := startConductor(t, store, inspectRegistry(t), fmt.Sprintf("inspect-inventory-ft-%d", time.Now().UnixNano()), 2)
 	h := &harness{t: t, store: store, c: c, ctx: context.Background()}

@@ -15,6 +15,7 @@ import (
 // agent answering 409: wait for the next heartbeat and run the same step
 // again, never fail.
 func TestAgentBusyRetriesSameStep(t *testing.T) {
+	t.Parallel()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	c := &Conductor{drivers: reg}
 	tk := &task{c: c, node: &baremetal.Node{UUID: "n1", DriverInternalInfo: map[string]any{driver.InternalAgentURL: "https://a"}}}

@@ -88,6 +88,7 @@ func (p *lookingUpPower) Reboot(ctx context.Context, t *driver.Task, timeout tim
 // the token must be the one the conductor stores, and a second lookup
 // must get the masked value only.
 func TestLookupDuringPowerOnAnswersPromptly(t *testing.T) {
+	t.Parallel()
 	for _, poweredOn := range []bool{false, true} {
 		name := "power on"
 		if poweredOn {

@@ -2,6 +2,7 @@ package conductor_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -14,6 +15,11 @@ import (
 // accepted intent waits in the database and completes, none is refused or
 // lost.
 func TestFullPoolKeepsIntents(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, fullPoolKeepsIntents)
+}
+
+func fullPoolKeepsIntents(t *testing.T) {
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{Delays: map[string]time.Duration{"power.get_power_state": 20 * time.Millisecond}},
 		conductor.Options{Workers: 2})
@@ -41,6 +47,11 @@ func TestFullPoolKeepsIntents(t *testing.T) {
 }
 
 func TestMetricsCountTransitionsAndVerbs(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, metricsCountTransitionsAndVerbs)
+}
+
+func metricsCountTransitionsAndVerbs(t *testing.T) {
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{Hostname: "metrics-host"})
 	reg := prometheus.NewPedanticRegistry()

@@ -18,6 +18,7 @@ import (
 // Python) would read them. Before, they passed through float64 and
 // arrived as 9007199254740992 and 1.
 func TestStepArgumentsKeepExactNumbers(t *testing.T) {
+	t.Parallel()
 	mgr := agenttest.GenericHardwareManager()
 	exact := steps.Step{Interface: "deploy", Name: "burnin_exact", Priority: 0, Abortable: true,
 		ArgsInfo: map[string]steps.ArgInfo{
@@ -79,6 +80,7 @@ func TestStepArgumentsKeepExactNumbers(t *testing.T) {
 // planned once the agent reported its steps and sent to the fake IPA
 // with its numbers as the user wrote them.
 func TestDeployStepArgumentsKeepExactNumbers(t *testing.T) {
+	t.Parallel()
 	mgr := agenttest.GenericHardwareManager()
 	mgr.DeploySteps = append(mgr.DeploySteps, steps.Step{Interface: "deploy", Name: "burnin_exact", Priority: 0, Abortable: true,
 		ArgsInfo: map[string]steps.ArgInfo{"count": {Description: "An integer above 2^53.", Required: true}, "ratio": {Description: "A float written 1.0."}}})

@@ -46,6 +46,7 @@ func oobAfter(calls []simfleet.PowerCall, target driver.PowerState, since time.T
 // Anvil used to power the node off out of band under a running agent
 // without any sync, leaving a real disk with unflushed writes.
 func TestTearDownAgentOrder(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		settings conductor.AgentSettings
@@ -135,6 +136,7 @@ func commandNames(ex []agenttest.Execution) []string {
 // records the failed flush in the node's history, and the deploy still
 // reaches active (a node must stay controllable when its agent hangs).
 func TestTearDownHungSyncIsBounded(t *testing.T) {
+	t.Parallel()
 	rec := &agentRecorder{}
 	factory := func(uuid string) *agenttest.Agent {
 		a := rec.factory(uuid)

@@ -159,10 +159,18 @@ func lifecycle(t *testing.T, store baremetal.Store) {
 	}
 }
 
-func TestLifecycleSQLite(t *testing.T)   { lifecycle(t, openStore(t, false)) }
-func TestLifecyclePostgres(t *testing.T) { lifecycle(t, openStore(t, true)) }
+func TestLifecycleSQLite(t *testing.T) {
+	t.Parallel()
+	lifecycle(t, openStore(t, false))
+}
+
+func TestLifecyclePostgres(t *testing.T) {
+	t.Parallel()
+	lifecycle(t, openStore(t, true))
+}
 
 func TestRefusedVerbChangesNothing(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	n := h.enroll("node-r", nil)
@@ -182,6 +190,7 @@ func TestRefusedVerbChangesNothing(t *testing.T) {
 }
 
 func TestVerifyFailureReturnsToEnroll(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	n := h.enroll("node-v", map[string]any{fake.FailKey: "power.get_power_state"})

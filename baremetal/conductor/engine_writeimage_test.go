@@ -24,6 +24,7 @@ import (
 // fake accepted it. A node without any checksum fails its deploy before
 // the ramdisk boots, naming the missing field.
 func TestDirectDeployImageURLAndChecksum(t *testing.T) {
+	t.Parallel()
 	rec := &agentRecorder{}
 	h := newAgentHarness(t, conductor.Options{}, rec.factory)
 	const md5 = "9e107d9d372bb6826bd81d3542a419d6"

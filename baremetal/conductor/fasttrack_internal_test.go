@@ -14,6 +14,7 @@ import (
 // §8): able, not servicing, powered on (live) and an agent heard from
 // within fast_track_timeout (or an inspection that recent).
 func TestDecideFastTrack(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	hb := func(ago time.Duration) string { return now.Add(-ago).Format(agentclient.LastHeartbeatLayout) }
 	base := fastTrackFacts{Able: true, State: statemachine.Available, Power: driver.PowerOn, AgentURL: true,

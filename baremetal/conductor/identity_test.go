@@ -18,6 +18,7 @@ import (
 // without it (so the driver records it afresh) and a failed inspection
 // puts the old record back.
 func TestMachineIdentityClearedOnDeliberateChange(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: "ident", Driver: builtin.FakeHardware, DriverInfo: map[string]any{}})
 	if err != nil {

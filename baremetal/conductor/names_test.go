@@ -52,6 +52,7 @@ var nodeNameCases = []struct {
 }
 
 func TestValidNodeName(t *testing.T) {
+	t.Parallel()
 	for _, c := range nodeNameCases {
 		if got := baremetal.ValidNodeName(c.name); got != c.valid {
 			t.Errorf("ValidNodeName(%q) = %t, want %t", c.name, got, c.valid)
@@ -73,6 +74,7 @@ var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 // Enroll and at Update: a bad name is refused with an *InvalidFieldError
 // on "name", nothing is stored, and the node being updated is unchanged.
 func TestEnrollAndUpdateApplyNodeNameRules(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	existing := h.enroll("renamed", nil)
@@ -125,6 +127,7 @@ func TestEnrollAndUpdateApplyNodeNameRules(t *testing.T) {
 // the node by what the caller gave (its UUID or name), or say it is an
 // unnamed node that was not stored, never a UUID no node has.
 func TestEnrollRefusesUnknownStatesNamingWhatTheCallerGave(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{})
 	const given = "5e0f7bb4-6b5e-4d43-9d55-9d2f6d6a0c11"

@@ -21,6 +21,7 @@ import (
 // cleaning, as in Ironic. Before, the bad key made the whole
 // configuration invalid and the conductor fell back to no overrides.
 func TestPlannerIgnoresBadOverrideKey(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	c := &Conductor{
 		opts: Options{CleanStepPriorityOverride: map[string]int{"boot.x": 5, "deploy.erase_devices": 0}},
@@ -61,6 +62,7 @@ func (agentRAID) AgentBased() bool { return true }
 // interface and the fake RAID interface the agent's raid step is not
 // planned, with an agent-based RAID interface it is.
 func TestStepSourceInBand(t *testing.T) {
+	t.Parallel()
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{

@@ -101,6 +101,7 @@ func forBothStores(t *testing.T, fn func(t *testing.T, pg bool)) {
 }
 
 func TestOwnershipPartitionsNodesAmongLiveConductors(t *testing.T) {
+	t.Parallel()
 	forBothStores(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		clock := storetest.NewManualClock(clusterEpoch)
@@ -182,6 +183,7 @@ func TestOwnershipPartitionsNodesAmongLiveConductors(t *testing.T) {
 }
 
 func TestOwnershipGroupsAndHardwareTypes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
@@ -220,6 +222,7 @@ func TestOwnershipGroupsAndHardwareTypes(t *testing.T) {
 }
 
 func TestOwnershipIronicCompatibleAgreesWithTheRing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
@@ -252,6 +255,7 @@ func TestOwnershipIronicCompatibleAgreesWithTheRing(t *testing.T) {
 }
 
 func TestOwnershipRunRefreshesOnTimerAndWake(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := storetest.NewManualClock(clusterEpoch)
@@ -306,6 +310,7 @@ func waitWaiters(t *testing.T, clock *storetest.ManualClock, n int) {
 }
 
 func TestLocalNotifier(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := baremetal.NewLocalNotifier()
 	a, cancelA := n.Subscribe(baremetal.TopicIntent)
@@ -340,6 +345,7 @@ func TestLocalNotifier(t *testing.T) {
 }
 
 func TestPostgresNotifierCrossesConnections(t *testing.T) {
+	t.Parallel()
 	dsn := clusterDSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -380,6 +386,7 @@ func TestPostgresNotifierCrossesConnections(t *testing.T) {
 // owner: with every node's hardware on while the database says off, a's
 // pass corrects exactly a's nodes, and b's pass then corrects the rest.
 func TestPowerSyncOnlyOwnedNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)

@@ -20,6 +20,7 @@ import (
 // conductor that accepted them without checking would have left them;
 // the starting conductor picks them up.
 func TestUnplannableStepsFailWithIronicsMessage(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	bad := []any{map[string]any{"interface": "bios", "step": "no_such_step", "priority": 10, "args": map[string]any{}}}
 	cases := []struct {

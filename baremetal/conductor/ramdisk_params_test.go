@@ -20,6 +20,7 @@ import (
 // got none before, so a stock ramdisk booted from virtual media could not
 // find the conductor.
 func TestAgentRamdiskBootGetsTheAPIURL(t *testing.T) {
+	t.Parallel()
 	store := openStore(t, false)
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {agentdeploy.Name, fake.Name}}})

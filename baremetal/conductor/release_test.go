@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
@@ -33,6 +34,11 @@ func (s *flakyReleaseStore) ReleaseNode(ctx context.Context, uuid, holder string
 // transient store error), the conductor tries again, so the node does not
 // stay reserved by a live conductor (nothing else would ever release it).
 func TestReleaseRetriedAfterStoreFailure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, releaseRetriedAfterStoreFailure)
+}
+
+func releaseRetriedAfterStoreFailure(t *testing.T) {
 	ctx := context.Background()
 	store := &flakyReleaseStore{Store: openStore(t, false)}
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -92,6 +93,11 @@ func enrollWhenRunning(t *testing.T, ctx context.Context, c *conductor.Conductor
 // manager would: Run serves verbs, and when the manager's context ends it
 // lets the running deploy finish, unregisters and returns nil.
 func TestRunDrainsWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, runDrainsWhenTheContextEnds)
+}
+
+func runDrainsWhenTheContextEnds(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 300*time.Millisecond, conductor.Options{DrainTimeout: 20 * time.Second})
 	if c.NeedLeaderElection() || c.Runnable().NeedLeaderElection() {
@@ -143,6 +149,11 @@ func TestRunDrainsWhenTheContextEnds(t *testing.T) {
 // without waiting for the running deploy, which is left for the next
 // start-up, and returns well before the deploy would have ended.
 func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, runWithoutGraceStopsAtOnce)
+}
+
+func runWithoutGraceStopsAtOnce(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 5*time.Second, conductor.Options{DrainTimeout: -1})
 	mgrCtx, stopManager := context.WithCancel(context.Background())
@@ -182,6 +193,11 @@ func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
 // TestRunReturnsStartErrors checks that Run reports a conductor that cannot
 // start, and returns nil at once when someone else stopped it.
 func TestRunReturnsStartErrors(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, runReturnsStartErrors)
+}
+
+func runReturnsStartErrors(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 0, conductor.Options{})
 	if err := c.Stop(context.Background()); err != nil {

@@ -50,6 +50,7 @@ import (
 // Neither step runs twice on the agent, and the dead conductor's late
 // write is fenced off.
 func TestTakeoverWaitsForAgent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		kind    steps.Kind

@@ -24,6 +24,7 @@ import (
 // (here a wrong token) still fails the node; a live agent that never
 // received the step gets it again.
 func TestResumableAgentGoneWaits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, srv := resumableFixture(t)
 	const token = "right-token"
@@ -71,6 +72,7 @@ func TestResumableAgentGoneWaits(t *testing.T) {
 // after a doubling pause when the store still lists alive a peer whose
 // deadline passed on the conductor's clock.
 func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
+	t.Parallel()
 	const timeout = 10 * time.Second
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	rec := func(host string, ago time.Duration) *baremetal.ConductorRecord {
@@ -133,6 +135,7 @@ func TestPeerWatchSchedulesAtTheEarliestDeadline(t *testing.T) {
 // it, or that is gone, leaves it failed; a declared step safe to re-run
 // is re-run without asking the agent.
 func TestResumableDeclaredAgentStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, srv := resumableFixture(t)
 	const token = "right-token"

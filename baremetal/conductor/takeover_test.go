@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -144,6 +145,7 @@ func historyHas(t *testing.T, s baremetal.Store, uuid, substr string) bool {
 // or fail the deploy as Ironic does otherwise. The frozen conductor's
 // late write is fenced off.
 func TestTakeoverOfDeadConductor(t *testing.T) {
+	t.Parallel()
 	for _, safe := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rerun-safe=%v", safe), func(t *testing.T) {
 			forBothStores(t, func(t *testing.T, pg bool) { takeover(t, pg, safe) })
@@ -288,6 +290,7 @@ func waitAlive(t *testing.T, c *conductor.Conductor, n int) {
 // runs a step: the step finishes, the node is not failed, the drained
 // conductor is not taken for dead, and its nodes move to the survivor.
 func TestDrainHandsOverWithoutFailing(t *testing.T) {
+	t.Parallel()
 	forBothStores(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		clock := storetest.NewManualClock(clusterEpoch)
@@ -362,6 +365,11 @@ func TestDrainHandsOverWithoutFailing(t *testing.T) {
 }
 
 func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, verbOnUnservedGroupIsRefused)
+}
+
+func verbOnUnservedGroupIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s, _ := clusterStore(t, false, storetest.NewManualClock(clusterEpoch))
 	c := startMember(t, s, "only", fake.Config{}, conductor.ClusterOptions{})
@@ -388,6 +396,11 @@ func TestVerbOnUnservedGroupIsRefused(t *testing.T) {
 // beginning on the new owner; a manual clean, whose requested steps are
 // gone, is failed with the reason.
 func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, takeoverRestartsRunsThatHadNotStarted)
+}
+
+func takeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)
@@ -438,6 +451,7 @@ func TestTakeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 // so that SyncLocalState re-prepares nothing while the node stays with the
 // conductor that deployed it.
 func TestDeployRecordsAffinity(t *testing.T) {
+	t.Parallel()
 	forBothStores(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		s, dsn := clusterStore(t, pg, storetest.NewManualClock(clusterEpoch))
@@ -482,6 +496,7 @@ func TestDeployRecordsAffinity(t *testing.T) {
 // (within the test's clock step), long before the next periodic orphan
 // check, and not a step earlier.
 func TestPromptTakeoverAtHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
 	forBothStores(t, func(t *testing.T, pg bool) {
 		const (
 			timeout = 10 * time.Second
@@ -582,6 +597,11 @@ func settledWaiters(t *testing.T, clock *storetest.ManualClock, atLeast int) int
 // lock policy says instead of leaving the node interrupted until the next
 // orphan check.
 func TestTakeoverRetriesABusyNode(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, takeoverRetriesABusyNode)
+}
+
+func takeoverRetriesABusyNode(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewManualClock(clusterEpoch)
 	s, _ := clusterStore(t, false, clock)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -15,6 +16,11 @@ import (
 // TestWaitForFollowsVerbsToTheirStates drives a node from enroll to
 // active with WaitFor alone, no polling loop.
 func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, waitForFollowsVerbsToTheirStates)
+}
+
+func waitForFollowsVerbsToTheirStates(t *testing.T) {
 	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -50,6 +56,11 @@ func TestWaitForFollowsVerbsToTheirStates(t *testing.T) {
 // TestWaitForReportsFailureStates checks that a node landing in a failure
 // state ends the wait with a typed error, unless that state was wanted.
 func TestWaitForReportsFailureStates(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, waitForReportsFailureStates)
+}
+
+func waitForReportsFailureStates(t *testing.T) {
 	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -92,6 +103,11 @@ func TestWaitForReportsFailureStates(t *testing.T) {
 // TestWaitForEndsWithItsContext checks the error of a wait that times out
 // and of bad arguments.
 func TestWaitForEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, waitForEndsWithItsContext)
+}
+
+func waitForEndsWithItsContext(t *testing.T) {
 	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{})
 	n := h.enroll("wait-ctx", nil)
 	ctx, cancel := context.WithTimeout(h.ctx, 200*time.Millisecond)
