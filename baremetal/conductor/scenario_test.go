@@ -469,7 +469,7 @@ func (s *scenario) heartbeat(name, uuid string) string {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		if n.DriverInternalInfo["agent_last_heartbeat"] == stamp {
+		if n.DriverInternalInfo[driver.InternalAgentLastHeartbeat] == stamp {
 			return s.settle()
 		}
 		time.Sleep(time.Millisecond)
