@@ -65,7 +65,7 @@ func ExampleConcurrentActionLimitError() {
 		fmt.Println(err)
 		return
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -14,10 +14,11 @@
 //	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"ipmi"}})
 //	cond, err := conductor.New(store, reg, conductor.Options{Hostname: "c1"})
 //
-// Then either Start it, which registers the conductor, recovers what a
+// Then either Launch it, which registers the conductor, recovers what a
 // previous run of the same hostname left behind, starts the workers and the
-// periodic tasks and returns at once; or Run it, which does the same, blocks
-// until its context ends and then drains it (below). While it runs, call
+// periodic tasks and returns at once; or Run it (Start is the same, under
+// controller-runtime's name), which does the same, blocks until its context
+// ends and then drains it (below). While it runs, call
 // verbs; follow nodes with WaitFor, Watch or Subscribe; and end with Drain
 // (leave the fleet gracefully: let the running operations finish, hand the
 // nodes over) or Stop (stop now: cancel what is still running once ctx
@@ -77,7 +78,7 @@
 //
 // # Periodic tasks
 //
-// Start runs Ironic's periodic tasks on their Options intervals: the
+// Launch runs Ironic's periodic tasks on their Options intervals: the
 // callback timeout check (CheckProvisionStateInterval), power state sync
 // (SyncPowerStateInterval), power failure recovery
 // (PowerFailureRecoveryInterval) and, in cluster mode, the orphan check
@@ -105,23 +106,23 @@
 //
 // A Kubernetes operator adds the conductor to its manager:
 //
-//	if err := mgr.Add(cond.Runnable()); err != nil {
+//	if err := mgr.Add(cond); err != nil {
 //		return err
 //	}
 //
-// The manager calls Runnable's Start (Run) on every replica, since
+// The manager calls the conductor's Start (Run) on every replica, since
 // NeedLeaderElection is false (the hash ring, not a leader, shares the
-// nodes out), and when the manager's context ends Run drains the conductor
-// within Options.DrainTimeout before it returns. Do not pass the conductor
-// itself to mgr.Add: its Start has the same signature but returns at once,
-// and nothing would drain it.
+// nodes out), and when the manager's context ends Start drains the
+// conductor within Options.DrainTimeout before it returns. Start blocks,
+// as a manager.Runnable must; an embedder that wants a start that returns
+// at once calls Launch.
 //
 // # Errors
 //
 // Branch with errors.Is on the sentinels; the typed errors that match them
 // carry the detail (errors.As):
 //
-//	ErrConductorNotRunning    a verb before Start or after Stop
+//	ErrConductorNotRunning    a verb before Launch/Run or after Stop
 //	ErrVerbRefused            *VerbError: the node's state or settings refuse the verb
 //	statemachine.ErrInvalidTransition  *statemachine.TransitionError: no such transition
 //	ErrConcurrentActionLimit  *ConcurrentActionLimitError: too many deploys or cleans; retry later

@@ -274,8 +274,8 @@ func (o *Options) withDefaults() (Options, error) {
 	return out, nil
 }
 
-// ErrConductorNotRunning is returned by verbs called before Start or after
-// Stop.
+// ErrConductorNotRunning is returned by verbs called before Launch (or Run)
+// or after Stop.
 var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
 
 // Conductor is the provisioning engine: it accepts verbs by persisting
@@ -283,8 +283,9 @@ var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
 // pool under the node's exclusive reservation. All node state lives in the
 // Store, so another conductor can resume whatever this one leaves behind.
 //
-// A Conductor is built with New, started with Start (or Run, which also
-// blocks and drains when its context ends) and stopped with Stop or Drain.
+// A Conductor is built with New, started with Launch (or Run, alias Start,
+// which also blocks and drains when its context ends) and stopped with Stop
+// or Drain.
 // Its methods are safe for concurrent use.
 type Conductor struct {
 	// bootTokens holds the token desk of each node this conductor is
@@ -339,7 +340,7 @@ const (
 )
 
 // New builds a conductor over store with the driver registry drivers. It
-// does not touch the store until Start.
+// does not touch the store until Launch.
 func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conductor, error) {
 	if store == nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "conductor", Field: "store", Expected: "a Store"}
@@ -393,13 +394,14 @@ func (c *Conductor) Hostname() string { return c.host }
 // Store returns the conductor's store, for reading nodes.
 func (c *Conductor) Store() baremetal.Store { return c.store }
 
-// Start registers the conductor, recovers from a previous run of the same
+// Launch registers the conductor, recovers from a previous run of the same
 // hostname (clears its reservations and pending power actions, fails the
 // nodes it left in an active "-ing" state without a pending intent), picks
 // up accepted intents, and starts the worker pool and the periodic tasks.
 // The goroutines run until Stop; ctx bounds only the start-up itself, and
-// Start returns as soon as the conductor runs (Run is the blocking form).
-func (c *Conductor) Start(ctx context.Context) error {
+// Launch returns as soon as the conductor runs (Run, and Start, are the
+// blocking forms).
+func (c *Conductor) Launch(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != lifecycleNew {

@@ -114,7 +114,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	api.Config.Handler = h
 	api.Start()
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

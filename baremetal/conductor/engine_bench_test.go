@@ -32,7 +32,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		b.Fatal(err)
 	}
 	defer c.Stop(ctx)

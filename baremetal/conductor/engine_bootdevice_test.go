@@ -74,7 +74,7 @@ func TestRamdiskBootKeepsBootInterfaceDevice(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			if err := c.Start(ctx); err != nil {
+			if err := c.Launch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {

@@ -38,7 +38,7 @@ func ExampleConductor() {
 		fmt.Println(err)
 		return
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -53,7 +53,7 @@ func newClockHarness(t *testing.T, fakeCfg fake.Config) (*harness, *storetest.Ma
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -395,7 +395,7 @@ func startupFailsStuckNodesAndResumesIntents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop(ctx)

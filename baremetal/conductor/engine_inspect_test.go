@@ -295,7 +295,7 @@ func startConductorClock(t *testing.T, store baremetal.Store, reg *driver.Regist
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(context.Background()); err != nil {
+	if err := c.Launch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stopConductor(t, c, 10*time.Second) })

@@ -138,7 +138,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	api.Config.Handler = h
 	api.Start()
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

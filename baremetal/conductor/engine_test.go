@@ -58,7 +58,7 @@ func newHarness(t *testing.T, store baremetal.Store, fakeCfg fake.Config, opts c
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

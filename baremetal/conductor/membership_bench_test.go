@@ -86,7 +86,7 @@ func benchConductors(b *testing.B, dsn string, k int) []*conductor.Conductor {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Start(ctx); err != nil {
+		if err := c.Launch(ctx); err != nil {
 			b.Fatal(err)
 		}
 		out[i] = c

@@ -63,7 +63,7 @@ func TestPowerSyncCountsConsecutiveBMCFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

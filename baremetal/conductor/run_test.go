@@ -29,8 +29,7 @@ type leaderElectionRunnable interface {
 }
 
 var (
-	_ runnable               = (*conductor.Runnable)(nil)
-	_ leaderElectionRunnable = (*conductor.Runnable)(nil)
+	_ runnable               = (*conductor.Conductor)(nil)
 	_ leaderElectionRunnable = (*conductor.Conductor)(nil)
 )
 
@@ -100,12 +99,12 @@ func TestRunDrainsWhenTheContextEnds(t *testing.T) {
 func runDrainsWhenTheContextEnds(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 300*time.Millisecond, conductor.Options{DrainTimeout: 20 * time.Second})
-	if c.NeedLeaderElection() || c.Runnable().NeedLeaderElection() {
+	if c.NeedLeaderElection() {
 		t.Fatal("NeedLeaderElection = true, want false: every conductor runs at once")
 	}
 	mgrCtx, stopManager := context.WithCancel(context.Background())
 	defer stopManager()
-	done := runAsManager(mgrCtx, c.Runnable())
+	done := runAsManager(mgrCtx, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -158,7 +157,7 @@ func runWithoutGraceStopsAtOnce(t *testing.T) {
 	c := newRunConductor(t, store, 5*time.Second, conductor.Options{DrainTimeout: -1})
 	mgrCtx, stopManager := context.WithCancel(context.Background())
 	defer stopManager()
-	done := runAsManager(mgrCtx, c.Runnable())
+	done := runAsManager(mgrCtx, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := enrollWhenRunning(t, ctx, c)
@@ -208,7 +207,7 @@ func runReturnsStartErrors(t *testing.T) {
 	}
 
 	c = newRunConductor(t, store, 0, conductor.Options{})
-	done := runAsManager(context.Background(), c.Runnable())
+	done := runAsManager(context.Background(), c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	enrollWhenRunning(t, ctx, c)

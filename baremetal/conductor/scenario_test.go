@@ -248,7 +248,7 @@ func (s *scenario) start(args map[string]string) {
 		s.mu.Unlock()
 	})
 	t.Cleanup(cancel)
-	if err := s.c.Start(context.Background()); err != nil {
+	if err := s.c.Launch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stopConductor(t, s.c, 10*time.Second) })

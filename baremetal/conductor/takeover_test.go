@@ -75,7 +75,7 @@ func startMemberReg(t *testing.T, s baremetal.Store, host string, reg *driver.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(context.Background()); err != nil {
+	if err := c.Launch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

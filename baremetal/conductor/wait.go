@@ -69,7 +69,7 @@ func failed(s statemachine.State) bool {
 // It follows the conductor's transition events and rereads the node every
 // second as well, so a transition made by another conductor sharing the
 // store is seen too. It is safe to call from any goroutine, also before
-// Start (it then waits for transitions made by others).
+// Launch or Run (it then waits for transitions made by others).
 func (c *Conductor) WaitFor(ctx context.Context, ident string, states ...statemachine.State) (*baremetal.Node, error) {
 	if len(states) == 0 {
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "states", Expected: "at least one provision state to wait for"}

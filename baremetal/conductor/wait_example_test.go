@@ -40,7 +40,7 @@ func ExampleConductor_WaitFor() {
 		fmt.Println(err)
 		return
 	}
-	if err := cond.Start(ctx); err != nil {
+	if err := cond.Launch(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}

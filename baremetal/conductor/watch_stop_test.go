@@ -31,7 +31,7 @@ func TestStopClosesWatchesAndEndsTheirGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Watches that nobody reads, one that is read, and subscriptions: each
@@ -109,7 +109,7 @@ func TestStopBeforeStartClosesWatches(t *testing.T) {
 	if err := goleak.Find(ignore...); err != nil {
 		t.Fatalf("goroutines left after Stop: %v", err)
 	}
-	if err := c.Start(context.Background()); err == nil {
+	if err := c.Launch(context.Background()); err == nil {
 		t.Fatal("Start after Stop succeeded")
 	}
 }

@@ -272,7 +272,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		srv.Handler = h
 		go srv.Serve(ln) // ends when srv.Close runs
 	}
-	if err := cond.Start(ctx); err != nil {
+	if err := cond.Launch(ctx); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -186,7 +186,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	}
 	srv.Handler = h
 	go srv.Serve(ln) // ends when srv.Close runs
-	if err := cond.Start(ctx); err != nil {
+	if err := cond.Launch(ctx); err != nil {
 		return 1, err
 	}
 	defer func() {

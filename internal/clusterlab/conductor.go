@@ -290,7 +290,7 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 	srv := agentclient.NewServer(root, agentclient.ServerConfig{ReadHeaderTimeout: 5 * time.Second})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		_ = srv.Close()
 		return err
 	}

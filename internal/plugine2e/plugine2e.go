@@ -59,7 +59,7 @@ func StartConductor(t testing.TB, reg *driver.Registry, binary, hostname string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cond.Start(ctx); err != nil {
+	if err := cond.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -347,7 +347,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 	}
 	api.Config.Handler = h
 	api.Start()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
