@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/anvilmetal/anvil/internal/mask"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Mask is the text that replaces a secret value.
@@ -67,33 +68,33 @@ func (n *Node) Masked() *Node {
 // nodeView is the shape a Node takes in JSON, logs and formatted output.
 // It is built from a masked copy only.
 type nodeView struct {
-	UUID                 string            `json:"uuid"`
-	Name                 string            `json:"name,omitempty"`
-	Driver               string            `json:"driver,omitempty"`
-	ProvisionState       string            `json:"provision_state"`
-	TargetProvisionState string            `json:"target_provision_state,omitempty"`
-	PowerState           string            `json:"power_state,omitempty"`
-	TargetPowerState     string            `json:"target_power_state,omitempty"`
-	Maintenance          bool              `json:"maintenance"`
-	MaintenanceReason    string            `json:"maintenance_reason,omitempty"`
-	Fault                string            `json:"fault,omitempty"`
-	Reservation          string            `json:"reservation,omitempty"`
-	ConductorGroup       string            `json:"conductor_group,omitempty"`
-	InstanceUUID         string            `json:"instance_uuid,omitempty"`
-	LastError            string            `json:"last_error,omitempty"`
-	Version              int64             `json:"version"`
-	Interfaces           map[string]string `json:"interfaces,omitempty"`
-	DriverInfo           map[string]any    `json:"driver_info,omitempty"`
-	DriverInternalInfo   map[string]any    `json:"driver_internal_info,omitempty"`
-	InstanceInfo         map[string]any    `json:"instance_info,omitempty"`
-	Properties           map[string]any    `json:"properties,omitempty"`
-	Extra                map[string]any    `json:"extra,omitempty"`
-	Traits               []string          `json:"traits,omitempty"`
-	CleanStep            map[string]any    `json:"clean_step,omitempty"`
-	DeployStep           map[string]any    `json:"deploy_step,omitempty"`
-	ServiceStep          map[string]any    `json:"service_step,omitempty"`
-	ProvisionUpdatedAt   string            `json:"provision_updated_at,omitempty"`
-	UpdatedAt            string            `json:"updated_at,omitempty"`
+	UUID                 string                  `json:"uuid"`
+	Name                 string                  `json:"name,omitempty"`
+	Driver               string                  `json:"driver,omitempty"`
+	ProvisionState       statemachine.State      `json:"provision_state"`
+	TargetProvisionState statemachine.State      `json:"target_provision_state,omitempty"`
+	PowerState           statemachine.PowerState `json:"power_state,omitempty"`
+	TargetPowerState     statemachine.PowerState `json:"target_power_state,omitempty"`
+	Maintenance          bool                    `json:"maintenance"`
+	MaintenanceReason    string                  `json:"maintenance_reason,omitempty"`
+	Fault                string                  `json:"fault,omitempty"`
+	Reservation          string                  `json:"reservation,omitempty"`
+	ConductorGroup       string                  `json:"conductor_group,omitempty"`
+	InstanceUUID         string                  `json:"instance_uuid,omitempty"`
+	LastError            string                  `json:"last_error,omitempty"`
+	Version              int64                   `json:"version"`
+	Interfaces           map[string]string       `json:"interfaces,omitempty"`
+	DriverInfo           map[string]any          `json:"driver_info,omitempty"`
+	DriverInternalInfo   map[string]any          `json:"driver_internal_info,omitempty"`
+	InstanceInfo         map[string]any          `json:"instance_info,omitempty"`
+	Properties           map[string]any          `json:"properties,omitempty"`
+	Extra                map[string]any          `json:"extra,omitempty"`
+	Traits               []string                `json:"traits,omitempty"`
+	CleanStep            map[string]any          `json:"clean_step,omitempty"`
+	DeployStep           map[string]any          `json:"deploy_step,omitempty"`
+	ServiceStep          map[string]any          `json:"service_step,omitempty"`
+	ProvisionUpdatedAt   string                  `json:"provision_updated_at,omitempty"`
+	UpdatedAt            string                  `json:"updated_at,omitempty"`
 }
 
 func (n Node) view() nodeView {
@@ -182,7 +183,7 @@ func (n Node) LogValue() slog.Value {
 	v := n.view()
 	attrs := []slog.Attr{
 		slog.String("uuid", v.UUID),
-		slog.String("provision_state", v.ProvisionState),
+		slog.String("provision_state", string(v.ProvisionState)),
 		slog.Int64("version", v.Version),
 	}
 	add := func(k, s string) {
@@ -192,8 +193,8 @@ func (n Node) LogValue() slog.Value {
 	}
 	add("name", v.Name)
 	add("driver", v.Driver)
-	add("target_provision_state", v.TargetProvisionState)
-	add("power_state", v.PowerState)
+	add("target_provision_state", string(v.TargetProvisionState))
+	add("power_state", string(v.PowerState))
 	add("reservation", v.Reservation)
 	add("last_error", v.LastError)
 	if v.Maintenance {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/jsonmap"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Node is one bare-metal machine as the store keeps it: the fields of
@@ -83,13 +84,15 @@ type Node struct {
 
 	// PowerState and TargetPowerState use Ironic's power state strings
 	// ("power on", "power off", ...); empty means null (unknown / none).
-	PowerState       string
-	TargetPowerState string
+	// They are statemachine.PowerState, the type drivers report
+	// (driver.PowerState is an alias of it), so no conversion is needed.
+	PowerState       statemachine.PowerState
+	TargetPowerState statemachine.PowerState
 	// ProvisionState and TargetProvisionState use Ironic's provision state
-	// strings (reference §1.1). A node created without a provision state
-	// starts in "enroll".
-	ProvisionState       string
-	TargetProvisionState string
+	// strings (reference §1.1), typed as the state machine's states. A node
+	// created without a provision state starts in "enroll".
+	ProvisionState       statemachine.State
+	TargetProvisionState statemachine.State
 	// ProvisionUpdatedAt is stamped by the store on every write that
 	// changes ProvisionState or TargetProvisionState, and by
 	// TouchProvisioning; callback timeouts compare against it.

@@ -3,6 +3,8 @@ package baremetal
 import (
 	"context"
 	"time"
+
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Store keeps nodes, ports, conductors, node history and inspection
@@ -227,8 +229,8 @@ type NodeChange struct {
 	Op string
 	// ProvisionState and TargetProvisionState are the node's states after
 	// the write ("" for delete and for lock operations).
-	ProvisionState       string
-	TargetProvisionState string
+	ProvisionState       statemachine.State
+	TargetProvisionState statemachine.State
 	// Reservation is the holder after the write.
 	Reservation string
 	// Version is the node's version after the write (0 for delete and for

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -30,19 +31,22 @@ type Interface interface {
 	Validate(ctx context.Context, t *Task) error
 }
 
-// PowerState is a node power state, with Ironic's string values. The target
-// values Reboot, SoftReboot and SoftPowerOff are accepted by SetPowerState.
-type PowerState string
+// PowerState is a node power state, with Ironic's string values. It is
+// statemachine.PowerState itself (an alias), so that a state read from a
+// driver is stored on a baremetal.Node without a conversion; the aliased
+// constants keep the names vendors implement against. The target values
+// Reboot, SoftReboot and SoftPowerOff are accepted by SetPowerState.
+type PowerState = statemachine.PowerState
 
 // Power states and power targets.
 const (
-	PowerOn      PowerState = "power on"
-	PowerOff     PowerState = "power off"
-	Reboot       PowerState = "rebooting"
-	SoftReboot   PowerState = "soft rebooting"
-	SoftPowerOff PowerState = "soft power off"
-	PowerError   PowerState = "error"
-	PowerUnknown PowerState = "" // Ironic's null
+	PowerOn      = statemachine.PowerOn
+	PowerOff     = statemachine.PowerOff
+	Reboot       = statemachine.PowerReboot
+	SoftReboot   = statemachine.PowerSoftReboot
+	SoftPowerOff = statemachine.PowerSoftOff
+	PowerError   = statemachine.PowerError
+	PowerUnknown = statemachine.PowerNone // Ironic's null
 )
 
 // PowerInterface controls a node's power.

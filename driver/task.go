@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anvilmetal/anvil/statemachine"
+
 	"github.com/anvilmetal/anvil/internal/jsonmap"
 	"github.com/anvilmetal/anvil/internal/mask"
 )
@@ -36,12 +38,12 @@ func (p Port) clone() Port {
 //
 // A Task is not safe for concurrent use.
 type Task struct {
-	NodeUUID       string          `json:"node_uuid"`
-	NodeName       string          `json:"node_name,omitempty"`
-	HardwareType   string          `json:"hardware_type"`
-	Interfaces     map[Kind]string `json:"interfaces,omitempty"` // resolved implementation names
-	ProvisionState string          `json:"provision_state,omitempty"`
-	PowerState     PowerState      `json:"power_state,omitempty"` // last known, from the node record
+	NodeUUID       string             `json:"node_uuid"`
+	NodeName       string             `json:"node_name,omitempty"`
+	HardwareType   string             `json:"hardware_type"`
+	Interfaces     map[Kind]string    `json:"interfaces,omitempty"` // resolved implementation names
+	ProvisionState statemachine.State `json:"provision_state,omitempty"`
+	PowerState     PowerState         `json:"power_state,omitempty"` // last known, from the node record
 
 	DriverInfo         map[string]any `json:"driver_info,omitempty"`
 	DriverInternalInfo map[string]any `json:"driver_internal_info,omitempty"`

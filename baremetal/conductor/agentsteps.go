@@ -206,7 +206,7 @@ func retryPending(prog steps.Progress, last agentclient.CommandResult, kind step
 func (c *Conductor) syncAgent(ctx context.Context, t *task) {
 	n := t.node
 	a := agentOf(n)
-	if a.URL == "" || a.Token == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+	if a.URL == "" || a.Token == "" || c.agent.Client == nil || n.PowerState != driver.PowerOn {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.agent.SyncTimeout)

@@ -58,7 +58,7 @@ func TestVerbsLackingInterfaceAreUnsupported(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &baremetal.Node{Name: "bare-" + strings.ReplaceAll(tc.name, " ", "-"), Driver: builtin.FakeHardware, ProvisionState: string(tc.state)}
+			n := &baremetal.Node{Name: "bare-" + strings.ReplaceAll(tc.name, " ", "-"), Driver: builtin.FakeHardware, ProvisionState: tc.state}
 			if err := store.CreateNode(ctx, n); err != nil {
 				t.Fatal(err)
 			}

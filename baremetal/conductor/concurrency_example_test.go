@@ -124,7 +124,7 @@ func untilState(ctx context.Context, c *conductor.Conductor, uuid string, state 
 		if err != nil {
 			return err
 		}
-		if n.ProvisionState == string(state) && n.Reservation == "" {
+		if n.ProvisionState == state && n.Reservation == "" {
 			return nil
 		}
 		select {

@@ -108,7 +108,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 					for i := 0; i < k; i++ {
 						st := states[i%len(states)]
 						busy = append(busy, &baremetal.Node{Name: uniqueName(fmt.Sprintf("busy-%s-%d", g, len(busy))),
-							Driver: builtin.FakeHardware, ConductorGroup: g, ProvisionState: string(st), TargetProvisionState: "active"})
+							Driver: builtin.FakeHardware, ConductorGroup: g, ProvisionState: st, TargetProvisionState: "active"})
 					}
 				}
 				add(tc.busy, group, v.counted)
@@ -157,7 +157,7 @@ func TestConcurrentActionLimit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if after.Version != before.Version || after.ProvisionState != string(v.start) || after.TargetProvisionState != "" ||
+				if after.Version != before.Version || after.ProvisionState != v.start || after.TargetProvisionState != "" ||
 					after.Reservation != "" || after.DriverInternalInfo["anvil_intent"] != nil {
 					t.Errorf("refused %s changed the node: version %d -> %d, state %s (target %q), reservation %q, intent %v",
 						v.name, before.Version, after.Version, after.ProvisionState, after.TargetProvisionState, after.Reservation, after.DriverInternalInfo["anvil_intent"])
@@ -177,7 +177,7 @@ func TestConcurrentActionLimitCheckedAfterTransition(t *testing.T) {
 	t.Parallel()
 	store := openStore(t, false)
 	h := newHarness(t, store, fake.Config{}, conductor.Options{MaxConcurrentDeploy: 1})
-	if err := store.CreateNode(h.ctx, &baremetal.Node{Name: uniqueName("busy"), Driver: builtin.FakeHardware, ProvisionState: string(statemachine.Deploying)}); err != nil {
+	if err := store.CreateNode(h.ctx, &baremetal.Node{Name: uniqueName("busy"), Driver: builtin.FakeHardware, ProvisionState: statemachine.Deploying}); err != nil {
 		t.Fatal(err)
 	}
 	n := h.enrollIn("enrolled", "", statemachine.Enroll)
@@ -197,14 +197,14 @@ func TestConcurrentActionLimitFreesUp(t *testing.T) {
 	second := h.enrollIn("second", "", statemachine.Manageable)
 	// first waits in clean wait, as an agent-based clean waiting for its
 	// agent does.
-	first.ProvisionState, first.TargetProvisionState = string(statemachine.CleanWait), string(statemachine.Available)
+	first.ProvisionState, first.TargetProvisionState = statemachine.CleanWait, statemachine.Available
 	if err := store.UpdateNode(h.ctx, first, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.Provide(h.ctx, second.UUID); !errors.Is(err, conductor.ErrConcurrentActionLimit) {
 		t.Fatalf("Provide with a node in clean wait and max_concurrent_clean 1: %v", err)
 	}
-	first.ProvisionState, first.TargetProvisionState = string(statemachine.Manageable), ""
+	first.ProvisionState, first.TargetProvisionState = statemachine.Manageable, ""
 	if err := store.UpdateNode(h.ctx, first, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func (h *harness) enrollIn(name, g string, state statemachine.State) *baremetal.
 	if state == statemachine.Enroll {
 		return n
 	}
-	n.ProvisionState = string(state)
+	n.ProvisionState = state
 	if err := h.store.UpdateNode(h.ctx, n, ""); err != nil {
 		h.t.Fatalf("set node %s to %s: %v", n.UUID, state, err)
 	}

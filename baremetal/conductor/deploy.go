@@ -79,7 +79,7 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	n := t.node
-	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == string(driver.PowerOn) {
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.
 		if err := c.powerOffAgent(ctx, t); err != nil {
@@ -107,7 +107,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	_ = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		if p := d.Power(); p != nil {
 			if ps, err := p.GetPowerState(ctx, v); err == nil {
-				n.PowerState = string(ps)
+				n.PowerState = ps
 			}
 		}
 		return nil
@@ -316,7 +316,7 @@ func (c *Conductor) validateDeployRequest(ctx context.Context, t *task, cd confi
 	}
 	// The view is what the interface will see once deploying; it is
 	// discarded, so Validate cannot change the node.
-	v.ProvisionState = string(statemachine.Deploying)
+	v.ProvisionState = statemachine.Deploying
 	if err := dep.Validate(ctx, v); err != nil {
 		var mp *driver.MissingParameterError
 		if errors.As(err, &mp) {

@@ -39,14 +39,14 @@ func BenchmarkLifecycle(b *testing.B) {
 	var mu sync.Mutex
 	waiting := map[string]chan string{}
 	cancel := c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
-		if st := statemachine.State(e.To); !statemachine.IsStable(st) && !statemachine.IsFailure(st) {
+		if st := e.To; !statemachine.IsStable(st) && !statemachine.IsFailure(st) {
 			return
 		}
 		mu.Lock()
 		ch := waiting[e.NodeUUID]
 		mu.Unlock()
 		if ch != nil {
-			ch <- e.To
+			ch <- string(e.To)
 		}
 	})
 	defer cancel()

@@ -59,7 +59,7 @@ func ExampleConductor() {
 	}
 	for e := range events {
 		fmt.Println(e.From, "->", e.To)
-		if e.To == string(statemachine.Manageable) {
+		if e.To == statemachine.Manageable {
 			break
 		}
 	}

@@ -96,7 +96,7 @@ func cleanWaitTimeout(t *testing.T) {
 	}
 	clock.Advance(29 * time.Minute)
 	h.c.CheckTimeouts(h.ctx)
-	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != string(statemachine.CleanWait) {
+	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != statemachine.CleanWait {
 		t.Fatalf("after 29 minutes: %s, want still clean wait", got.ProvisionState)
 	}
 	clock.Advance(2 * time.Minute)
@@ -282,7 +282,7 @@ func rescueUnrescueAdoptPower(t *testing.T) {
 	}
 }
 
-func (h *harness) waitPower(uuid, want string) *baremetal.Node {
+func (h *harness) waitPower(uuid string, want statemachine.PowerState) *baremetal.Node {
 	h.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -42,7 +42,7 @@ type transitions struct {
 
 func (tr *transitions) add(e conductor.Event) {
 	tr.mu.Lock()
-	tr.seq = append(tr.seq, e.From+">"+e.To)
+	tr.seq = append(tr.seq, string(e.From)+">"+string(e.To))
 	tr.mu.Unlock()
 }
 
@@ -85,7 +85,7 @@ func TestInbandInspection(t *testing.T) {
 	if len(ports) != 1 || ports[0].Address != fake.MAC(n.UUID) || !ports[0].PXEEnabled {
 		t.Fatalf("ports after inspection = %+v, want one PXE port %s", ports, fake.MAC(n.UUID))
 	}
-	if m.PowerState != string(driver.PowerOff) {
+	if m.PowerState != driver.PowerOff {
 		t.Errorf("inspected node power = %q, want power off", m.PowerState)
 	}
 	if m.InspectionFinishedAt.IsZero() || m.InspectionFinishedAt.Before(m.InspectionStartedAt) {
@@ -234,8 +234,8 @@ func (h *agentHarness) waitForFinished(uuid string, state statemachine.State) *b
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if n.Reservation == "" && (n.ProvisionState == string(state) || n.ProvisionState == string(statemachine.InspectFailed)) {
-			if n.ProvisionState != string(state) {
+		if n.Reservation == "" && (n.ProvisionState == state || n.ProvisionState == statemachine.InspectFailed) {
+			if n.ProvisionState != state {
 				h.t.Fatalf("node %s is %s (last error %q), want %s", uuid, n.ProvisionState, n.LastError, state)
 			}
 			return n
@@ -255,7 +255,7 @@ func TestInbandInspectionFastTrack(t *testing.T) {
 	n := h.enrollInspectNode("inband-ft", simfleet.PowerName, map[string]any{"fast_track": "true"})
 	h.must(h.c.Inspect(h.ctx, n.UUID))
 	m := h.waitForFinished(n.UUID, statemachine.Manageable)
-	if m.PowerState != string(driver.PowerOn) {
+	if m.PowerState != driver.PowerOn {
 		t.Fatalf("fast-track node power after inspection = %q, want power on (agent kept)", m.PowerState)
 	}
 	if h.fleet.Agent(n.UUID) == nil {
@@ -278,7 +278,7 @@ func TestInbandInspectionRamdiskError(t *testing.T) {
 	if !strings.Contains(f.LastError, "Ramdisk reported error: lshw crashed: no disks") {
 		t.Errorf("last error %q does not carry the ramdisk's error", f.LastError)
 	}
-	if f.PowerState != string(driver.PowerOff) {
+	if f.PowerState != driver.PowerOff {
 		t.Errorf("failed inspection left power %q, want power off", f.PowerState)
 	}
 	if _, ok := f.Properties["cpus"]; ok {

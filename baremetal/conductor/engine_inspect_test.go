@@ -115,12 +115,12 @@ func TestInspectionAbortDropsLatePost(t *testing.T) {
 	if params["ipa-inspection-callback-url"] != h.apiURL+"/v1/continue_inspection" || params["ipa-api-url"] != h.apiURL {
 		t.Fatalf("ramdisk prepared with %v, want the inspection callback under %s", params, h.apiURL)
 	}
-	if w.PowerState != string(driver.PowerOn) || w.InspectionStartedAt.IsZero() {
+	if w.PowerState != driver.PowerOn || w.InspectionStartedAt.IsZero() {
 		t.Fatalf("node waiting for inspection: power %q, inspection_started_at %v", w.PowerState, w.InspectionStartedAt)
 	}
 	h.must(h.c.Abort(h.ctx, n.UUID))
 	f := h.waitFor(n.UUID, statemachine.InspectFailed)
-	if f.LastError != "Inspection aborted by request" || f.PowerState != string(driver.PowerOff) {
+	if f.LastError != "Inspection aborted by request" || f.PowerState != driver.PowerOff {
 		t.Fatalf("aborted inspection: last error %q, power %q", f.LastError, f.PowerState)
 	}
 	if _, ok := f.DriverInternalInfo[fake.BootRamdiskParamsKey]; ok {
@@ -131,7 +131,7 @@ func TestInspectionAbortDropsLatePost(t *testing.T) {
 		t.Fatalf("late inspection post: HTTP %d, want 404", code)
 	}
 	after, _ := h.store.GetNode(h.ctx, n.UUID)
-	if after.Version != before || after.ProvisionState != string(statemachine.InspectFailed) {
+	if after.Version != before || after.ProvisionState != statemachine.InspectFailed {
 		t.Fatalf("late post changed the node: version %d -> %d, state %s", before, after.Version, after.ProvisionState)
 	}
 }
@@ -148,7 +148,7 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 	h.waitFor(n.UUID, statemachine.InspectWait)
 	clock.Advance(29 * time.Minute)
 	h.c.CheckTimeouts(h.ctx)
-	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != string(statemachine.InspectWait) {
+	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != statemachine.InspectWait {
 		t.Fatalf("after 29 minutes: %s, want still inspect wait", got.ProvisionState)
 	}
 	clock.Advance(2 * time.Minute)
@@ -158,7 +158,7 @@ func TestInspectWaitTimeoutInband(t *testing.T) {
 		t.Fatalf("last error %q", f.LastError)
 	}
 	// The inspection boot is torn down and the node powered off.
-	if f.PowerState != string(driver.PowerOff) {
+	if f.PowerState != driver.PowerOff {
 		t.Errorf("power after the timeout: %q, want power off", f.PowerState)
 	}
 	if _, ok := f.DriverInternalInfo[fake.BootRamdiskParamsKey]; ok {
@@ -373,7 +373,7 @@ func inspectionDataSurvivesRestart(t *testing.T) {
 	}
 	stopConductor(t, c1, 50*time.Millisecond)
 	held, _ := store.GetNode(h.ctx, n.UUID)
-	if held.ProvisionState != string(statemachine.InspectWait) || held.DriverInternalInfo["anvil_intent"] == nil {
+	if held.ProvisionState != statemachine.InspectWait || held.DriverInternalInfo["anvil_intent"] == nil {
 		t.Fatalf("after the stop: state %s intent %v, want inspect wait with the data pending", held.ProvisionState, held.DriverInternalInfo["anvil_intent"])
 	}
 	c2 := startConductor(t, store, reg, "inspect-restart", 4)
@@ -416,7 +416,7 @@ func inspectionDataDroppedWhenNoLongerWaiting(t *testing.T) {
 	h.must(c.Abort(h.ctx, aborted.UUID))
 	// Another actor fails the second node while its data waits.
 	cur, _ := store.GetNode(h.ctx, moved.UUID)
-	cur.ProvisionState, cur.LastError = string(statemachine.InspectFailed), "failed elsewhere"
+	cur.ProvisionState, cur.LastError = statemachine.InspectFailed, "failed elsewhere"
 	if err := store.UpdateNode(h.ctx, cur, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func inspectionDataDroppedWhenNoLongerWaiting(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if m.ProvisionState != string(statemachine.InspectFailed) || m.LastError != "failed elsewhere" || m.Properties["cpus"] != nil {
+	if m.ProvisionState != statemachine.InspectFailed || m.LastError != "failed elsewhere" || m.Properties["cpus"] != nil {
 		t.Errorf("dropped data changed the node: state %s last error %q properties %v", m.ProvisionState, m.LastError, m.Properties)
 	}
 	ah := &agentHarness{harness: h}
@@ -469,7 +469,7 @@ func inspectWaitTimeoutSparesAcceptedData(t *testing.T) {
 	}
 	clock.Advance(31 * time.Minute)
 	c.CheckTimeouts(h.ctx)
-	if cur, _ := store.GetNode(h.ctx, n.UUID); cur.ProvisionState != string(statemachine.InspectWait) {
+	if cur, _ := store.GetNode(h.ctx, n.UUID); cur.ProvisionState != statemachine.InspectWait {
 		t.Fatalf("node with accepted data is %s after the timeout check (last error %q), want inspect wait", cur.ProvisionState, cur.LastError)
 	}
 	h.waitFor(blocker, statemachine.Manageable)
@@ -525,7 +525,7 @@ func TestInventorySaveFailureFailsInspection(t *testing.T) {
 	if !strings.Contains(f.LastError, "Failed to store the inspection inventory of node "+n.UUID) || !strings.Contains(f.LastError, "disk quota exceeded") {
 		t.Fatalf("last error %q does not name the failed inventory save", f.LastError)
 	}
-	if f.PowerState != string(driver.PowerOff) || f.Reservation != "" || !f.InspectionFinishedAt.IsZero() {
+	if f.PowerState != driver.PowerOff || f.Reservation != "" || !f.InspectionFinishedAt.IsZero() {
 		t.Fatalf("after the failed save: power %q, reservation %q, inspection_finished_at %v", f.PowerState, f.Reservation, f.InspectionFinishedAt)
 	}
 	if store.saves.Load() != 1 {
@@ -610,7 +610,7 @@ func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
 	h.must(c.Manage(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(c.Inspect(h.ctx, n.UUID))
-	if w := h.waitFor(n.UUID, statemachine.InspectWait); w.PowerState != string(driver.PowerOn) {
+	if w := h.waitFor(n.UUID, statemachine.InspectWait); w.PowerState != driver.PowerOn {
 		t.Fatalf("node waiting for inspection is %q, want power on", w.PowerState)
 	}
 	store.failSaves.Store(true)
@@ -618,7 +618,7 @@ func TestInventorySaveFailureFastTrackPowersOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := h.waitFor(n.UUID, statemachine.InspectFailed)
-	if !strings.Contains(f.LastError, "inspection inventory") || f.PowerState != string(driver.PowerOff) {
+	if !strings.Contains(f.LastError, "inspection inventory") || f.PowerState != driver.PowerOff {
 		t.Fatalf("fast-track node after a failed inventory save: last error %q, power %q; want the save named and power off", f.LastError, f.PowerState)
 	}
 	for _, k := range []string{"anvil_inspection_managed_boot", driver.InternalAgentURL, driver.InternalAgentToken} {

@@ -156,7 +156,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 		cur, err := store.GetNode(ctx, n.UUID)
 		hs.must(err)
 		cur.DriverInternalInfo[fake.PowerStateKey] = string(driver.PowerOn)
-		cur.PowerState = string(driver.PowerOn)
+		cur.PowerState = driver.PowerOn
 		hs.must(store.UpdateNode(ctx, cur, ""))
 	}
 	hs.must(c.Provide(ctx, n.UUID))

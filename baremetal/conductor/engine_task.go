@@ -154,7 +154,7 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 	v := &driver.Task{
 		NodeUUID: n.UUID, NodeName: n.Name, HardwareType: n.Driver,
 		Interfaces: d.Names, ProvisionState: n.ProvisionState,
-		PowerState:         driver.PowerState(n.PowerState),
+		PowerState:         n.PowerState,
 		DriverInfo:         jsonmap.Clone(n.DriverInfo),
 		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
 		InstanceInfo:       jsonmap.Clone(n.InstanceInfo),
@@ -269,26 +269,26 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	n := t.node
 	from := n.ProvisionState
 	explicit := o.target
-	if o.keepTarget && explicit == "" && statemachine.State(n.TargetProvisionState) != "" &&
-		t.c.fsm.IsStable(statemachine.State(n.TargetProvisionState)) {
-		explicit = statemachine.State(n.TargetProvisionState)
+	if o.keepTarget && explicit == "" && n.TargetProvisionState != "" &&
+		t.c.fsm.IsStable(n.TargetProvisionState) {
+		explicit = n.TargetProvisionState
 	}
-	cur := statemachine.State(n.TargetProvisionState)
+	cur := n.TargetProvisionState
 	if cur != "" && !t.c.fsm.IsStable(cur) {
 		cur = ""
 	}
 	next, target, err := t.c.fsm.Apply(statemachine.Move{
-		State: statemachine.State(from), Target: cur, Event: ev,
+		State: from, Target: cur, Event: ev,
 		ExplicitTarget: explicit, WorkFollows: o.work,
 	})
 	if err != nil {
 		return fmt.Errorf("baremetal: node %s: %w", n.UUID, err)
 	}
-	n.ProvisionState, n.TargetProvisionState = string(next), string(target)
+	n.ProvisionState, n.TargetProvisionState = next, target
 	if o.work || o.lastError != "" {
 		n.LastError = o.lastError
 	}
-	h := t.c.transitionHistory(n, from, string(ev), o.lastError)
+	h := t.c.transitionHistory(n, from, ev, o.lastError)
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
 		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
@@ -298,29 +298,29 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	} else if err := t.save(ctx); err != nil {
 		return err
 	}
-	t.c.transitioned(ctx, n, from, string(ev), o.lastError, h)
+	t.c.transitioned(ctx, n, from, ev, o.lastError, h)
 	return nil
 }
 
 // transitionHistory is the history entry recording a transition of n
 // from from by ev.
-func (c *Conductor) transitionHistory(n *baremetal.Node, from, ev, errText string) *baremetal.HistoryEntry {
+func (c *Conductor) transitionHistory(n *baremetal.Node, from statemachine.State, ev statemachine.Event, errText string) *baremetal.HistoryEntry {
 	sev := baremetal.HistoryInfo
-	msg := fmt.Sprintf("%s -> %s (event %s, target %s)", from, n.ProvisionState, ev, orNone(n.TargetProvisionState))
+	msg := fmt.Sprintf("%s -> %s (event %s, target %s)", from, n.ProvisionState, ev, orNone(string(n.TargetProvisionState)))
 	if errText != "" {
 		sev = baremetal.HistoryError
 		msg += ": " + errText
 	}
 	// The store masks secrets in history messages itself.
-	return &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: truncEvent("provision state " + n.ProvisionState), EventType: "provisioning",
+	return &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: truncEvent("provision state " + string(n.ProvisionState)), EventType: "provisioning",
 		Message: msg, Severity: sev, Conductor: c.host}
 }
 
 // transitioned records a committed transition: the history entry h when
 // it was not written with the change (nil when it was), watchers,
 // metrics.
-func (c *Conductor) transitioned(ctx context.Context, n *baremetal.Node, from, ev, errText string, h *baremetal.HistoryEntry) {
-	c.metrics.transitions.WithLabelValues(from, n.ProvisionState, ev).Inc()
+func (c *Conductor) transitioned(ctx context.Context, n *baremetal.Node, from statemachine.State, ev statemachine.Event, errText string, h *baremetal.HistoryEntry) {
+	c.metrics.transitions.WithLabelValues(string(from), string(n.ProvisionState), string(ev)).Inc()
 	e := Event{Time: c.clock.Now(), Type: EventTransition, NodeUUID: n.UUID, NodeName: n.Name,
 		From: from, To: n.ProvisionState, Target: n.TargetProvisionState, Trigger: ev, Error: errText, Conductor: c.host}
 	if h != nil {
@@ -431,7 +431,7 @@ func (t *task) consumeIntent() {
 // cleaning.
 func (t *task) fail(ctx context.Context, msg string, keepTarget bool) {
 	t.consumeIntent()
-	if !t.c.fsm.Allows(statemachine.State(t.node.ProvisionState), statemachine.EventFail) {
+	if !t.c.fsm.Allows(t.node.ProvisionState, statemachine.EventFail) {
 		t.node.LastError = msg
 		if err := t.save(ctx); err != nil {
 			t.c.log.Warn("cannot record failure", "node", t.uuid(), "error", err)

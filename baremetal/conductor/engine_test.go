@@ -80,7 +80,7 @@ func (h *harness) waitFor(uuid string, state statemachine.State) *baremetal.Node
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if n.ProvisionState == string(state) && n.Reservation == "" {
+		if n.ProvisionState == state && n.Reservation == "" {
 			return n
 		}
 		if time.Now().After(deadline) {
@@ -146,7 +146,7 @@ func lifecycle(t *testing.T, store baremetal.Store) {
 	for i, w := range want {
 		select {
 		case e := <-events:
-			if got := e.From + ">" + e.To; got != w {
+			if got := string(e.From) + ">" + string(e.To); got != w {
 				t.Fatalf("transition %d = %s, want %s", i, got, w)
 			}
 		case <-time.After(5 * time.Second):

@@ -94,7 +94,7 @@ func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 		t.fail(ctx, msg, false)
 		return err
 	}
-	t.node.PowerState = string(ps)
+	t.node.PowerState = ps
 	return t.process(ctx, statemachine.EventDone, moveOpts{})
 }
 
@@ -141,7 +141,7 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 func (c *Conductor) doClean(ctx context.Context, t *task, in intent) error {
 	t.consumeIntent()
 	n := t.node
-	manual := n.TargetProvisionState == string(statemachine.Manageable)
+	manual := n.TargetProvisionState == statemachine.Manageable
 	var user []steps.Step
 	disable := false
 	if manual {

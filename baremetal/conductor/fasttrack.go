@@ -88,7 +88,7 @@ func decideFastTrack(f fastTrackFacts) fastTrackReason {
 func (c *Conductor) isFastTrack(ctx context.Context, t *task) (bool, fastTrackReason) {
 	n := t.node
 	f := fastTrackFacts{
-		Able: c.fastTrackable(t), State: statemachine.State(n.ProvisionState),
+		Able: c.fastTrackable(t), State: n.ProvisionState,
 		InspectionFinished: n.InspectionFinishedAt, Now: c.clock.Now(), Timeout: c.agent.FastTrackTimeout,
 	}
 	if !f.Able {

@@ -59,7 +59,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 		return created, nil
 	}
 	policy := baremetal.NoRetry()
-	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == string(statemachine.InspectWait) {
+	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == statemachine.InspectWait {
 		policy = inspectionLockPolicy()
 	}
 	n, err := baremetal.AcquireNode(ctx, c.store, nodeUUID, c.host, policy)
@@ -107,7 +107,7 @@ func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
 	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
 	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 	return agentclient.Node{
-		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
+		UUID: n.UUID, Name: n.Name, ProvisionState: string(n.ProvisionState), Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
 		Properties: jsonmap.Clone(n.Properties), InstanceInfo: jsonmap.Clone(n.InstanceInfo),
 		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
@@ -152,11 +152,11 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	}
 	t := c.newTask(n)
 	defer t.release()
-	state := statemachine.State(n.ProvisionState)
+	state := n.ProvisionState
 	if !heartbeatAllowed(state, c.fastTrackable(t)) {
 		return
 	}
-	c.metrics.heartbeats.WithLabelValues(n.ProvisionState).Inc()
+	c.metrics.heartbeats.WithLabelValues(string(n.ProvisionState)).Inc()
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[driver.InternalAgentURL] = hb.CallbackURL
 	n.DriverInternalInfo[driver.InternalAgentVersion] = hb.AgentVersion

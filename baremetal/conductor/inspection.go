@@ -179,7 +179,7 @@ func (b agentBackend) LookupInspectedNode(ctx context.Context, q agentclient.Ins
 		}
 		return agentclient.Node{}, err
 	}
-	if n.ProvisionState != string(statemachine.InspectWait) {
+	if n.ProvisionState != statemachine.InspectWait {
 		return notFound(fmt.Sprintf("node %s is %s, not waiting for inspection data", n.UUID, n.ProvisionState))
 	}
 	return c.agentNode(n), nil
@@ -273,7 +273,7 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 		}
 	}()
 	n := t.node
-	if n.ProvisionState != string(statemachine.InspectWait) {
+	if n.ProvisionState != statemachine.InspectWait {
 		return fmt.Errorf("%w: inspection data for node %s, which is %s, not waiting for it", agentclient.ErrNodeNotFound, n.UUID, n.ProvisionState)
 	}
 	if err := c.checkServed(n); err != nil {
@@ -340,7 +340,7 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 func (c *Conductor) doContinueInspection(ctx context.Context, t *task, in intent) error {
 	t.consumeIntent()
 	n := t.node
-	if n.ProvisionState != string(statemachine.InspectWait) {
+	if n.ProvisionState != statemachine.InspectWait {
 		c.history(ctx, n.UUID, "inspection data dropped", "inspection",
 			fmt.Sprintf("inspection data received at %v dropped: the node is %s, no longer waiting for it", in.Args["received_at"], n.ProvisionState), baremetal.HistoryWarning)
 		return t.save(ctx)

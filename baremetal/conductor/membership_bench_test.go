@@ -14,18 +14,19 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // benchFleet enrolls n fake-hardware nodes in state directly through the
 // store, with every interface resolved.
-func benchFleet(b *testing.B, s baremetal.Store, n int, state string) []string {
+func benchFleet(b *testing.B, s baremetal.Store, n int, state statemachine.State) []string {
 	b.Helper()
 	return fleetNodes(b, s, n, state, "power off")
 }
 
 // fleetNodes creates n fake-hardware nodes in state, recorded powered off,
 // whose (fake) hardware is in hwPower.
-func fleetNodes(b testing.TB, s baremetal.Store, n int, state, hwPower string) []string {
+func fleetNodes(b testing.TB, s baremetal.Store, n int, state statemachine.State, hwPower string) []string {
 	b.Helper()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {

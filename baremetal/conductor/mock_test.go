@@ -76,7 +76,7 @@ func TestPowerSyncCountsConsecutiveBMCFailures(t *testing.T) {
 	// A manageable node whose recorded power matches the BMC's first
 	// answer, created in the store so that no verb reads the mock.
 	n := &baremetal.Node{Name: "mock-1", Driver: builtin.FakeHardware, PowerInterface: "mock",
-		ProvisionState: string(statemachine.Manageable), PowerState: string(driver.PowerOn)}
+		ProvisionState: statemachine.Manageable, PowerState: driver.PowerOn}
 	if err := store.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestEnrollRefusesUnknownStatesNamingWhatTheCallerGave(t *testing.T) {
 			t.Errorf("%s: error names a UUID that was never stored: %v", c.name, err)
 		}
 	}
-	for _, ps := range []string{"", "power on", "power off", "error"} {
+	for _, ps := range []statemachine.PowerState{"", "power on", "power off", "error"} {
 		n, err := h.c.Enroll(h.ctx, &baremetal.Node{Driver: builtin.FakeHardware, PowerState: ps})
 		if err != nil {
 			t.Errorf("Enroll with power state %q = %v", ps, err)

@@ -79,7 +79,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 			c.queue.push(job{uuid: n.UUID})
 			continue
 		}
-		if !statemachine.IsStuckTreatedAsFail(statemachine.State(n.ProvisionState)) {
+		if !statemachine.IsStuckTreatedAsFail(n.ProvisionState) {
 			continue
 		}
 		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
@@ -87,7 +87,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 			continue
 		}
 		t := c.newTask(locked)
-		if _, ok := readIntent(locked); !ok && statemachine.IsStuckTreatedAsFail(statemachine.State(locked.ProvisionState)) {
+		if _, ok := readIntent(locked); !ok && statemachine.IsStuckTreatedAsFail(locked.ProvisionState) {
 			if c.cluster != nil {
 				// The cluster's orphan check resumes or fails it.
 				t.release()
@@ -174,7 +174,7 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 	t := c.newTask(locked)
 	defer t.release()
 	n := t.node
-	if n.ProvisionState != string(state) || n.Maintenance {
+	if n.ProvisionState != state || n.Maintenance {
 		return
 	}
 	if in, ok := readIntent(n); ok && in.Op == opContinueInspection {
@@ -236,7 +236,7 @@ func (c *Conductor) syncPowerStates(ctx context.Context) {
 		}()
 	}
 	for _, n := range nodes {
-		if statemachine.PowerSyncExcluded(statemachine.State(n.ProvisionState)) || n.TargetPowerState != "" || n.Reserved() {
+		if statemachine.PowerSyncExcluded(n.ProvisionState) || n.TargetPowerState != "" || n.Reserved() {
 			continue
 		}
 		select {
@@ -290,7 +290,7 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 		setCount(count)
 		return
 	}
-	if string(hw) == shared.PowerState {
+	if hw == shared.PowerState {
 		c.metrics.powerSync.WithLabelValues("match").Inc()
 		setCount(0)
 		return
@@ -303,11 +303,11 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 	lt := c.newTask(locked)
 	defer lt.release()
 	n := lt.node
-	if n.Maintenance || n.TargetPowerState != "" || statemachine.PowerSyncExcluded(statemachine.State(n.ProvisionState)) {
+	if n.Maintenance || n.TargetPowerState != "" || statemachine.PowerSyncExcluded(n.ProvisionState) {
 		return
 	}
 	if n.PowerState == "" {
-		n.PowerState = string(hw)
+		n.PowerState = hw
 		if err := lt.save(ctx); err == nil {
 			c.metrics.powerSync.WithLabelValues("recorded").Inc()
 			c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState})
@@ -317,13 +317,13 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 	}
 	if count > c.opts.PowerStateSyncMaxRetries {
 		lt.release()
-		c.powerMaintenance(ctx, n.UUID, fmt.Sprintf("During sync_power_state, max retries exceeded for node %s, node state %s does not match expected state '%s'. Updating DB state to '%s' Switching node to maintenance mode.", n.UUID, hw, n.PowerState, hw), string(hw))
+		c.powerMaintenance(ctx, n.UUID, fmt.Sprintf("During sync_power_state, max retries exceeded for node %s, node state %s does not match expected state '%s'. Updating DB state to '%s' Switching node to maintenance mode.", n.UUID, hw, n.PowerState, hw), hw)
 		setCount(count)
 		return
 	}
 	setCount(count)
 	if !c.opts.KeepHardwarePowerState && !n.DisablePowerOff {
-		want := driver.PowerState(n.PowerState)
+		want := n.PowerState
 		c.history(ctx, n.UUID, "power state corrected", "power",
 			fmt.Sprintf("power state of node %s was %s, expected %s: forcing it back", n.UUID, hw, want), baremetal.HistoryWarning)
 		if err := c.powerAction(ctx, lt, want, 0); err != nil {
@@ -335,7 +335,7 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 		}
 		return
 	}
-	n.PowerState = string(hw)
+	n.PowerState = hw
 	if err := lt.save(ctx); err == nil {
 		c.metrics.powerSync.WithLabelValues("recorded").Inc()
 		c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState})
@@ -344,7 +344,7 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 
 var errSkipSync = errors.New("power validation failed with no recorded power state")
 
-func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg, hw string) {
+func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg string, hw driver.PowerState) {
 	n, err := c.store.ReserveNode(ctx, uuid, c.host)
 	if err != nil {
 		return
@@ -373,7 +373,7 @@ func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 		return
 	}
 	for _, shared := range nodes {
-		if shared.Fault != "power failure" || shared.ProvisionState == string(statemachine.Enroll) || shared.TargetPowerState != "" {
+		if shared.Fault != "power failure" || shared.ProvisionState == statemachine.Enroll || shared.TargetPowerState != "" {
 			continue
 		}
 		n, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
@@ -394,7 +394,7 @@ func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 			return err
 		})
 		if err == nil {
-			n.PowerState = string(hw)
+			n.PowerState = hw
 			n.Maintenance, n.MaintenanceReason, n.Fault = false, "", ""
 			if t.save(ctx) == nil {
 				c.metrics.powerSync.WithLabelValues("recovered").Inc()

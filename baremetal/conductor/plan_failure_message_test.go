@@ -24,9 +24,10 @@ func TestUnplannableStepsFailWithIronicsMessage(t *testing.T) {
 	store := openStore(t, false)
 	bad := []any{map[string]any{"interface": "bios", "step": "no_such_step", "priority": 10, "args": map[string]any{}}}
 	cases := []struct {
-		state, target, op, argKey string
-		failed                    statemachine.State
-		want                      func(uuid string) string
+		state, target statemachine.State
+		op, argKey    string
+		failed        statemachine.State
+		want          func(uuid string) string
 	}{
 		{"deploying", "active", "deploy", "deploy_steps", statemachine.DeployFailed,
 			func(string) string { return "Cannot get deploy steps; failed to deploy: " }},

@@ -69,7 +69,7 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 // pre-generated), and publishes it.
 func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
 	n := t.node
-	n.PowerState = string(got)
+	n.PowerState = got
 	if target != driver.PowerOn {
 		if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
 			n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
@@ -101,7 +101,7 @@ func (c *Conductor) SetPowerState(ctx context.Context, ident string, target stat
 		t.release()
 		return &VerbError{Verb: "power off", Node: n.UUID, State: n.ProvisionState, Reason: "disable_power_off is set"}
 	}
-	n.TargetPowerState = string(target)
+	n.TargetPowerState = target
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[intentKey] = intent{Op: opPower, RequestedAt: c.clock.Now(),
 		Args: map[string]any{"target": string(target), "timeout": timeout.String()}}.encode()
@@ -122,7 +122,7 @@ func (c *Conductor) SetPowerState(ctx context.Context, ident string, target stat
 func (c *Conductor) powerOffAgent(ctx context.Context, t *task) error {
 	n := t.node
 	a := agentOf(n)
-	if a.URL == "" || c.agent.Client == nil || n.PowerState != string(driver.PowerOn) {
+	if a.URL == "" || c.agent.Client == nil || n.PowerState != driver.PowerOn {
 		return c.powerAction(ctx, t, driver.PowerOff, 0)
 	}
 	c.syncAgent(ctx, t)

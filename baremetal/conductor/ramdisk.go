@@ -66,7 +66,7 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 // powerIntoRamdisk reboots the node (or powers it on) once its ramdisk
 // boot is prepared.
 func (c *Conductor) powerIntoRamdisk(ctx context.Context, t *task) error {
-	if t.node.PowerState == string(driver.PowerOn) {
+	if t.node.PowerState == driver.PowerOn {
 		return c.powerBootingAgent(ctx, t, driver.Reboot)
 	}
 	return c.powerBootingAgent(ctx, t, driver.PowerOn)

@@ -133,7 +133,7 @@ func runDrainsWhenTheContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ProvisionState != string(statemachine.Active) || got.Reservation != "" {
+	if got.ProvisionState != statemachine.Active || got.Reservation != "" {
 		t.Fatalf("after the drain the node is %q reserved by %q, want active and free: the running deploy finishes", got.ProvisionState, got.Reservation)
 	}
 	if rec, err := store.GetConductor(ctx, c.Hostname()); err != nil || rec.Online {
@@ -184,7 +184,7 @@ func runWithoutGraceStopsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ProvisionState == string(statemachine.Active) || got.Reservation != "" {
+	if got.ProvisionState == statemachine.Active || got.Reservation != "" {
 		t.Fatalf("after a stop without grace the node is %q reserved by %q, want not active and free", got.ProvisionState, got.Reservation)
 	}
 }

@@ -524,7 +524,7 @@ func (s *scenario) formatEvent(e conductor.Event) string {
 	case conductor.EventTransition:
 		out += fmt.Sprintf("%s -> %s (%s)", e.From, e.To, e.Trigger)
 		if e.Target != "" {
-			out += " target " + e.Target
+			out += " target " + string(e.Target)
 		}
 	case conductor.EventStepStart, conductor.EventStepEnd:
 		out += fmt.Sprintf("%s %s %s", e.Type, e.StepKind, e.Step)
@@ -546,7 +546,7 @@ func (s *scenario) show(name string) string {
 	}
 	out := fmt.Sprintf("%s: state %s", name, n.ProvisionState)
 	if n.TargetProvisionState != "" {
-		out += " target " + n.TargetProvisionState
+		out += " target " + string(n.TargetProvisionState)
 	}
 	power := n.PowerState
 	if power == "" {

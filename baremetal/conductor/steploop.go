@@ -18,7 +18,7 @@ import (
 // otherwise by waiting for the agent's first heartbeat.
 func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, user []steps.Step, disableRamdisk bool) error {
 	n := t.node
-	manual := kind == steps.Clean && n.TargetProvisionState == string(statemachine.Manageable)
+	manual := kind == steps.Clean && n.TargetProvisionState == statemachine.Manageable
 	if err := steps.Wipe(kind, ensureMap(n.DriverInternalInfo)); err != nil {
 		return c.stepsFailed(ctx, t, kind, err.Error(), false)
 	}
@@ -122,7 +122,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 		default:
 			// Continuing after a wait: Ironic's continue_node_<kind> fires
 			// resume first.
-			if statemachine.State(n.ProvisionState) == waitState(kind) {
+			if n.ProvisionState == waitState(kind) {
 				if err := t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); err != nil {
 					return err
 				}
@@ -207,7 +207,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 			}
 			a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepDone})
 		case steps.Wait:
-			if statemachine.State(n.ProvisionState) == waitState(kind) {
+			if n.ProvisionState == waitState(kind) {
 				return t.save(ctx)
 			}
 			return t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true})
@@ -230,7 +230,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				a = c.planner().Decide(a.Progress, steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: describeErr(err)})
 				continue
 			}
-			if statemachine.State(n.ProvisionState) == waitState(kind) {
+			if n.ProvisionState == waitState(kind) {
 				return t.save(ctx)
 			}
 			return t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true})
@@ -381,7 +381,7 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	}
 	switch kind {
 	case steps.Clean:
-		if n.TargetProvisionState == string(statemachine.Manageable) || n.Retired {
+		if n.TargetProvisionState == statemachine.Manageable || n.Retired {
 			return t.process(ctx, statemachine.EventManage, moveOpts{})
 		}
 		return t.process(ctx, statemachine.EventDone, moveOpts{})
@@ -415,7 +415,7 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 	}
 	wipeAgent(n)
 	t.fail(ctx, msg, true)
-	if kind == steps.Service && n.ProvisionState == string(statemachine.ServiceFailed) {
+	if kind == steps.Service && n.ProvisionState == statemachine.ServiceFailed {
 		return nil
 	}
 	return fmt.Errorf("baremetal: node %s: %s failed: %s", n.UUID, kind, msg)

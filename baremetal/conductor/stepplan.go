@@ -109,7 +109,7 @@ func readNodeProgress(n *baremetal.Node, kind steps.Kind) (steps.Progress, error
 	if err != nil {
 		return p, err
 	}
-	p.Manual = kind == steps.Clean && n.TargetProvisionState == string(statemachine.Manageable)
+	p.Manual = kind == steps.Clean && n.TargetProvisionState == statemachine.Manageable
 	return p, nil
 }
 
@@ -152,7 +152,7 @@ func (c *Conductor) planAndRun(ctx context.Context, t *task, kind steps.Kind) er
 	disable, _ := n.DriverInternalInfo[keys.DisableRamdisk].(bool)
 	var pl steps.Plan
 	switch {
-	case kind == steps.Clean && n.TargetProvisionState != string(statemachine.Manageable):
+	case kind == steps.Clean && n.TargetProvisionState != statemachine.Manageable:
 		pl, err = c.planner().AutomatedClean(steps.AutomatedCleanRequest{Source: src, NodeAutomatedClean: n.AutomatedClean})
 	case kind == steps.Clean:
 		pl, err = c.planner().ManualClean(steps.ManualRequest{Source: src, Steps: user, DisableRamdisk: disable})
@@ -169,7 +169,7 @@ func (c *Conductor) planAndRun(ctx context.Context, t *task, kind steps.Kind) er
 		return c.finishSteps(ctx, t, kind)
 	}
 	prog := pl.Progress()
-	prog.Manual = kind == steps.Clean && n.TargetProvisionState == string(statemachine.Manageable)
+	prog.Manual = kind == steps.Clean && n.TargetProvisionState == statemachine.Manageable
 	if kind == steps.Deploy && c.agentBased(t) && len(src.Agent) == 0 {
 		// The agent has not reported its in-band steps yet: the plan is
 		// re-validated and recomputed on the first continuation after it

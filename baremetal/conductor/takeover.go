@@ -82,7 +82,7 @@ func interrupted(n *baremetal.Node) bool {
 	if _, ok := readIntent(n); ok {
 		return false
 	}
-	return statemachine.IsStuckTreatedAsFail(statemachine.State(n.ProvisionState)) || n.TargetPowerState != ""
+	return statemachine.IsStuckTreatedAsFail(n.ProvisionState) || n.TargetPowerState != ""
 }
 
 // takeOverNode takes over one interrupted node. The lock is retried as
@@ -118,7 +118,7 @@ func (c *Conductor) recoverInterrupted(ctx context.Context, t *task, why string)
 		c.history(ctx, n.UUID, "power action aborted", "power", msg, baremetal.HistoryWarning)
 		c.countTakeover(cl, "power_cleared")
 	}
-	state := statemachine.State(n.ProvisionState)
+	state := n.ProvisionState
 	if !statemachine.IsStuckTreatedAsFail(state) {
 		return false
 	}
@@ -213,7 +213,7 @@ func (c *Conductor) restart(ctx context.Context, t *task, kind steps.Kind, why s
 		if user, ok := n.DriverInternalInfo[userStepsKey(steps.Deploy)]; ok && user != nil {
 			in.Args = map[string]any{"deploy_steps": user}
 		}
-	case kind == steps.Clean && n.TargetProvisionState != string(statemachine.Manageable):
+	case kind == steps.Clean && n.TargetProvisionState != statemachine.Manageable:
 		in = intent{Op: opClean, RequestedAt: c.clock.Now()}
 	default:
 		return false, "no step was recorded as running and the requested steps are gone"
@@ -405,7 +405,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 func (c *Conductor) reprepare(ctx context.Context, t *task) {
 	defer t.release()
 	n := t.node
-	if n.ProvisionState != string(statemachine.Active) || n.Maintenance || n.ConductorAffinity == c.record.ID || !c.ownsNode(n) {
+	if n.ProvisionState != statemachine.Active || n.Maintenance || n.ConductorAffinity == c.record.ID || !c.ownsNode(n) {
 		return
 	}
 	previous := n.ConductorAffinity

@@ -133,7 +133,7 @@ func takeoverWaitsForAgent(t *testing.T, kind steps.Kind, command, stepName stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mid.ProvisionState != string(running) || mid.Reservation != "a" ||
+	if mid.ProvisionState != running || mid.Reservation != "a" ||
 		current(mid)["interface"] != step.Interface || current(mid)["step"] != step.Name {
 		t.Fatalf("mid-step node: %s reserved by %q step %v; want %s, reserved by a, at %s",
 			mid.ProvisionState, mid.Reservation, current(mid), running, step.Key())
@@ -165,7 +165,7 @@ func takeoverWaitsForAgent(t *testing.T, kind steps.Kind, command, stepName stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur.ProvisionState != string(running) || cur.Reservation != "" || time.Now().After(deadline) {
+		if cur.ProvisionState != running || cur.Reservation != "" || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -96,7 +96,7 @@ func waitState(t *testing.T, s baremetal.Store, uuid string, want statemachine.S
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.ProvisionState == string(want) && n.Reservation == "" {
+		if n.ProvisionState == want && n.Reservation == "" {
 			return n
 		}
 		if time.Now().After(deadline) {
@@ -406,7 +406,7 @@ func takeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	s, _ := clusterStore(t, false, clock)
 	register(t, s, "ghost", "", builtin.FakeHardware)
 	c := startMember(t, s, "survivor", fake.Config{}, conductor.ClusterOptions{})
-	cases := []struct{ state, target, want string }{
+	cases := []struct{ state, target, want statemachine.State }{
 		{"deploying", "active", "active"},
 		{"cleaning", "available", "available"},
 		{"cleaning", "manageable", "clean failed"},
@@ -432,7 +432,7 @@ func takeoverRestartsRunsThatHadNotStarted(t *testing.T) {
 	}
 	c.CheckOrphanNodes(ctx)
 	for i, tc := range cases {
-		got := waitState(t, s, ids[i], statemachine.State(tc.want))
+		got := waitState(t, s, ids[i], tc.want)
 		switch tc.want {
 		case "clean failed":
 			if !strings.Contains(got.LastError, "requested steps are gone") || !got.Maintenance {

@@ -34,7 +34,7 @@ type VerbError struct {
 	// Node is the node's UUID.
 	Node string
 	// State is the node's provision state.
-	State string
+	State statemachine.State
 	// Reason says what would have been accepted.
 	Reason string
 	kind   error
@@ -83,10 +83,10 @@ func (c *Conductor) Enroll(ctx context.Context, n *baremetal.Node) (*baremetal.N
 		return nil, fmt.Errorf("baremetal: enroll node %s: %w", label, err)
 	}
 	n.SetInterfaces(ifs)
-	if n.ProvisionState != "" && n.ProvisionState != string(statemachine.Enroll) {
+	if n.ProvisionState != "" && n.ProvisionState != statemachine.Enroll {
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Ident: label, Field: "provision_state", Expected: "empty or enroll for a new node"}
 	}
-	if _, err := statemachine.ParsePowerState(n.PowerState); err != nil {
+	if _, err := statemachine.ParsePowerState(string(n.PowerState)); err != nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Ident: label, Field: "power_state",
 			Expected: "a known power state, or empty for unknown", Err: err}
 	}
@@ -94,7 +94,7 @@ func (c *Conductor) Enroll(ctx context.Context, n *baremetal.Node) (*baremetal.N
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Ident: label, Field: "target_power_state",
 			Expected: "empty for a new node (power actions go through SetPowerState)"}
 	}
-	n.ProvisionState = string(statemachine.Enroll)
+	n.ProvisionState = statemachine.Enroll
 	n.TargetProvisionState = ""
 	n.Reservation = ""
 	if err := c.store.CreateNode(ctx, n); err != nil {
@@ -132,7 +132,7 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*barem
 	}
 	defer t.release()
 	n := t.node
-	if !statemachine.NodeUpdatable(statemachine.State(n.ProvisionState), statemachine.State(n.TargetProvisionState)) {
+	if !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
 		return nil, &VerbError{Verb: "update", Node: n.UUID, State: n.ProvisionState, kind: ErrUpdateInProgress,
 			Reason: "a state transition is in progress; updates are allowed when no target is set or in " + fmt.Sprint(statemachine.UpdateAllowedStates())}
 	}
@@ -175,7 +175,7 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 		return err
 	}
 	n := t.node
-	if !statemachine.DeleteAllowed(statemachine.State(n.ProvisionState), !c.opts.RefuseDeletingAvailable) {
+	if !statemachine.DeleteAllowed(n.ProvisionState, !c.opts.RefuseDeletingAvailable) {
 		t.release()
 		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
 			Reason: fmt.Sprintf("allowed in %v", statemachine.DeleteAllowedStates())}
@@ -236,11 +236,11 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 	if err := c.checkServed(n); err != nil {
 		return err
 	}
-	if !c.fsm.Allows(statemachine.State(n.ProvisionState), v.event) {
+	if !c.fsm.Allows(n.ProvisionState, v.event) {
 		if n.Reserved() {
 			return &baremetal.NodeLockedError{Node: n.UUID, Holder: n.Reservation}
 		}
-		_, _, err := c.fsm.Process(statemachine.State(n.ProvisionState), v.event)
+		_, _, err := c.fsm.Process(n.ProvisionState, v.event)
 		return fmt.Errorf("baremetal: %s of node %s: %w", v.name, n.UUID, err)
 	}
 	// As Ironic's conductor does, the concurrency limit is checked once
@@ -291,7 +291,7 @@ func (c *Conductor) Manage(ctx context.Context, ident string) error {
 	if err != nil {
 		return err
 	}
-	if n.ProvisionState == string(statemachine.Enroll) {
+	if n.ProvisionState == statemachine.Enroll {
 		return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, op: opVerify})
 	}
 	return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, noWork: true})
@@ -395,7 +395,7 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 		}
 	}()
 	n := t.node
-	state := statemachine.State(n.ProvisionState)
+	state := n.ProvisionState
 	if !c.fsm.Allows(state, statemachine.EventAbort) || state == statemachine.CleanFailed {
 		_, _, err := c.fsm.Process(state, statemachine.EventAbort)
 		if err == nil {
@@ -475,7 +475,7 @@ func (c *Conductor) Unhold(ctx context.Context, ident string) error {
 	if err != nil {
 		return err
 	}
-	if n.ProvisionState == string(statemachine.ServiceHold) {
+	if n.ProvisionState == statemachine.ServiceHold {
 		return c.accept(ctx, ident, verb{name: "unhold", event: statemachine.EventUnhold, op: opContinueService,
 			move: moveOpts{keepTarget: true}})
 	}

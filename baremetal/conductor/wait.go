@@ -29,7 +29,7 @@ type WaitError struct {
 	// Want are the states waited for.
 	Want []statemachine.State
 	// State is the node's provision state when WaitFor returned.
-	State string
+	State statemachine.State
 	// LastError is the node's last error, which says why it failed.
 	LastError string
 	// Err is ctx.Err() when the context ended; nil when the node failed.
@@ -91,7 +91,7 @@ func (c *Conductor) WaitFor(ctx context.Context, ident string, states ...statema
 			}
 			return nil, err
 		}
-		s := statemachine.State(n.ProvisionState)
+		s := n.ProvisionState
 		if slices.Contains(states, s) {
 			return n, nil
 		}

@@ -41,14 +41,14 @@ func waitForFollowsVerbsToTheirStates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WaitFor(%s): %v", s.want, err)
 		}
-		if got.UUID != n.UUID || got.ProvisionState != string(s.want) {
+		if got.UUID != n.UUID || got.ProvisionState != s.want {
 			t.Fatalf("WaitFor(%s) = node %s in %q", s.want, got.UUID, got.ProvisionState)
 		}
 	}
 	// A node already in a wanted state returns at once; any of several
 	// states will do.
 	got, err := h.c.WaitFor(ctx, n.UUID, statemachine.Available, statemachine.Active)
-	if err != nil || got.ProvisionState != string(statemachine.Active) {
+	if err != nil || got.ProvisionState != statemachine.Active {
 		t.Fatalf("WaitFor(available, active) on an active node = %v, %v", got, err)
 	}
 }
@@ -85,10 +85,10 @@ func waitForReportsFailureStates(t *testing.T) {
 	if !errors.As(err, &we) || !errors.Is(err, conductor.ErrNodeFailed) {
 		t.Fatalf("WaitFor(active) on a failing deploy = %v, want a *WaitError matching ErrNodeFailed", err)
 	}
-	if we.Node != n.UUID || we.State != string(statemachine.DeployFailed) || we.LastError == "" || we.Err != nil {
+	if we.Node != n.UUID || we.State != statemachine.DeployFailed || we.LastError == "" || we.Err != nil {
 		t.Fatalf("WaitError = %+v, want node %s in deploy failed with its last error", we, n.UUID)
 	}
-	if got == nil || got.ProvisionState != string(statemachine.DeployFailed) {
+	if got == nil || got.ProvisionState != statemachine.DeployFailed {
 		t.Fatalf("WaitFor returned node %v, want the failed node", got)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -117,7 +117,7 @@ func waitForEndsWithItsContext(t *testing.T) {
 	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, conductor.ErrNodeFailed) {
 		t.Fatalf("WaitFor past its deadline = %v, want a *WaitError wrapping context.DeadlineExceeded", err)
 	}
-	if we.State != string(statemachine.Enroll) {
+	if we.State != statemachine.Enroll {
 		t.Fatalf("WaitError.State = %q, want enroll", we.State)
 	}
 	if _, err := h.c.WaitFor(h.ctx, "no-such-node", statemachine.Active); !errors.Is(err, baremetal.ErrNotFound) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // EventType classifies an engine event.
@@ -41,18 +43,18 @@ type Event struct {
 	// From, To and Target are the provision states before and after a
 	// transition and the new target; To is the node's current state for
 	// the other event types.
-	From   string
-	To     string
-	Target string
+	From   statemachine.State
+	To     statemachine.State
+	Target statemachine.State
 	// Trigger is the state machine event of a transition ("deploy",
 	// "done", "fail", ...).
-	Trigger string
+	Trigger statemachine.Event
 	// StepKind and Step name the step for step events ("clean",
 	// "deploy.erase_devices").
 	StepKind string
 	Step     string
 	// PowerState is the node's power state after a power event.
-	PowerState string
+	PowerState statemachine.PowerState
 	// Error is the failure, for transitions into failure states and
 	// failed steps or power actions.
 	Error string

@@ -18,6 +18,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // cpuTime returns the CPU time (user and system) this process has used.
@@ -59,7 +60,7 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) *sqlstore.Store {
 
 // benchNode is a node shaped like a real enrollment.
 func benchNode(i int) *baremetal.Node {
-	states := []string{"available", "active", "manageable", "enroll"}
+	states := []statemachine.State{"available", "active", "manageable", "enroll"}
 	return &baremetal.Node{
 		Name: fmt.Sprintf("rack%03d-u%02d", i/40, i%40), Driver: "ipmi", ProvisionState: states[i%len(states)],
 		PowerInterface: "ipmitool", ManagementInterface: "ipmitool", BootInterface: "ipxe", DeployInterface: "direct",
@@ -143,7 +144,7 @@ func BenchmarkLockedUpdate(b *testing.B) {
 								b.Error(err)
 								return
 							}
-							n.PowerState = []string{"power on", "power off"}[i%2]
+							n.PowerState = []statemachine.PowerState{"power on", "power off"}[i%2]
 							if err := s.UpdateNode(ctx, n, holder); err != nil {
 								b.Error(err)
 								return

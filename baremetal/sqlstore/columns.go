@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/anvilmetal/anvil/statemachine"
+
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
@@ -48,27 +50,27 @@ func checkText(n *baremetal.Node, field, s string, max int) error {
 }
 
 // strNN is a NOT NULL text column.
-func strNN(name string, max int, f func(n *baremetal.Node) *string) nodeCol {
+func strNN[T ~string](name string, max int, f func(n *baremetal.Node) *T) nodeCol {
 	return nodeCol{
 		name: name,
 		write: func(n *baremetal.Node) (any, error) {
-			s := *f(n)
+			s := string(*f(n))
 			if err := checkText(n, name, s, max); err != nil {
 				return nil, err
 			}
 			return s, nil
 		},
 		dst:  func() any { return new(string) },
-		read: func(n *baremetal.Node, d any) error { *f(n) = *d.(*string); return nil },
+		read: func(n *baremetal.Node, d any) error { *f(n) = T(*d.(*string)); return nil },
 	}
 }
 
 // strNull is a nullable text column; "" is stored as NULL.
-func strNull(name string, max int, f func(n *baremetal.Node) *string) nodeCol {
+func strNull[T ~string](name string, max int, f func(n *baremetal.Node) *T) nodeCol {
 	return nodeCol{
 		name: name,
 		write: func(n *baremetal.Node) (any, error) {
-			s := *f(n)
+			s := string(*f(n))
 			if s == "" {
 				return nil, nil
 			}
@@ -78,7 +80,7 @@ func strNull(name string, max int, f func(n *baremetal.Node) *string) nodeCol {
 			return s, nil
 		},
 		dst:  func() any { return new(sql.NullString) },
-		read: func(n *baremetal.Node, d any) error { *f(n) = d.(*sql.NullString).String; return nil },
+		read: func(n *baremetal.Node, d any) error { *f(n) = T(d.(*sql.NullString).String); return nil },
 	}
 }
 
@@ -214,10 +216,10 @@ var nodeCols = []nodeCol{
 	jsonMap("raid_config", func(n *baremetal.Node) *map[string]any { return &n.RAIDConfig }),
 	jsonMap("target_raid_config", func(n *baremetal.Node) *map[string]any { return &n.TargetRAIDConfig }),
 	jsonMap("network_data", func(n *baremetal.Node) *map[string]any { return &n.NetworkData }),
-	strNull("power_state", 15, func(n *baremetal.Node) *string { return &n.PowerState }),
-	strNull("target_power_state", 15, func(n *baremetal.Node) *string { return &n.TargetPowerState }),
-	strNN("provision_state", 15, func(n *baremetal.Node) *string { return &n.ProvisionState }),
-	strNull("target_provision_state", 15, func(n *baremetal.Node) *string { return &n.TargetProvisionState }),
+	strNull("power_state", 15, func(n *baremetal.Node) *statemachine.PowerState { return &n.PowerState }),
+	strNull("target_power_state", 15, func(n *baremetal.Node) *statemachine.PowerState { return &n.TargetPowerState }),
+	strNN("provision_state", 15, func(n *baremetal.Node) *statemachine.State { return &n.ProvisionState }),
+	strNull("target_provision_state", 15, func(n *baremetal.Node) *statemachine.State { return &n.TargetProvisionState }),
 	boolNN("maintenance", func(n *baremetal.Node) *bool { return &n.Maintenance }),
 	strNull("maintenance_reason", 0, func(n *baremetal.Node) *string { return &n.MaintenanceReason }),
 	strNull("fault", 255, func(n *baremetal.Node) *string { return &n.Fault }),

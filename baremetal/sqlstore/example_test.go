@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Open a SQLite store, enroll a node, lock it, write under the lock and
@@ -71,7 +72,7 @@ func ExampleStore_ListNodes() {
 	defer func() { _ = s.Close() }()
 	var fleet []*baremetal.Node
 	for i := 0; i < 5; i++ {
-		fleet = append(fleet, &baremetal.Node{Name: fmt.Sprintf("n%d", i), ProvisionState: []string{"available", "active"}[i%2]})
+		fleet = append(fleet, &baremetal.Node{Name: fmt.Sprintf("n%d", i), ProvisionState: []statemachine.State{"available", "active"}[i%2]})
 	}
 	if err := s.CreateNodes(ctx, fleet); err != nil {
 		fmt.Println(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // TestPeriodicQueriesUseIndexes checks SQLite's plan for the listings the
@@ -19,7 +20,7 @@ func TestPeriodicQueriesUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	nodes := make([]*baremetal.Node, 500)
 	for i := range nodes {
-		nodes[i] = &baremetal.Node{Name: fmt.Sprintf("i%d", i), ProvisionState: []string{"available", "active", "clean wait", "deploying"}[i%4]}
+		nodes[i] = &baremetal.Node{Name: fmt.Sprintf("i%d", i), ProvisionState: []statemachine.State{"available", "active", "clean wait", "deploying"}[i%4]}
 	}
 	if err := s.CreateNodes(ctx, nodes); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anvilmetal/anvil/statemachine"
+
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -507,7 +509,7 @@ func (s *Store) explainConflict(ctx context.Context, n *baremetal.Node, holder s
 // TouchProvisioning implements baremetal.NodeStore.
 func (s *Store) TouchProvisioning(ctx context.Context, id string) error {
 	id = strings.ToLower(id)
-	var ps, tps string
+	var ps, tps statemachine.State
 	var version int64
 	err := s.write(ctx, func(w writeTx) error {
 		return w.stmt(s.st.touch).QueryRowxContext(w.ctx, micros(s.now()), id).Scan(&ps, &tps, &version)

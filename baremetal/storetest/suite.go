@@ -13,6 +13,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Factory returns a new, empty store that reads time from clock. It
@@ -230,7 +231,7 @@ func testNodeBadInput(t *testing.T, s baremetal.Store, _ *ManualClock) {
 		{"name", func(n *baremetal.Node) { n.Name = ".." }},
 		{"name", func(n *baremetal.Node) { n.Name = "3F2B8C1E00004000800000000000000A" }},
 		{"driver", func(n *baremetal.Node) { n.Driver = strings.Repeat("d", 256) }},
-		{"provision_state", func(n *baremetal.Node) { n.ProvisionState = strings.Repeat("s", 16) }},
+		{"provision_state", func(n *baremetal.Node) { n.ProvisionState = statemachine.State(strings.Repeat("s", 16)) }},
 		{"resource_class", func(n *baremetal.Node) { n.ResourceClass = strings.Repeat("r", 81) }},
 		{"instance_uuid", func(n *baremetal.Node) { n.InstanceUUID = "web-1" }},
 		{"driver_info", func(n *baremetal.Node) {
@@ -450,7 +451,7 @@ func testProvisionUpdatedAt(t *testing.T, s baremetal.Store, clock *ManualClock)
 }
 
 func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
-	states := []string{"enroll", "manageable", "available", "active", "deploying", "wait call-back"}
+	states := []statemachine.State{"enroll", "manageable", "available", "active", "deploying", "wait call-back"}
 	var all []*baremetal.Node
 	for i := 0; i < 36; i++ {
 		n := &baremetal.Node{
@@ -1110,7 +1111,7 @@ func testNotifier(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	var seen []string
 	cancel := nn.SubscribeNodeChanges(func(c baremetal.NodeChange) {
 		mu.Lock()
-		seen = append(seen, c.Op+":"+c.ProvisionState)
+		seen = append(seen, c.Op+":"+string(c.ProvisionState))
 		mu.Unlock()
 	})
 	n := mustNode(t, s, nil)

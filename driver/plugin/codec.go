@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/anvilmetal/anvil/statemachine"
+
 	"github.com/anvilmetal/anvil/driver"
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
@@ -55,7 +57,7 @@ func unmarshalMap(b []byte) (map[string]any, error) {
 func encodeTask(t *driver.Task) (*pb.Task, error) {
 	out := &pb.Task{
 		NodeUuid: t.NodeUUID, NodeName: t.NodeName, HardwareType: t.HardwareType,
-		ProvisionState: t.ProvisionState, PowerState: string(t.PowerState),
+		ProvisionState: string(t.ProvisionState), PowerState: string(t.PowerState),
 	}
 	if len(t.Interfaces) > 0 {
 		out.Interfaces = make(map[string]string, len(t.Interfaces))
@@ -90,7 +92,7 @@ func decodeTask(in *pb.Task) (*driver.Task, error) {
 	}
 	t := &driver.Task{
 		NodeUUID: in.NodeUuid, NodeName: in.NodeName, HardwareType: in.HardwareType,
-		ProvisionState: in.ProvisionState, PowerState: driver.PowerState(in.PowerState),
+		ProvisionState: statemachine.State(in.ProvisionState), PowerState: driver.PowerState(in.PowerState),
 	}
 	if len(in.Interfaces) > 0 {
 		t.Interfaces = make(map[driver.Kind]string, len(in.Interfaces))

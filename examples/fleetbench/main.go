@@ -443,7 +443,7 @@ type waiter struct {
 func newWaiter(c *conductor.Conductor) *waiter {
 	w := &waiter{chans: map[string]chan string{}}
 	w.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
-		st := statemachine.State(e.To)
+		st := e.To
 		if !statemachine.IsStable(st) && !statemachine.IsFailure(st) {
 			return
 		}
@@ -452,7 +452,7 @@ func newWaiter(c *conductor.Conductor) *waiter {
 		w.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- e.To:
+			case ch <- string(e.To):
 			default:
 			}
 		}

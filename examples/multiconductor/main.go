@@ -211,7 +211,7 @@ func drive(ctx context.Context, verbs *clusterlab.VerbClient, store baremetal.St
 			}
 			done := 0
 			for _, n := range all {
-				if n.Reservation == "" && (n.ProvisionState == step[1] && n.TargetProvisionState == "" || strings.HasSuffix(n.ProvisionState, "failed")) {
+				if n.Reservation == "" && (string(n.ProvisionState) == step[1] && n.TargetProvisionState == "" || strings.HasSuffix(string(n.ProvisionState), "failed")) {
 					done++
 				}
 			}
@@ -261,7 +261,7 @@ func summary(ctx context.Context, store baremetal.Store, lab *clusterlab.Lab, uu
 		if err != nil {
 			return err
 		}
-		states[n.ProvisionState]++
+		states[string(n.ProvisionState)]++
 		hs, err := store.ListHistory(ctx, id, 0)
 		if err != nil {
 			return err

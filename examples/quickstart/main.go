@@ -219,7 +219,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 			enrollFailures++
 			continue
 		}
-		tr.set(n.UUID, n.ProvisionState)
+		tr.set(n.UUID, string(n.ProvisionState))
 		uuids = append(uuids, n.UUID)
 	}
 	results = append(results, phaseResult{name: "enroll", nodes: cfg.nodes, elapsed: time.Since(start), failures: enrollFailures})
@@ -443,7 +443,7 @@ func newTracker(c *conductor.Conductor) *tracker {
 	tr := &tracker{state: map[string]string{}, pending: map[string]bool{}, waiting: map[string]bool{}, changed: make(chan struct{}, 1)}
 	tr.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
 		tr.mu.Lock()
-		tr.state[e.NodeUUID] = e.To
+		tr.state[e.NodeUUID] = string(e.To)
 		if tr.pending[e.NodeUUID] && settled(e.To) {
 			delete(tr.pending, e.NodeUUID)
 		}
@@ -499,10 +499,9 @@ func (tr *tracker) abandon(uuid string) {
 
 // settled reports whether a node in state s has finished its operation:
 // a stable, failure or hold state.
-func settled(s string) bool {
-	st := statemachine.State(s)
-	return statemachine.IsStable(st) || statemachine.IsFailure(st) ||
-		st == statemachine.CleanHold || st == statemachine.DeployHold || st == statemachine.ServiceHold
+func settled(s statemachine.State) bool {
+	return statemachine.IsStable(s) || statemachine.IsFailure(s) ||
+		s == statemachine.CleanHold || s == statemachine.DeployHold || s == statemachine.ServiceHold
 }
 
 // wait shows progress until every pending node settled and returns the

@@ -22,6 +22,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/internal/clusterlab"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Scaled-down timers of the chaos test.
@@ -127,7 +128,7 @@ func randN(n int) int {
 // nodeRun is what one node's driver saw.
 type nodeRun struct {
 	cycles   int
-	failed   string // failure state reached, if any
+	failed   statemachine.State // failure state reached, if any
 	lastErr  string
 	stuck    string // a wait that timed out: an accepted verb lost
 	verbErrs []string
@@ -360,7 +361,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byState := map[string]int{}
+	byState := map[statemachine.State]int{}
 	reasons := map[string]int{}
 	for _, n := range final {
 		byState[n.ProvisionState]++
@@ -459,7 +460,7 @@ func TestChaos(t *testing.T) {
 // until the chaos is over; it stops at a failure state.
 func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterlab.Snapshot, id string, stop <-chan struct{}) nodeRun {
 	var r nodeRun
-	step := func(verb, want string) bool {
+	step := func(verb string, want statemachine.State) bool {
 		if _, err := verbs.Call(ctx, id, verb, 30*time.Second); err != nil {
 			// A conductor killed after accepting the verb but before
 			// answering makes the client retry, and the retry is refused:
@@ -626,7 +627,7 @@ func logLevel() string {
 	return "warn"
 }
 
-var failureStates = map[string]bool{"deploy failed": true, "clean failed": true, "inspect failed": true, "error": true,
+var failureStates = map[statemachine.State]bool{"deploy failed": true, "clean failed": true, "inspect failed": true, "error": true,
 	"rescue failed": true, "service failed": true}
 
 // dumpNode logs what is known of a node that did not finish.

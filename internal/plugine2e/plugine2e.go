@@ -81,7 +81,7 @@ func (c *Conductor) WaitState(t testing.TB, uuid string, want statemachine.State
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.ProvisionState == string(want) && n.Reservation == "" {
+		if n.ProvisionState == want && n.Reservation == "" {
 			return n
 		}
 		if time.Now().After(deadline) {

@@ -375,10 +375,10 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cur.ProvisionState == string(want) && cur.Reservation == "" {
+			if cur.ProvisionState == want && cur.Reservation == "" {
 				return cur
 			}
-			failed := strings.HasSuffix(cur.ProvisionState, "failed") || cur.ProvisionState == "error"
+			failed := strings.HasSuffix(string(cur.ProvisionState), "failed") || cur.ProvisionState == "error"
 			if failed || time.Now().After(deadline) {
 				log := ""
 				if ipa != nil {
@@ -422,7 +422,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 			token = tok
 			break
 		}
-		if cur.ProvisionState == string(statemachine.Active) || strings.HasSuffix(cur.ProvisionState, "failed") || time.Now().After(deadline) {
+		if cur.ProvisionState == statemachine.Active || strings.HasSuffix(string(cur.ProvisionState), "failed") || time.Now().After(deadline) {
 			t.Fatalf("the agent never heartbeated (node %q, last error %q)\nIPA log:\n%s", cur.ProvisionState, cur.LastError, ipa.logText(token))
 		}
 		select {
@@ -435,7 +435,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		t.Errorf("agent URL %q with CA %t: want IPA's auto-TLS on 127.0.0.1", agent.URL, agent.VerifyCA != "")
 	}
 	active := waitFor(statemachine.Active, 3*time.Minute, ipa, &token)
-	if active.PowerState != string(driver.PowerOn) {
+	if active.PowerState != driver.PowerOn {
 		t.Errorf("active node power %q", active.PowerState)
 	}
 

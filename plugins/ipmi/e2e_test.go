@@ -67,7 +67,7 @@ func TestConductorEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := cond.WaitState(t, n.UUID, statemachine.Manageable)
-	if m.PowerState != string(driver.PowerOn) {
+	if m.PowerState != driver.PowerOn {
 		t.Fatalf("verification recorded power %q, the simulator is on", m.PowerState)
 	}
 	// Put a record in the SEL (Add SEL Entry), then clean it out of band.

@@ -45,7 +45,7 @@ func TestConductorEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := cond.WaitState(t, n.UUID, statemachine.Manageable)
-	if m.PowerState != string(driver.PowerOn) {
+	if m.PowerState != driver.PowerOn {
 		t.Fatalf("verification recorded power %q, the BMC says On", m.PowerState)
 	}
 	if err := cond.Inspect(ctx, n.UUID); err != nil {

@@ -112,7 +112,7 @@ func TestConductorRefusesAnotherMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = waitPowerDone(t, cond, n.UUID)
-	if bmc.PowerState() != "On" || len(bmc.Stats().Resets) != resets+1 || m.PowerState != string(driver.PowerOn) || m.DriverInternalInfo[driver.IdentityKey] != "redfish-uuid:"+other {
+	if bmc.PowerState() != "On" || len(bmc.Stats().Resets) != resets+1 || m.PowerState != driver.PowerOn || m.DriverInternalInfo[driver.IdentityKey] != "redfish-uuid:"+other {
 		t.Fatalf("after the update: power %s (node %s), identity %v", bmc.PowerState(), m.PowerState, m.DriverInternalInfo[driver.IdentityKey])
 	}
 

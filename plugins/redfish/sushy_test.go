@@ -195,7 +195,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	}
 	for _, i := range []int{0, 2} {
 		m := waitPowerDone(t, cond, nodes[i])
-		if m.PowerState != string(driver.PowerOn) || s.power(t, sushyUUIDs[i]) != "On" {
+		if m.PowerState != driver.PowerOn || s.power(t, sushyUUIDs[i]) != "On" {
 			t.Fatalf("node %d: power %q (sushy %s), last error %q", i, m.PowerState, s.power(t, sushyUUIDs[i]), m.LastError)
 		}
 	}
@@ -206,7 +206,7 @@ func TestSushyToolsSeveralSystems(t *testing.T) {
 	if err := cond.SetPowerState(ctx, nodes[2], statemachine.PowerOff, 0); err != nil {
 		t.Fatal(err)
 	}
-	if m := waitPowerDone(t, cond, nodes[2]); m.PowerState != string(driver.PowerOff) {
+	if m := waitPowerDone(t, cond, nodes[2]); m.PowerState != driver.PowerOff {
 		t.Fatalf("node 2: power %q, last error %q", m.PowerState, m.LastError)
 	}
 	if p0, p1, p2 := s.power(t, sushyUUIDs[0]), s.power(t, sushyUUIDs[1]), s.power(t, sushyUUIDs[2]); p0 != "On" || p1 != "Off" || p2 != "Off" {
