@@ -107,21 +107,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := agentclient.NewHandler(c.AgentBackend(), agentclient.HandlerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api.Config.Handler = h
-	api.Start()
-	ctx := context.Background()
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Stop(sctx)
-	})
+	ctx := serveAgentAPI(t, api, c)
 	return &agentHarness{harness: &harness{t: t, store: store, c: c, ctx: ctx}, fleet: fleet, apiURL: apiURL}
 }
 
@@ -181,4 +167,27 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// serveAgentAPI serves c's agent endpoints on api (an unstarted
+// httptest.Server whose URL the conductor already knows), launches c, and
+// stops it when the test ends.
+func serveAgentAPI(t *testing.T, api *httptest.Server, c *conductor.Conductor) context.Context {
+	t.Helper()
+	h, err := agentclient.NewHandler(c.AgentBackend(), agentclient.HandlerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Config.Handler = h
+	api.Start()
+	ctx := context.Background()
+	if err := c.Launch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Stop(sctx)
+	})
+	return ctx
 }

@@ -131,21 +131,7 @@ func lookupDuringPowerAction(t *testing.T, poweredOn bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := agentclient.NewHandler(c.AgentBackend(), agentclient.HandlerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api.Config.Handler = h
-	api.Start()
-	ctx := context.Background()
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Stop(sctx)
-	})
+	ctx := serveAgentAPI(t, api, c)
 	hs := &harness{t: t, store: store, c: c, ctx: ctx}
 	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("lookup-lock"), Driver: builtin.FakeHardware,
 		PowerInterface: "lookup-power", DeployInterface: agentdeploy.Name})
