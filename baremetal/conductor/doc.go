@@ -100,7 +100,9 @@
 // (sqlstore.NewNotifier on PostgreSQL, baremetal.NewLocalNotifier in one
 // process) to make membership changes and hand-offs immediate rather than
 // periodic. NodeOwner says which conductor owns a node; ErrNoConductor
-// when none is alive.
+// when none is alive. docs/takeover.md, at the root of the repository,
+// explains when a dead conductor's nodes are released and how each
+// interrupted operation is resumed, restarted, left to wait or failed.
 //
 // # Running under controller-runtime
 //

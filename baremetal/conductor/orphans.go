@@ -21,32 +21,13 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 	return []prometheus.Collector{c.cluster.own, c.cluster.takeovers, c.cluster.latency}
 }
 
-// checkOrphanNodes is Ironic's _check_orphan_nodes, run once (reference
-// §4.6): the reservations of conductors that stopped heart-beating for the
-// heartbeat timeout are released, and every node this conductor owns that
-// was left mid-operation by a dead conductor is taken over:
-//
-//   - a pending power action (target_power_state without an intent) is
-//     cleared, with a node history note and last_error saying why;
-//   - deploying, cleaning and servicing are resumed from the persisted
-//     step index when the interrupted step is safe to re-run (see
-//     resumable), restarted when no step had started (see restart), and
-//     failed as Ironic does otherwise (cleaning also puts the node in
-//     maintenance);
-//   - the other active states (verifying, inspecting, rescuing, deleting,
-//     ...) are failed as a conductor start-up fails them, so nothing is
-//     left stuck;
-//   - wait and hold states are left alone: the next agent heartbeat is
-//     processed by the new owner, since all progress is in the database.
-//
-// A conductor restarted under the same hostname leaves the nodes it finds
-// interrupted to this task too, so both paths follow the same rule.
-//
-// A cluster conductor runs it every ClusterOptions.OrphanCheckInterval, as
-// Ironic does, and also at the moment a peer it saw alive would cross the
-// heartbeat timeout (see runOrphanChecks): a dead conductor's reservations
-// are released about one heartbeat timeout after its last keepalive, not
-// up to one check interval later. Tests call it through export_test.go.
+// checkOrphanNodes is Ironic's _check_orphan_nodes, run once: it releases
+// the reservations of conductors whose keepalive is older than the
+// heartbeat timeout, then takes over the nodes this conductor owns that a
+// dead conductor left mid-operation (resumed, restarted, failed or left to
+// wait, per docs/takeover.md). A restart under the same hostname goes
+// through it too, so that both paths follow one rule. Tests call it
+// through export_test.go.
 func (c *Conductor) checkOrphanNodes(ctx context.Context) {
 	if c.breakOrphans(ctx) {
 		c.takeOverInterrupted(ctx)
@@ -60,32 +41,13 @@ func (c *Conductor) checkOrphanNodes(ctx context.Context) {
 // that instant could still find it alive.
 const orphanDeadlineEpsilon = 10 * time.Millisecond
 
-// runOrphanChecks starts the conductor's orphan check loop (it ends with
-// ctx): the release of dead conductors' reservations, and the takeover of
-// the nodes they left mid-operation, run
-//
-//   - every OrphanCheckInterval, as Ironic's periodic task does, which also
-//     catches the conductors this one never saw alive; and
-//   - as soon as a live peer's keepalive would be older than the heartbeat
-//     timeout: the loop reads the live conductors (their rows' updated_at,
-//     one query) and sleeps until the earliest peer's last keepalive +
-//     heartbeat timeout + orphanDeadlineEpsilon. On waking it reads them
-//     again: a peer that kept itself alive meanwhile moves the deadline on;
-//     a peer gone from the list (dead, or drained or stopped, which the
-//     check then leaves alone) makes the check run at once. A peer that
-//     drained before dying is left to the interval.
-//
-// Keepalives are stamped, and "dead" decided, by the store's clock (every
-// process's sqlstore uses its own clock, the system clock by default,
-// against the same cutoff rule); the deadline is turned into a wait on the
-// conductor's clock, which must therefore agree with the store's, as both
-// do by default. A deadline that this conductor's clock says has passed
-// while the store still lists the peer alive (a slow query, or clocks
-// apart) is retried after a doubling pause, never in a busy loop. Each
-// wait is at most one heartbeat timeout, so a conductor that joins after a
-// look is seen before its own deadline.
-//
-// A disabled OrphanCheckInterval (negative) disables both.
+// runOrphanChecks starts the orphan check loop, which ends with ctx. The
+// check runs every OrphanCheckInterval, as in Ironic, and also as soon as
+// a live peer's keepalive would cross the heartbeat timeout, so that a dead
+// peer's nodes are released about one timeout after its last keepalive
+// rather than up to one interval later. docs/takeover.md explains the
+// deadlines and the clocks they use. A negative OrphanCheckInterval
+// disables both.
 func (c *Conductor) runOrphanChecks(ctx context.Context) {
 	cl := c.cluster
 	if cl == nil || cl.opts.OrphanCheckInterval <= 0 {
@@ -182,11 +144,10 @@ func (w *peerWatch) observe(now time.Time, alive []*baremetal.ConductorRecord) t
 	return min(wait, w.timeout)
 }
 
-// checkOrphansPeriodic is checkOrphanNodes as the orphan check loop runs
-// it: the takeover of interrupted nodes (which may run steps) goes to a
-// goroutine of its own, so that a long takeover never delays the next
-// release of a dead conductor's reservations; a pass starts only when the
-// previous one finished.
+// checkOrphansPeriodic is checkOrphanNodes as the loop runs it: the
+// takeover (which may run steps) gets a goroutine of its own, so that a
+// long takeover never delays the next release of a dead conductor's
+// reservations. A pass starts only when the previous one has finished.
 func (c *Conductor) checkOrphansPeriodic(ctx context.Context) {
 	cl := c.cluster
 	if !c.breakOrphans(ctx) || !cl.takeoverBusy.CompareAndSwap(false, true) {

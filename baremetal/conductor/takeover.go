@@ -198,12 +198,12 @@ func (c *Conductor) resume(ctx context.Context, t *task, kind steps.Kind, why st
 	return true, ""
 }
 
-// restart handles a run interrupted before its first step started (the
-// conductor was preparing it: validating, preparing the environment,
-// booting the ramdisk, all idempotent): a deploy or an automated clean is
-// started again from the beginning by writing its intent back on the node
-// and queueing it. Manual cleaning and servicing, whose requested steps
-// were consumed with the intent, are not restarted.
+// restart starts a deploy or an automated clean that was interrupted
+// before its first step again from the beginning, by writing its intent
+// back on the node and queueing it; it returns false with the reason for
+// manual cleaning and servicing. Why: everything before the first step is
+// idempotent, but the requested manual steps were consumed with the intent
+// (docs/takeover.md).
 func (c *Conductor) restart(ctx context.Context, t *task, kind steps.Kind, why string) (bool, string) {
 	n := t.node
 	var in intent
@@ -238,36 +238,13 @@ const (
 	resumeWait
 )
 
-// resumable is the rule deciding whether a run interrupted at step s can
-// continue on a new owner:
-//
-//  0. No step started yet: see restart.
-//  1. Steps the conductor runs itself (power_on, power_off, reboot, hold,
-//     wait) are re-run: they are idempotent.
-//  2. An out-of-band step (declared by the node's implementation of the
-//     step's interface) is re-run only if the implementation says it is
-//     safe (RerunSafeStepper) or ClusterOptions.RerunSafeSteps lists it.
-//     Otherwise, on an agent-based node, a declared step that hands its
-//     work to the agent's step of the same name (the direct interface's
-//     write_image) waits for the next heartbeat when the agent's last
-//     execute command is that very step: the agent has or is running it,
-//     and its report ends the step as it would have without the takeover.
-//     When the implementation declares that the step only hands work to
-//     the agent (AgentHandoffStepper) and a reachable agent never received
-//     it, it is re-run: nothing was done yet. An agent that cannot say so
-//     (gone, or it moved on to another step after this one), or a step
-//     that does more than hand over, leaves the step failed: the
-//     conductor's own part may have run.
-//  3. An in-band step is checked against the agent's command list first:
-//     if the agent's last execute command is this step, the agent has or
-//     is running it, so the node waits for the next heartbeat (the step is
-//     not re-run); if the agent never received it, it is run now. An agent
-//     that is gone (its URL answers 404, or the connection fails: the
-//     ramdisk is rebooting or powered off) makes the node wait for the
-//     next heartbeat of its agent, where the step is checked again, up to
-//     the callback timeout; any other agent error fails the node.
-//
-// Anything else fails the node as Ironic does.
+// resumable decides whether a run interrupted at step s is re-run, waits
+// for the agent's next heartbeat, or fails, with the reason for the node's
+// history. Steps the conductor runs itself are re-run; declared steps only
+// when declared safe, or when only handed to an agent that never received
+// them; in-band steps per the agent's command list. Why: a step is never
+// run twice unless that is known to be safe. The cases, and the Ironic
+// behaviour each follows, are in docs/takeover.md.
 func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (resumeDecision, string) {
 	if s.IsReserved() {
 		return resumeRerun, "the conductor runs itself and is idempotent"
