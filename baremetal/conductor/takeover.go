@@ -238,61 +238,140 @@ const (
 	resumeWait
 )
 
+// agentAnswer is what the node's agent says about step s when asked for
+// its commands during a takeover.
+type agentAnswer int
+
+const (
+	// agentNotAsked: the rule did not need the agent, or could not ask it
+	// for a declared step.
+	agentNotAsked agentAnswer = iota
+	// agentThisStep: the agent's last execute command is s.
+	agentThisStep
+	// agentOtherStep: the agent's last execute command is another step.
+	agentOtherStep
+	// agentNoStep: the agent never received s.
+	agentNoStep
+	// agentUnreachable: the agent's URL answers 404 or nothing.
+	agentUnreachable
+	// agentFailed: the agent cannot be asked for another reason.
+	agentFailed
+)
+
+// resumeFacts are the facts resumable gathers about an interrupted step
+// for resumeRule. Facts the rule does not reach are left zero.
+type resumeFacts struct {
+	reserved   bool   // a step the conductor runs itself
+	driverErr  string // why the node's driver cannot be loaded, if so
+	declared   bool   // declared by the node's implementation of its interface
+	safeByImpl bool   // RerunSafeStepper says it is safe to re-run
+	safeByOpts bool   // ClusterOptions.RerunSafeSteps lists it
+	handsOff   bool   // AgentHandoffStepper says it only hands work to the agent
+	agentBased bool   // the node runs an agent
+	agent      agentAnswer
+	detail     string // the command status, or the agent error
+	step       string // the step's key, for the reasons
+}
+
+// resumeRule is resumable's decision table: it returns whether the step
+// is re-run, waited for or failed, with the reason for the node's history.
+// Why a pure function: each case of docs/takeover.md is one row of
+// resume_rule_internal_test.go.
+func resumeRule(f resumeFacts) (resumeDecision, string) {
+	switch {
+	case f.reserved:
+		return resumeRerun, "the conductor runs itself and is idempotent"
+	case f.driverErr != "":
+		return resumeNo, "its driver cannot be loaded: " + f.driverErr
+	case f.declared && f.safeByImpl:
+		return resumeRerun, "its implementation declares safe to re-run"
+	case f.declared && f.safeByOpts:
+		return resumeRerun, "the conductor's options declare safe to re-run"
+	case f.declared && f.agentBased && f.agent == agentThisStep:
+		return resumeWait, "handed to the agent, which knows it (" + f.detail + ")"
+	case f.declared && f.agentBased && f.handsOff && f.agent == agentNoStep:
+		return resumeRerun, "it only hands work to the agent, which never received it"
+	case f.declared:
+		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", f.step)
+	case !f.agentBased:
+		return resumeNo, fmt.Sprintf("step %s is provided by no interface of the node", f.step)
+	case f.agent == agentThisStep:
+		return resumeWait, "known to the agent (" + f.detail + ")"
+	case f.agent == agentOtherStep, f.agent == agentNoStep:
+		return resumeRerun, "the agent never received"
+	case f.agent == agentUnreachable:
+		// As Ironic does for a node in a wait state: wait for the next
+		// heartbeat of the (new) agent, up to the callback timeout.
+		return resumeWait, "unknown: the agent is not reachable (" + f.detail + ")"
+	default:
+		return resumeNo, f.detail
+	}
+}
+
 // resumable decides whether a run interrupted at step s is re-run, waits
 // for the agent's next heartbeat, or fails, with the reason for the node's
-// history. Steps the conductor runs itself are re-run; declared steps only
-// when declared safe, or when only handed to an agent that never received
-// them; in-band steps per the agent's command list. Why: a step is never
-// run twice unless that is known to be safe. The cases, and the Ironic
-// behaviour each follows, are in docs/takeover.md.
+// history: it gathers the facts, asking the agent only when the rule needs
+// it, and applies resumeRule. Why: a step is never run twice unless that
+// is known to be safe. The cases, and the Ironic behaviour each follows,
+// are in docs/takeover.md.
 func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (resumeDecision, string) {
-	if s.IsReserved() {
-		return resumeRerun, "the conductor runs itself and is idempotent"
+	f := resumeFacts{reserved: s.IsReserved(), step: s.Key()}
+	if f.reserved {
+		return resumeRule(f)
 	}
 	d, err := t.driver()
 	if err != nil {
-		return resumeNo, "its driver cannot be loaded: " + describeErr(err)
+		f.driverErr = describeErr(err)
+		return resumeRule(f)
 	}
+	f.agentBased = c.agentBased(t)
 	impl := d.Interface(driver.Kind(s.Interface))
 	if impl != nil && driver.HasStep(impl, kind, s.Name) {
-		if rs, ok := impl.(RerunSafeStepper); ok && rs.StepRerunSafe(kind, s.Name) {
-			return resumeRerun, "its implementation declares safe to re-run"
+		f.declared = true
+		if rs, ok := impl.(RerunSafeStepper); ok {
+			f.safeByImpl = rs.StepRerunSafe(kind, s.Name)
 		}
-		if c.cluster != nil && c.cluster.rerun[s.Key()] {
-			return resumeRerun, "the conductor's options declare safe to re-run"
+		f.safeByOpts = c.cluster != nil && c.cluster.rerun[s.Key()]
+		if f.safeByImpl || f.safeByOpts || !f.agentBased {
+			return resumeRule(f)
 		}
-		if c.agentBased(t) {
-			if status, ok := c.agentRunsStep(ctx, t, kind, s); ok {
-				return resumeWait, "handed to the agent, which knows it (" + string(status) + ")"
-			}
-			if ho, ok := impl.(AgentHandoffStepper); ok && ho.StepHandsOffToAgent(kind, s.Name) && c.agentNeverReceived(ctx, t, kind, s) {
-				return resumeRerun, "it only hands work to the agent, which never received it"
-			}
+		if status, ok := c.agentRunsStep(ctx, t, kind, s); ok {
+			f.agent, f.detail = agentThisStep, string(status)
+			return resumeRule(f)
 		}
-		return resumeNo, fmt.Sprintf("step %s is not declared safe to re-run", s.Key())
+		if ho, ok := impl.(AgentHandoffStepper); ok {
+			f.handsOff = ho.StepHandsOffToAgent(kind, s.Name)
+		}
+		if f.handsOff && c.agentNeverReceived(ctx, t, kind, s) {
+			f.agent = agentNoStep
+		}
+		return resumeRule(f)
 	}
-	if !c.agentBased(t) {
-		return resumeNo, fmt.Sprintf("step %s is provided by no interface of the node", s.Key())
+	if !f.agentBased {
+		return resumeRule(f)
 	}
+	f.agent, f.detail = c.inBandAnswer(ctx, t, kind, s)
+	return resumeRule(f)
+}
+
+// inBandAnswer asks the node's agent what its last execute_<kind>_step
+// command says about the in-band step s, with the command's status or the
+// error that kept the agent from answering.
+func (c *Conductor) inBandAnswer(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (agentAnswer, string) {
 	cl, err := c.agentClient()
 	if err != nil {
-		return resumeNo, "no agent client: " + describeErr(err)
+		return agentFailed, "no agent client: " + describeErr(err)
 	}
 	a := agentOf(t.node)
 	if a.URL == "" {
-		return resumeNo, "the node's agent URL is unknown"
+		return agentFailed, "the node's agent URL is unknown"
 	}
 	cmds, err := cl.ListCommands(ctx, a)
 	if err != nil {
 		if agentGone(err) {
-			// The ramdisk is being rebooted or powered off (its URL
-			// answers 404 or nothing): as Ironic does for a node in a
-			// wait state, wait for the next heartbeat of the (new)
-			// agent, where the step is checked again, up to the
-			// callback timeout.
-			return resumeWait, "unknown: the agent is not reachable (" + describeErr(err) + ")"
+			return agentUnreachable, describeErr(err)
 		}
-		return resumeNo, "the agent cannot be asked for its commands: " + describeErr(err)
+		return agentFailed, "the agent cannot be asked for its commands: " + describeErr(err)
 	}
 	execName := "execute_" + string(kind) + "_step"
 	for i := len(cmds) - 1; i >= 0; i-- {
@@ -301,11 +380,11 @@ func (c *Conductor) resumable(ctx context.Context, t *task, kind steps.Kind, s s
 		}
 		if sr, err := agentclient.DecodeStepResult(kind, &cmds[i]); err == nil && sr.Step.Interface != "" &&
 			(sr.Step.Interface != s.Interface || sr.Step.Name != s.Name) {
-			break // the last step the agent received is an earlier one
+			return agentOtherStep, "" // the last step the agent received is an earlier one
 		}
-		return resumeWait, "known to the agent (" + string(cmds[i].Status) + ")"
+		return agentThisStep, string(cmds[i].Status)
 	}
-	return resumeRerun, "the agent never received"
+	return agentNoStep, ""
 }
 
 // agentRunsStep reports whether the last execute_<kind>_step command the
