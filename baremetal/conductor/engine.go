@@ -209,6 +209,24 @@ type AgentSettings struct {
 	SyncTimeout time.Duration
 }
 
+// withDefaults fills the agent settings left zero (or negative) with
+// Ironic's defaults.
+func (a AgentSettings) withDefaults() AgentSettings {
+	if a.FastTrackTimeout <= 0 {
+		a.FastTrackTimeout = 300 * time.Second
+	}
+	if a.PowerOffWait <= 0 {
+		a.PowerOffWait = 30 * time.Second
+	}
+	if a.PowerOffPollInterval <= 0 {
+		a.PowerOffPollInterval = 5 * time.Second
+	}
+	if a.SyncTimeout <= 0 {
+		a.SyncTimeout = 30 * time.Second
+	}
+	return a
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	out := *o
 	if out.Hostname == "" {
@@ -271,6 +289,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.MaxConcurrentClean == 0 {
 		out.MaxConcurrentClean = DefaultMaxConcurrentClean
 	}
+	out.Agent = out.Agent.withDefaults()
 	return out, nil
 }
 
@@ -352,23 +371,10 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 	if err != nil {
 		return nil, err
 	}
-	agent := o.Agent
-	if agent.FastTrackTimeout <= 0 {
-		agent.FastTrackTimeout = 300 * time.Second
-	}
-	if agent.PowerOffWait <= 0 {
-		agent.PowerOffWait = 30 * time.Second
-	}
-	if agent.PowerOffPollInterval <= 0 {
-		agent.PowerOffPollInterval = 5 * time.Second
-	}
-	if agent.SyncTimeout <= 0 {
-		agent.SyncTimeout = 30 * time.Second
-	}
 	c := &Conductor{
 		store:         store,
 		drivers:       drivers,
-		agent:         agent,
+		agent:         o.Agent,
 		opts:          o,
 		host:          o.Hostname,
 		clock:         o.Clock,
