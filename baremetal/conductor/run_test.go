@@ -57,6 +57,27 @@ func runAsManager(ctx context.Context, r runnable) <-chan error {
 	return done
 }
 
+// deployUnderManager runs c as a manager would, enrolls a node and starts
+// its deploy, and returns once the node is deploying: the function that
+// ends the manager's context, Run's result, a context for the test's own
+// calls and the node.
+func deployUnderManager(t *testing.T, c *conductor.Conductor) (stopManager func(), done <-chan error, ctx context.Context, n *baremetal.Node) {
+	t.Helper()
+	mgrCtx, stopManager := context.WithCancel(context.Background())
+	t.Cleanup(stopManager)
+	done = runAsManager(mgrCtx, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	n = enrollWhenRunning(t, ctx, c)
+	if err := c.Deploy(ctx, n.UUID, conductor.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitFor(ctx, n.UUID, statemachine.Deploying); err != nil {
+		t.Fatal(err)
+	}
+	return stopManager, done, ctx, n
+}
+
 // enrollWhenRunning enrolls a node and, once the conductor accepts verbs
 // (Run starts it on its own goroutine), brings it to available.
 func enrollWhenRunning(t *testing.T, ctx context.Context, c *conductor.Conductor) *baremetal.Node {
@@ -102,19 +123,7 @@ func runDrainsWhenTheContextEnds(t *testing.T) {
 	if c.NeedLeaderElection() {
 		t.Fatal("NeedLeaderElection = true, want false: every conductor runs at once")
 	}
-	mgrCtx, stopManager := context.WithCancel(context.Background())
-	defer stopManager()
-	done := runAsManager(mgrCtx, c)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := enrollWhenRunning(t, ctx, c)
-	if err := c.Deploy(ctx, n.UUID, conductor.DeployOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitFor(ctx, n.UUID, statemachine.Deploying); err != nil {
-		t.Fatal(err)
-	}
+	stopManager, done, ctx, n := deployUnderManager(t, c)
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned %v before its context ended", err)
@@ -155,18 +164,7 @@ func TestRunWithoutGraceStopsAtOnce(t *testing.T) {
 func runWithoutGraceStopsAtOnce(t *testing.T) {
 	store := openStore(t, false)
 	c := newRunConductor(t, store, 5*time.Second, conductor.Options{DrainTimeout: -1})
-	mgrCtx, stopManager := context.WithCancel(context.Background())
-	defer stopManager()
-	done := runAsManager(mgrCtx, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n := enrollWhenRunning(t, ctx, c)
-	if err := c.Deploy(ctx, n.UUID, conductor.DeployOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitFor(ctx, n.UUID, statemachine.Deploying); err != nil {
-		t.Fatal(err)
-	}
+	stopManager, done, ctx, n := deployUnderManager(t, c)
 	start := time.Now()
 	stopManager()
 	select {
