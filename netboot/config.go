@@ -88,3 +88,12 @@ type ConfigStore interface {
 	// node without one is not an error.
 	DeleteConfig(ctx context.Context, node string) error
 }
+
+// Resolver says which enrolled node a MAC address belongs to, so that the
+// boot server can tell a known machine without a boot configuration (it
+// boots from its local disk: it is active or available and nobody is
+// working on it) from one nobody enrolled (the fallback script, when one
+// is configured).
+type Resolver interface {
+	NodeForMAC(ctx context.Context, mac string) (node string, found bool, err error)
+}
