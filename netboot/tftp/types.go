@@ -1,7 +1,3 @@
-// Package tftp is a small read-only TFTP server (RFC 1350 with the option
-// extension of RFC 2347, blksize of RFC 2348, tsize and timeout of RFC
-// 2349, and windowsize of RFC 7440) for network boot, and a client for
-// tests and benchmarks.
 package tftp
 
 import (

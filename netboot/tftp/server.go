@@ -1,0 +1,222 @@
+package tftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Defaults of the Server's configuration fields.
+const (
+	DefaultMaxTransfers = 64
+	DefaultTimeout      = time.Second
+	DefaultRetries      = 5
+	// DefaultMaxBlockSize is the largest block that fits an Ethernet
+	// frame of MTU 1500 without IP fragmentation (1500 - 20 IPv4 - 8 UDP
+	// - 4 TFTP). Many PXE ROMs reassemble fragments badly or not at all,
+	// so a bigger block trades a little loopback speed for boots that
+	// fail; raise it only on networks known to carry jumbo frames.
+	DefaultMaxBlockSize = 1468
+	// DefaultMaxWindowSize is the RFC 7440 window granted when a client
+	// asks for a larger one: 16 blocks of 1468 bytes are 23 KB in flight,
+	// small for the socket buffers and enough to hide the round trip.
+	DefaultMaxWindowSize = 16
+)
+
+// Server is a read-only TFTP server. Set its fields before Serve; they
+// must not change while it runs. The zero value of every field but
+// Handler takes the default named beside it.
+type Server struct {
+	// Handler opens the files requested. Required.
+	Handler Handler
+	// MaxTransfers bounds the transfers running at once
+	// (DefaultMaxTransfers). A read request beyond it is answered with
+	// error 0 "server busy", which PXE ROMs retry.
+	MaxTransfers int
+	// Timeout is the retransmission timeout of a transfer
+	// (DefaultTimeout) when the client does not negotiate one with
+	// RFC 2349's timeout option (1 to 255 s).
+	Timeout time.Duration
+	// Retries is how many times in a row a block (or OACK) is sent
+	// again after a timeout before the transfer is abandoned
+	// (DefaultRetries).
+	Retries int
+	// MaxBlockSize caps the RFC 2348 blksize a client may negotiate
+	// (DefaultMaxBlockSize); values are clamped to 8..65464.
+	MaxBlockSize int
+	// MaxWindowSize caps the RFC 7440 windowsize a client may negotiate
+	// (DefaultMaxWindowSize); 1 disables windowing (the option is then
+	// not acknowledged).
+	MaxWindowSize int
+	// OnTransfer, if set, is called once per read request the server
+	// started a transfer for, when it finished or failed, on that
+	// transfer's goroutine: it holds one of MaxTransfers while it runs,
+	// so it must return quickly. A request refused before the Handler
+	// ran (a traversal, an unsupported mode) is reported with the
+	// filename as the client sent it. Requests refused by the listener
+	// itself (malformed, write requests, server busy) are only logged.
+	OnTransfer func(Transfer)
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// config is a Server's configuration with the defaults applied.
+type config struct {
+	handler      Handler
+	maxTransfers int
+	timeout      time.Duration
+	retries      int
+	maxBlock     int
+	maxWindow    int
+	onTransfer   func(Transfer)
+	log          *slog.Logger
+}
+
+func (s *Server) config() (config, error) {
+	c := config{
+		handler: s.Handler, maxTransfers: s.MaxTransfers, timeout: s.Timeout,
+		retries: s.Retries, maxBlock: s.MaxBlockSize, maxWindow: s.MaxWindowSize,
+		onTransfer: s.OnTransfer, log: s.Logger,
+	}
+	if c.handler == nil {
+		return c, errors.New("tftp: Server.Handler is nil")
+	}
+	if c.maxTransfers <= 0 {
+		c.maxTransfers = DefaultMaxTransfers
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.retries <= 0 {
+		c.retries = DefaultRetries
+	}
+	if c.maxBlock <= 0 {
+		c.maxBlock = DefaultMaxBlockSize
+	}
+	c.maxBlock = min(max(c.maxBlock, minBlockSize), maxBlockSize)
+	if c.maxWindow <= 0 {
+		c.maxWindow = DefaultMaxWindowSize
+	}
+	c.maxWindow = min(c.maxWindow, maxWindowSize)
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	return c, nil
+}
+
+// ListenAndServe listens on the UDP address addr ("192.0.2.1:69") and
+// serves on it (see Serve) until ctx ends; it closes the listener
+// before returning.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	conn, err := lc.ListenPacket(ctx, "udp", addr)
+	if err != nil {
+		return fmt.Errorf("tftp: listen on %s: %w", addr, err)
+	}
+	defer conn.Close()
+	return s.Serve(ctx, conn)
+}
+
+// Serve answers the read requests arriving on conn, the server's
+// well-known port, until ctx ends. Each transfer runs on its own
+// goroutine with its own UDP socket bound to conn's local IP address and
+// an ephemeral port (its transfer ID, RFC 1350 section 4). Bind conn to
+// the address clients ask (not the unspecified address) so that replies
+// come from the address the client sent to, which PXE ROMs check.
+//
+// Serve returns nil once ctx ended and every transfer it started has
+// stopped (no goroutine of it is left), or the error that made conn
+// unusable, after stopping the transfers likewise. It does not close
+// conn, but leaves a read deadline in the past on it.
+func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
+	cfg, err := s.config()
+	if err != nil {
+		return err
+	}
+	laddr, ok := conn.LocalAddr().(*net.UDPAddr)
+	if !ok {
+		return fmt.Errorf("tftp: Serve needs a UDP listener, not %T", conn.LocalAddr())
+	}
+	local := laddr.AddrPort()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	var mu sync.Mutex
+	active := make(map[netip.AddrPort]bool)
+	buf := make([]byte, maxRequestSize+1)
+	for {
+		n, addr, err := conn.ReadFrom(buf)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue // a deadline someone else set; ours is handled above
+			}
+			return fmt.Errorf("tftp: read on %s: %w", local, err)
+		}
+		uaddr, ok := addr.(*net.UDPAddr)
+		if !ok || n == 0 {
+			continue
+		}
+		remote := unmap(uaddr.AddrPort())
+		req, err := parseRequest(buf[:n])
+		if err != nil {
+			if n >= 2 && buf[1] == byte(opERROR) && buf[0] == 0 {
+				continue // never answer an error with an error
+			}
+			cfg.log.Debug("tftp: malformed request", "remote", remote, "err", err)
+			_, _ = conn.WriteTo(encodeError(ErrCodeIllegal, "malformed request"), addr)
+			continue
+		}
+		if req.op == opWRQ {
+			cfg.log.Info("tftp: write request refused", "remote", remote, "filename", req.filename)
+			_, _ = conn.WriteTo(encodeError(ErrCodeAccess, "server is read-only"), addr)
+			continue
+		}
+		mu.Lock()
+		switch {
+		case active[remote]:
+			// The client sent its request again before our first
+			// packet reached it: the transfer running answers it.
+			mu.Unlock()
+			continue
+		case len(active) >= cfg.maxTransfers:
+			mu.Unlock()
+			cfg.log.Warn("tftp: server busy, request refused", "remote", remote,
+				"filename", req.filename, "max_transfers", cfg.maxTransfers)
+			_, _ = conn.WriteTo(encodeError(ErrCodeUndefined, "server busy, try again later"), addr)
+			continue
+		}
+		active[remote] = true
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				mu.Lock()
+				delete(active, remote)
+				mu.Unlock()
+			}()
+			serveRequest(ctx, &cfg, local, remote, req)
+		}()
+	}
+}
+
+// unmap turns an IPv4-mapped IPv6 address into plain IPv4, so that one
+// client has one key whatever socket family saw it.
+func unmap(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

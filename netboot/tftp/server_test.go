@@ -1,0 +1,347 @@
+package tftp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestGetRoundTrip sends files of sizes around the block boundaries with
+// each way of negotiating, and checks the bytes and the report.
+func TestGetRoundTrip(t *testing.T) {
+	sizes := []int{0, 1, 511, 512, 513, 1024, 1467, 1468, 1469, 3 * 1468, 16 * 1468, 1 << 20}
+	files := map[string][]byte{}
+	for i, n := range sizes {
+		files["f"+strconv.Itoa(n)] = pattern(n, byte(i))
+	}
+	st := start(t, &Server{Handler: newMemFS(files)})
+	opts := []struct {
+		name      string
+		o         ClientOptions
+		wantBlock int
+	}{
+		{"rfc1350", ClientOptions{}, 512},
+		{"blksize1468", ClientOptions{BlockSize: 1468, TSize: true}, 1468},
+		{"blksize9000-clamped", ClientOptions{BlockSize: 9000}, 1468},
+		{"window16", ClientOptions{BlockSize: 1468, WindowSize: 16}, 1468},
+		{"window3-blk512", ClientOptions{WindowSize: 3, TSize: true}, 512},
+	}
+	reports := 0
+	for _, o := range opts {
+		for _, n := range sizes {
+			t.Run(fmt.Sprintf("%s/%d", o.name, n), func(t *testing.T) {
+				var buf bytes.Buffer
+				res, err := Get(context.Background(), st.addr, "f"+strconv.Itoa(n), o.o, &buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf.Bytes(), files["f"+strconv.Itoa(n)]) || res.Bytes != int64(n) {
+					t.Fatalf("got %d bytes (reported %d), want %d, equal=false", buf.Len(), res.Bytes, n)
+				}
+				if res.BlockSize != o.wantBlock {
+					t.Errorf("block size %d, want %d", res.BlockSize, o.wantBlock)
+				}
+				if o.o.TSize && res.TSize != int64(n) {
+					t.Errorf("tsize %d, want %d", res.TSize, n)
+				}
+				reports++
+				tr := st.transfers(t, reports)[reports-1]
+				if tr.Err != nil || tr.Bytes != int64(n) || tr.BlockSize != o.wantBlock {
+					t.Errorf("report %+v, want %d bytes in blocks of %d", tr, n, o.wantBlock)
+				}
+			})
+		}
+	}
+}
+
+// TestRollover sends a file of more than 65535 blocks of 512 bytes: the
+// block number wraps to 0 and the transfer goes on.
+func TestRollover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rollover: 33 MB transfer skipped in -short mode")
+	}
+	const n = 65536*512 + 1000 // 65538 blocks
+	data := pattern(n, 7)
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"big": data})})
+	for _, o := range []ClientOptions{{}, {WindowSize: 16}} {
+		t.Run("window"+strconv.Itoa(max(o.WindowSize, 1)), func(t *testing.T) {
+			var buf bytes.Buffer
+			if _, err := Get(context.Background(), st.addr, "big", o, &buf); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf.Bytes(), data) {
+				t.Fatalf("got %d bytes, want %d, contents differ", buf.Len(), n)
+			}
+		})
+	}
+}
+
+// TestNegotiation checks the OACK the server sends for each request, at
+// the wire level, and the first DATA block after it.
+func TestNegotiation(t *testing.T) {
+	data := pattern(100000, 1)
+	cases := []struct {
+		name   string
+		srv    Server
+		mode   string
+		opts   []string
+		want   map[string]string // nil: no OACK, DATA 1 at once
+		wantBS int
+	}{
+		{"none", Server{}, "octet", nil, nil, 512},
+		{"blksize", Server{}, "octet", []string{"blksize", "1024"}, map[string]string{"blksize": "1024"}, 1024},
+		{"blksize-clamped-default", Server{}, "octet", []string{"blksize", "65464"}, map[string]string{"blksize": "1468"}, 1468},
+		{"blksize-clamped-max", Server{MaxBlockSize: 8192}, "octet", []string{"blksize", "9000"}, map[string]string{"blksize": "8192"}, 8192},
+		{"blksize-too-small", Server{}, "octet", []string{"blksize", "7"}, nil, 512},
+		{"blksize-not-number", Server{}, "octet", []string{"blksize", "12a"}, nil, 512},
+		{"blksize-8", Server{}, "octet", []string{"blksize", "8"}, map[string]string{"blksize": "8"}, 8},
+		{"tsize", Server{}, "octet", []string{"tsize", "0"}, map[string]string{"tsize": "100000"}, 512},
+		{"tsize-netascii", Server{}, "netascii", []string{"tsize", "0"}, nil, 512},
+		{"timeout", Server{}, "octet", []string{"timeout", "3"}, map[string]string{"timeout": "3"}, 512},
+		{"timeout-0", Server{}, "octet", []string{"timeout", "0"}, nil, 512},
+		{"timeout-256", Server{}, "octet", []string{"timeout", "256"}, nil, 512},
+		{"windowsize", Server{}, "octet", []string{"windowsize", "8"}, map[string]string{"windowsize": "8"}, 512},
+		{"windowsize-clamped", Server{}, "octet", []string{"windowsize", "1000"}, map[string]string{"windowsize": "16"}, 512},
+		{"windowsize-disabled", Server{MaxWindowSize: 1}, "octet", []string{"windowsize", "8"}, nil, 512},
+		{"windowsize-0", Server{}, "octet", []string{"windowsize", "0"}, nil, 512},
+		{"unknown-ignored", Server{}, "octet", []string{"multicast", "", "blksize", "600"}, map[string]string{"blksize": "600"}, 600},
+		{"case-insensitive", Server{}, "OCTET", []string{"BlkSize", "700", "TSIZE", "0"}, map[string]string{"blksize": "700", "tsize": "100000"}, 700},
+		{"all", Server{}, "octet", []string{"blksize", "1428", "tsize", "0", "timeout", "2", "windowsize", "4"},
+			map[string]string{"blksize": "1428", "tsize": "100000", "timeout": "2", "windowsize": "4"}, 1428},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := c.srv
+			srv.Handler = newMemFS(map[string][]byte{"f": data})
+			st := start(t, &srv)
+			r := newRaw(t)
+			r.send(st.ap, rrq(opRRQ, append([]string{"f", c.mode}, c.opts...)...))
+			p, from := r.recv(2 * time.Second)
+			if from == st.ap {
+				t.Fatalf("reply came from the listening port %v, not a new transfer ID", from)
+			}
+			if c.want != nil {
+				if got := oackOptions(t, p); !maps.Equal(got, c.want) {
+					t.Fatalf("OACK %v, want %v", got, c.want)
+				}
+				r.send(from, ack(0))
+				p, _ = r.recv(2 * time.Second)
+			}
+			if op(p) != opDATA || blockOf(p) != 1 {
+				t.Fatalf("got % x, want DATA 1", p[:min(len(p), 8)])
+			}
+			if len(p)-4 != c.wantBS {
+				t.Fatalf("DATA 1 carries %d bytes, want the block size %d", len(p)-4, c.wantBS)
+			}
+			r.send(from, []byte{0, 5, 0, 0, 's', 't', 'o', 'p', 0}) // abort
+		})
+	}
+}
+
+// TestNegotiatedTimeout: a timeout option of 1 s replaces the server's
+// 30 s, so an unacknowledged block comes again within about a second.
+func TestNegotiatedTimeout(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(2000, 1)}), Timeout: 30 * time.Second})
+	r := newRaw(t)
+	r.send(st.ap, rrq(opRRQ, "f", "octet", "timeout", "1"))
+	p, from := r.recv(2 * time.Second)
+	if oackOptions(t, p)["timeout"] != "1" {
+		t.Fatal("timeout not acknowledged")
+	}
+	r.send(from, ack(0))
+	first, _ := r.recv(2 * time.Second)
+	began := time.Now()
+	again, _ := r.recv(3 * time.Second)
+	if waited := time.Since(began); !bytes.Equal(first, again) || waited < 800*time.Millisecond {
+		t.Fatalf("block resent after %v (equal %v), want the same block after about 1 s", waited, bytes.Equal(first, again))
+	}
+	r.send(from, []byte{0, 5, 0, 0, 0})
+}
+
+// TestOACKRefused: a client that answers the OACK with error 8 ends the
+// transfer; the server sends nothing more and reports the refusal.
+func TestOACKRefused(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(2000, 1)}), Timeout: 50 * time.Millisecond})
+	r := newRaw(t)
+	r.send(st.ap, rrq(opRRQ, "f", "octet", "blksize", "1024"))
+	p, from := r.recv(2 * time.Second)
+	oackOptions(t, p)
+	r.send(from, []byte{0, 5, 0, 8, 'n', 'o', 0})
+	if p, _, ok := r.tryRecv(300 * time.Millisecond); ok {
+		t.Fatalf("server sent % x after the client refused the OACK", p)
+	}
+	tr := st.transfers(t, 1)[0]
+	var re *RemoteError
+	if !errors.As(tr.Err, &re) || re.Code != ErrCodeOptionRefused || re.Message != "no" {
+		t.Fatalf("report error %v, want the client's error 8 \"no\"", tr.Err)
+	}
+}
+
+// TestMissingFile: a name the Handler does not know is error 1.
+func TestMissingFile(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{})})
+	_, err := Get(context.Background(), st.addr, "nope", ClientOptions{}, &bytes.Buffer{})
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != ErrCodeNotFound {
+		t.Fatalf("Get: %v, want error 1", err)
+	}
+	if tr := st.transfers(t, 1)[0]; !errors.Is(tr.Err, ErrNotFound) || tr.Request.Filename != "nope" {
+		t.Fatalf("report %+v, want ErrNotFound for \"nope\"", tr)
+	}
+}
+
+// TestHandlerError: an error the Handler does not classify is error 0
+// with a generic message; its text stays in the server's report.
+func TestHandlerError(t *testing.T) {
+	h := HandlerFunc(func(context.Context, *Request) (File, error) {
+		return nil, errors.New("secret disk detail")
+	})
+	st := start(t, &Server{Handler: h})
+	_, err := Get(context.Background(), st.addr, "x", ClientOptions{}, &bytes.Buffer{})
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != ErrCodeUndefined || re.Message != "server error" {
+		t.Fatalf("Get: %v, want error 0 \"server error\"", err)
+	}
+	if tr := st.transfers(t, 1)[0]; tr.Err == nil || !bytes.Contains([]byte(tr.Err.Error()), []byte("secret disk detail")) {
+		t.Fatalf("report error %v, want the handler's error", tr.Err)
+	}
+}
+
+// TestTraversalRefused: names that climb out of the root are error 2 and
+// never reach the Handler.
+func TestTraversalRefused(t *testing.T) {
+	fs := newMemFS(map[string][]byte{"etc/passwd": []byte("x"), "x": []byte("x")})
+	st := start(t, &Server{Handler: fs})
+	for _, name := range []string{
+		"../etc/passwd", "/../x", "a/../../x", `..\etc\passwd`, `\..\x`, `a\..\..\x`,
+		"..", "a/..", "/", ".", "x\x01", `a\../b`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Get(context.Background(), st.addr, name, ClientOptions{}, &bytes.Buffer{})
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != ErrCodeAccess {
+				t.Fatalf("Get(%q): %v, want error 2", name, err)
+			}
+		})
+	}
+	if n := fs.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times, want 0", n)
+	}
+	// The same names cleaned to something harmless are served.
+	for _, name := range []string{"/x", `\x`, "./x", "//x", `etc\passwd`, "/etc//./passwd"} {
+		if _, err := Get(context.Background(), st.addr, name, ClientOptions{}, &bytes.Buffer{}); err != nil {
+			t.Errorf("Get(%q): %v", name, err)
+		}
+	}
+}
+
+// TestRefusedAtListener: write requests, malformed and oversized
+// requests and unknown modes are refused with the right codes.
+func TestRefusedAtListener(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": []byte("x")})})
+	long := make([]byte, 600)
+	for i := range long {
+		long[i] = 'a'
+	}
+	many := []string{"f", "octet"}
+	for i := range 17 {
+		many = append(many, "o"+strconv.Itoa(i), "1")
+	}
+	cases := []struct {
+		name string
+		p    []byte
+		code ErrorCode
+	}{
+		{"wrq", rrq(opWRQ, "f", "octet"), ErrCodeAccess},
+		{"no-mode", rrq(opRRQ, "f"), ErrCodeIllegal},
+		{"unterminated", []byte{0, 1, 'f', 0, 'o'}, ErrCodeIllegal},
+		{"oversized", rrq(opRRQ, string(long), "octet"), ErrCodeIllegal},
+		{"too-many-options", rrq(opRRQ, many...), ErrCodeIllegal},
+		{"repeated-option", rrq(opRRQ, "f", "octet", "blksize", "1024", "BLKSIZE", "512"), ErrCodeIllegal},
+		{"data-at-listener", []byte{0, 3, 0, 1, 'x'}, ErrCodeIllegal},
+		{"mode-mail", rrq(opRRQ, "f", "mail"), ErrCodeIllegal},
+		{"empty-name", rrq(opRRQ, "", "octet"), ErrCodeIllegal},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRaw(t)
+			r.send(st.ap, c.p)
+			p, _ := r.recv(2 * time.Second)
+			wantError(t, p, c.code)
+		})
+	}
+	t.Run("error-not-answered", func(t *testing.T) {
+		r := newRaw(t)
+		r.send(st.ap, []byte{0, 5, 0, 0, 'x', 0})
+		if p, _, ok := r.tryRecv(200 * time.Millisecond); ok {
+			t.Fatalf("server answered an ERROR with % x", p)
+		}
+	})
+}
+
+// TestConcurrent runs 100 transfers at once, each of its own file.
+func TestConcurrent(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 100 {
+		files["f"+strconv.Itoa(i)] = pattern(20000+i*997, byte(i))
+	}
+	st := start(t, &Server{Handler: newMemFS(files), MaxTransfers: 100})
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			name := "f" + strconv.Itoa(i)
+			var buf bytes.Buffer
+			o := ClientOptions{BlockSize: 512 + i*9, WindowSize: i % 4, TSize: true}
+			if _, err := Get(context.Background(), st.addr, name, o, &buf); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				return
+			}
+			if !bytes.Equal(buf.Bytes(), files[name]) {
+				errs <- fmt.Errorf("%s: contents differ", name)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestMaxTransfers: beyond MaxTransfers a request is told "server busy"
+// (error 0), and is served again once a slot is free.
+func TestMaxTransfers(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}), MaxTransfers: 2, Timeout: time.Minute})
+	var holders []*raw
+	var tids []netip.AddrPort
+	for range 2 {
+		r := newRaw(t)
+		r.send(st.ap, rrq(opRRQ, "f", "octet"))
+		p, from := r.recv(2 * time.Second)
+		if op(p) != opDATA {
+			t.Fatalf("got % x, want DATA 1", p[:4])
+		}
+		holders, tids = append(holders, r), append(tids, from)
+	}
+	third := newRaw(t)
+	third.send(st.ap, rrq(opRRQ, "f", "octet"))
+	p, from := third.recv(2 * time.Second)
+	wantError(t, p, ErrCodeUndefined)
+	if from != st.ap {
+		t.Errorf("busy error from %v, want the listener %v", from, st.ap)
+	}
+	holders[0].send(tids[0], []byte{0, 5, 0, 0, 0}) // the first client gives up
+	st.transfers(t, 1)
+	var buf bytes.Buffer
+	if _, err := Get(context.Background(), st.addr, "f", ClientOptions{}, &buf); err != nil || buf.Len() != 5000 {
+		t.Fatalf("Get after a slot freed: %v, %d bytes", err, buf.Len())
+	}
+}
