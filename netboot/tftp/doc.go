@@ -13,6 +13,10 @@
 // the retries and the largest block and window a client may negotiate
 // are the Server's fields; see their defaults.
 //
+// Netascii is converted on the way out (LF to CR LF, CR to CR NUL), so
+// text files keep working for old clients; tsize is not acknowledged in
+// that mode, since the size on the wire is not the file's.
+//
 // Everything from the network is bounded: a request is at most 512 bytes
 // with at most 16 options, a stalled client costs at most Retries
 // timeouts, and a server over MaxTransfers answers "server busy".
