@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,20 +198,26 @@ func TestMissingFile(t *testing.T) {
 	}
 }
 
-// TestHandlerError: an error the Handler does not classify is error 0
-// with a generic message; its text stays in the server's report.
+// TestHandlerError: an error the Handler does not classify (or no File
+// at all) is error 0 with a generic message; the detail stays in the
+// server's report.
 func TestHandlerError(t *testing.T) {
-	h := HandlerFunc(func(context.Context, *Request) (File, error) {
+	h := HandlerFunc(func(_ context.Context, r *Request) (File, error) {
+		if r.Filename == "nil" {
+			return nil, nil
+		}
 		return nil, errors.New("secret disk detail")
 	})
 	st := start(t, &Server{Handler: h})
-	_, err := Get(context.Background(), st.addr, "x", ClientOptions{}, &bytes.Buffer{})
-	var re *RemoteError
-	if !errors.As(err, &re) || re.Code != ErrCodeUndefined || re.Message != "server error" {
-		t.Fatalf("Get: %v, want error 0 \"server error\"", err)
-	}
-	if tr := st.transfers(t, 1)[0]; tr.Err == nil || !bytes.Contains([]byte(tr.Err.Error()), []byte("secret disk detail")) {
-		t.Fatalf("report error %v, want the handler's error", tr.Err)
+	for i, c := range []struct{ name, detail string }{{"x", "secret disk detail"}, {"nil", "no File"}} {
+		_, err := Get(context.Background(), st.addr, c.name, ClientOptions{}, &bytes.Buffer{})
+		var re *RemoteError
+		if !errors.As(err, &re) || re.Code != ErrCodeUndefined || re.Message != "server error" {
+			t.Fatalf("Get(%q): %v, want error 0 \"server error\"", c.name, err)
+		}
+		if tr := st.transfers(t, i+1)[i]; tr.Err == nil || !strings.Contains(tr.Err.Error(), c.detail) {
+			t.Fatalf("report error %v, want %q", tr.Err, c.detail)
+		}
 	}
 }
 

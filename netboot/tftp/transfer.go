@@ -77,8 +77,15 @@ func serveRequest(ctx context.Context, cfg *config, local, remote netip.AddrPort
 	case err != nil:
 		refuse(ErrCodeUndefined, "server error", fmt.Errorf("tftp: open %q: %w", name, err))
 		return
+	case f == nil:
+		refuse(ErrCodeUndefined, "server error", fmt.Errorf("tftp: open %q: Handler returned no File and no error", name))
+		return
 	}
 	defer f.Close()
+	if f.Size() < 0 {
+		refuse(ErrCodeUndefined, "server error", fmt.Errorf("tftp: open %q: File.Size %d is negative", name, f.Size()))
+		return
+	}
 	netascii := req.mode == "netascii"
 	neg := negotiate(req, cfg, f.Size(), netascii)
 	tr.BlockSize = neg.blksize
