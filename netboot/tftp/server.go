@@ -174,8 +174,10 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 		remote := unmap(uaddr.AddrPort())
 		req, err := parseRequest(buf[:n])
 		if err != nil {
-			if n >= 2 && buf[1] == byte(opERROR) && buf[0] == 0 {
-				continue // never answer an error with an error
+			if n < 2 || buf[0] != 0 || buf[1] == 0 || buf[1] > byte(opOACK) || buf[1] == byte(opERROR) {
+				// Not TFTP at all, or an error (never answered with
+				// one): dropped, so that noise is not amplified.
+				continue
 			}
 			cfg.log.Debug("tftp: malformed request", "remote", remote, "err", err)
 			_, _ = conn.WriteTo(encodeError(ErrCodeIllegal, "malformed request"), addr)

@@ -284,13 +284,18 @@ func TestRefusedAtListener(t *testing.T) {
 			wantError(t, p, c.code)
 		})
 	}
-	t.Run("error-not-answered", func(t *testing.T) {
-		r := newRaw(t)
-		r.send(st.ap, []byte{0, 5, 0, 0, 'x', 0})
-		if p, _, ok := r.tryRecv(200 * time.Millisecond); ok {
-			t.Fatalf("server answered an ERROR with % x", p)
-		}
-	})
+	for name, p := range map[string][]byte{
+		"error": {0, 5, 0, 0, 'x', 0}, "one-byte": {0}, "opcode-0": {0, 0, 'x', 0}, "opcode-7": {0, 7, 'x', 0},
+		"opcode-256": {1, 1, 'x', 0},
+	} {
+		t.Run(name+"-not-answered", func(t *testing.T) {
+			r := newRaw(t)
+			r.send(st.ap, p)
+			if p, _, ok := r.tryRecv(200 * time.Millisecond); ok {
+				t.Fatalf("server answered with % x", p)
+			}
+		})
+	}
 }
 
 // TestConcurrent runs 100 transfers at once, each of its own file.
