@@ -217,3 +217,51 @@ func TestCancelStopsTransfers(t *testing.T) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// TestRetransmittedRRQ: the same request again from the same port while
+// its transfer runs is the client's retransmission: one transfer answers.
+func TestRetransmittedRRQ(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(2000, 1)}), Timeout: time.Minute})
+	r := newRaw(t)
+	req := rrq(opRRQ, "f", "octet", "blksize", "1024")
+	r.send(st.ap, req)
+	r.send(st.ap, req)
+	_, tid := r.recv(2 * time.Second)
+	if p, from, ok := r.tryRecv(200 * time.Millisecond); ok {
+		t.Fatalf("a second transfer answered from %v (first %v): % x", from, tid, p[:4])
+	}
+	r.send(tid, []byte{0, 5, 0, 0, 0})
+}
+
+// TestProbeThenRequest: a PXE ROM asks for tsize, aborts with error 8 and
+// at once asks again from the same port with other options; the second
+// request is served even if the first transfer has not yet seen the abort.
+func TestProbeThenRequest(t *testing.T) {
+	data := pattern(3000, 4)
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": data}), Timeout: time.Minute})
+	r := newRaw(t)
+	r.send(st.ap, rrq(opRRQ, "f", "octet", "tsize", "0", "blksize", "1456"))
+	p, tid := r.recv(2 * time.Second)
+	if oackOptions(t, p)["tsize"] != "3000" {
+		t.Fatalf("probe OACK %q", p)
+	}
+	r.send(st.ap, rrq(opRRQ, "f", "octet", "blksize", "1456")) // before the abort
+	r.send(tid, []byte{0, 5, 0, 8, 0})
+	p, tid2 := r.recv(2 * time.Second)
+	if tid2 == tid || oackOptions(t, p)["blksize"] != "1456" {
+		t.Fatalf("second request: % x from %v (probe's %v)", p, tid2, tid)
+	}
+	var got []byte
+	r.send(tid2, ack(0))
+	for b := uint16(1); ; b++ {
+		p, _ := r.recv(2 * time.Second)
+		got = append(got, p[4:]...)
+		r.send(tid2, ack(b))
+		if len(p)-4 < 1456 {
+			break
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("contents differ")
+	}
+}

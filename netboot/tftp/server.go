@@ -152,8 +152,18 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 
+	// active holds the running transfers by client and request bytes. A
+	// request identical to a running one is the client's retransmission
+	// (our first packet was slow) and is dropped; a different one from
+	// the same port starts a transfer of its own, since PXE ROMs ask for
+	// tsize, abort with an ERROR and ask again from the same port at once,
+	// before the aborted transfer may have noticed.
+	type key struct {
+		remote netip.AddrPort
+		req    string
+	}
 	var mu sync.Mutex
-	active := make(map[netip.AddrPort]bool)
+	active := make(map[key]bool)
 	buf := make([]byte, maxRequestSize+1)
 	for {
 		n, addr, err := conn.ReadFrom(buf)
@@ -188,9 +198,10 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 			_, _ = conn.WriteTo(encodeError(ErrCodeAccess, "server is read-only"), addr)
 			continue
 		}
+		k := key{remote, string(buf[:n])}
 		mu.Lock()
 		switch {
-		case active[remote]:
+		case active[k]:
 			// The client sent its request again before our first
 			// packet reached it: the transfer running answers it.
 			mu.Unlock()
@@ -202,14 +213,14 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 			_, _ = conn.WriteTo(encodeError(ErrCodeUndefined, "server busy, try again later"), addr)
 			continue
 		}
-		active[remote] = true
+		active[k] = true
 		mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() {
 				mu.Lock()
-				delete(active, remote)
+				delete(active, k)
 				mu.Unlock()
 			}()
 			serveRequest(ctx, &cfg, local, remote, req)
