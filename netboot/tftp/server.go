@@ -30,13 +30,16 @@ const (
 
 // Server is a read-only TFTP server. Set its fields before Serve; they
 // must not change while it runs. The zero value of every field but
-// Handler takes the default named beside it.
+// Handler takes the default named beside it. One Server may Serve
+// several listeners at once (one per provisioning interface); each call
+// has its own MaxTransfers.
 type Server struct {
 	// Handler opens the files requested. Required.
 	Handler Handler
 	// MaxTransfers bounds the transfers running at once
-	// (DefaultMaxTransfers). A read request beyond it is answered with
-	// error 0 "server busy", which PXE ROMs retry.
+	// (DefaultMaxTransfers). A read request beyond it is answered at
+	// once with error 0 "server busy, try again later", rather than left
+	// to time out, so that the client's own retry logic runs.
 	MaxTransfers int
 	// Timeout is the retransmission timeout of a transfer
 	// (DefaultTimeout) when the client does not negotiate one with
