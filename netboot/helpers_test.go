@@ -69,7 +69,7 @@ func (c fixedClock) After(time.Duration) <-chan time.Time { return make(chan tim
 
 var testTime = time.Date(2026, 12, 1, 10, 42, 0, 0, time.UTC)
 
-func writeFile(t *testing.T, p string, data []byte) {
+func writeFile(t testing.TB, p string, data []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func pattern(n int) []byte {
 
 // binaries writes fake boot loader files under dir and returns Options
 // pointing at them.
-func binaries(t *testing.T, dir string) Options {
+func binaries(t testing.TB, dir string) Options {
 	t.Helper()
 	for _, f := range []string{"ipxe/undionly.kpxe", "ipxe/snponly.efi", "ipxe/ipxe.efi", "pxelinux/pxelinux.0",
 		"syslinux/ldlinux.c32", "grub/grubnetx64.efi"} {
@@ -105,7 +105,7 @@ func binaries(t *testing.T, dir string) Options {
 	}
 }
 
-func newFixture(t *testing.T, edit func(*Options)) *fixture {
+func newFixture(t testing.TB, edit func(*Options)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	o := binaries(t, dir)

@@ -25,6 +25,10 @@ import (
 // rest; a download the client broke off records its stage with the
 // error. A kernel or ramdisk given as a URL is fetched by the machine
 // from there, so the server records no download stage for it.
+//
+// The connection-level bounds (header size and read timeouts, the number
+// of connections) are the embedder's http.Server's: set
+// ReadHeaderTimeout and MaxHeaderBytes there.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {

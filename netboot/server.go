@@ -38,10 +38,10 @@ const (
 type Options struct {
 	// HTTPBase is the base URL machines reach the server's Handler at,
 	// e.g. "http://192.0.2.1:8080"; scripts and boot file URLs start with
-	// it. Required. GRUB (pxe and http interfaces in UEFI) reads its
-	// master configuration from the server it was loaded from on port
-	// 80 with Debian's GRUB 2.06: for the http interface, serve Handler on
-	// port 80 too.
+	// it. Required. GRUB loaded by UEFI HTTP boot (the http interface)
+	// reads grub/grub.cfg from the server it was loaded from; whether
+	// Debian's GRUB 2.06 keeps a port other than 80 for that is not
+	// tested here, so serve Handler on port 80 for the http interface.
 	HTTPBase string
 	// TFTPServer is the TFTP server's address for DHCP's next-server
 	// (siaddr); the zero Addr lets the DHCP server use its own.
