@@ -102,7 +102,7 @@ func (s *Server) DecideBoot(ctx context.Context, c dhcp.Client) dhcp.Decision {
 	switch c.Arch {
 	case dhcp.ArchUnknown, dhcp.ArchBIOS, dhcp.ArchEFIx64, dhcp.ArchEFIx64HTTP:
 	default:
-		s.log.InfoContext(ctx, "netboot: no boot loader for this architecture", "mac", mac, "arch", c.Arch, "node", p.node)
+		s.log.DebugContext(ctx, "netboot: no boot loader for this architecture", "mac", mac, "arch", c.Arch, "node", p.node)
 		return s.noBoot(p.node)
 	}
 	uefi := c.Arch.UEFI()

@@ -137,7 +137,7 @@ func (f *fixture) ramdiskConfig(node string, iface Interface, mode Mode, macs ..
 	}
 }
 
-func (f *fixture) put(t *testing.T, c Config) {
+func (f *fixture) put(t testing.TB, c Config) {
 	t.Helper()
 	if err := f.srv.PutConfig(context.Background(), c); err != nil {
 		t.Fatalf("PutConfig(%s): %v", c.Node, err)

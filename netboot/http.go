@@ -3,6 +3,7 @@ package netboot
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -129,6 +130,26 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.n += int64(n)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// ReadFrom keeps net/http's sendfile path for local files (ServeContent
+// copies through io.Copy, which looks for it), counting as Write does.
+func (w *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	var n int64
+	var err error
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	}
+	w.n += n
 	if err != nil && w.err == nil {
 		w.err = err
 	}

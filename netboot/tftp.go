@@ -54,8 +54,10 @@ func (s *Server) OnTransfer(t tftp.Transfer) {
 		File:     t.Request.Filename,
 		Bytes:    t.Bytes,
 		Duration: t.Duration,
-		Addr:     t.Request.Remote.Addr().Unmap().String(),
 		Stage:    stage.TFTPSent,
+	}
+	if a := t.Request.Remote.Addr(); a.IsValid() {
+		rec.Addr = a.Unmap().String()
 	}
 	if rt.mac != "" {
 		if c, ok := s.lookup(rt.mac); ok {

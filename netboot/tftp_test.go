@@ -134,3 +134,12 @@ func TestTFTPTransferRecords(t *testing.T) {
 		t.Errorf("Check = %+v, %v", st, stalled)
 	}
 }
+
+func TestTFTPRecordWithoutRemote(t *testing.T) {
+	f := newFixture(t, nil)
+	f.srv.OnTransfer(tftp.Transfer{Request: tftp.Request{Filename: "undionly.kpxe"}, Bytes: 1000})
+	recs := f.rec.all()
+	if len(recs) != 1 || recs[0].Addr != "" || recs[0].Stage != stage.TFTPSent {
+		t.Errorf("records %+v: want one tftp sent without an address", recs)
+	}
+}
