@@ -211,3 +211,37 @@ func TestAddressBookNamesTheNode(t *testing.T) {
 		t.Errorf("record %+v: want node-1's", recs[1])
 	}
 }
+
+// FuzzHandler: whatever the method, path and Range header, the handler
+// answers without panicking, serves only paths the layout names, and
+// never anything but the configured files.
+func FuzzHandler(f *testing.F) {
+	for _, s := range []string{"/boot/52-54-00-12-34-56/ramdisk", "/boot.ipxe", "/ipxe/snponly.efi", "/../etc/passwd",
+		"/boot/52-54-00-12-34-56/%2e%2e/x", "/grub/grub.cfg"} {
+		f.Add("GET", s, "bytes=0-99")
+	}
+	f.Add("HEAD", "/boot/52-54-00-12-34-56/kernel", "bytes=5-")
+	f.Add("GET", "/boot/52-54-00-12-34-56/kernel", "bytes=0-1,5-9")
+	fx := newFixture(f, nil)
+	fx.put(f, fx.ramdiskConfig("node-1", IPXE, UEFI, "52:54:00:12:34:56"))
+	h := fx.srv.Handler()
+	f.Fuzz(func(t *testing.T, method, path, rng string) {
+		r, err := http.NewRequest(method, "http://192.0.2.1:8080/", nil)
+		if err != nil {
+			return
+		}
+		r.URL.Path = path
+		r.RemoteAddr = "192.0.2.23:40000"
+		if rng != "" {
+			r.Header.Set("Range", rng)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code < 300 && parsePath(path).kind == routeNone {
+			t.Fatalf("%s %q: %d for a path the layout does not name", method, path, w.Code)
+		}
+		if bytes.Contains(w.Body.Bytes(), []byte("root:")) {
+			t.Fatalf("%s %q served something outside the layout", method, path)
+		}
+	})
+}
