@@ -4,4 +4,83 @@
 // each stage it served (package netboot/stage) so that an operator can see
 // where a boot stopped. It runs in the embedding process, with no external
 // daemon, and is usable without the conductor.
+//
+// # Pieces
+//
+// The protocol engines are their own packages: netboot/dhcp (a DHCPv4
+// server that classifies clients and asks a dhcp.Decider what they boot)
+// and netboot/tftp (a read-only TFTP server that asks a tftp.Handler for
+// files). This package is the rest, the Server:
+//
+//   - a ConfigStore: the boot interfaces PutConfig a node's Config
+//     (interface pxe, ipxe, http or http-ipxe; bios or uefi; a ramdisk to
+//     boot, or the local disk) keyed by its MACs, and DeleteConfig it.
+//     PutConfig validates everything that will be written into a script
+//     (kernel parameters against a safe character set, paths, URLs) and
+//     refuses a MAC another node holds, changing nothing on error;
+//   - DecideBoot, the dhcp.Decider: by the client's architecture, iPXE
+//     and HTTP boot flags and the MAC's Config, the boot file or URL
+//     (testdata/decisions.golden is the whole table);
+//   - OpenTFTP and OnTransfer, the tftp.Handler and its transfer callback;
+//   - Handler, the http.Handler for scripts, configurations, kernels,
+//     ramdisks and the boot loaders of UEFI HTTP boot;
+//   - ObserveBootStage, to pass as the DHCP server's Observer: the Server
+//     learns which address belongs to which MAC (so that a TFTP request
+//     for undionly.kpxe is recorded against the right node) and forwards
+//     every record to Options.Observer;
+//   - Collectors, the Prometheus metrics of every stage.
+//
+// DHCP, TFTP and HTTP ask one function what a MAC boots, so they cannot
+// disagree: the MAC's Config when there is one; "boot from local disk"
+// for a machine the Resolver says is enrolled (an active or available
+// node nobody is working on must never get a ramdisk: the reboot loops
+// of tinkerbell #951 and smee #10); the Fallback (a discovery ramdisk)
+// for a machine nobody enrolled; and nothing when the Resolver fails.
+//
+// # Files and paths
+//
+// The boot loaders come from Debian packages, found at configurable
+// paths, never downloaded: ipxe (/usr/lib/ipxe: undionly.kpxe,
+// snponly.efi, ipxe.efi; checked by New), pxelinux and syslinux-common
+// (pxelinux.0, ldlinux.c32) and grub-efi-amd64-bin (grubnetx64.efi),
+// checked by PutConfig when a configuration needs them. The same names
+// are served on TFTP and HTTP:
+//
+//	boot.ipxe                        chains to boot/${netX/mac:hexhyp}/boot.ipxe
+//	boot/<mac>/boot.ipxe             the MAC's iPXE script
+//	boot/<mac>/grub.cfg              the MAC's GRUB configuration
+//	boot/<mac>/kernel, boot/<mac>/ramdisk
+//	grub/grub.cfg                    GRUB's master configuration
+//	grub/grub.cfg-01-<mac>           the MAC's GRUB configuration, by GRUB's naming
+//	pxelinux.cfg/01-<mac>            the MAC's pxelinux configuration
+//	undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0, ldlinux.c32, grubnetx64.efi
+//	                                 (also under ipxe/ and grub/, for HTTP boot URLs)
+//
+// <mac> is written with hyphens (52-54-00-12-34-56) or colons. Kernels
+// and ramdisks given as absolute local paths are served at
+// boot/<mac>/kernel and boot/<mac>/ramdisk, with Range requests on HTTP,
+// and their downloads are recorded with bytes and duration. Given as
+// http(s) URLs (ipxe and http-ipxe only) the script sends iPXE there,
+// and the download is not observed: the records then stop at the
+// script.
+//
+// # Usage
+//
+// Build a Server, give it to the engines, and give it to the boot
+// interfaces as their ConfigStore:
+//
+//	srv, err := netboot.New(netboot.Options{
+//		HTTPBase:   "http://192.0.2.1:8080",
+//		TFTPServer: netip.MustParseAddr("192.0.2.1"),
+//		Resolver:   resolver, // which enrolled node owns a MAC
+//		Observer:   observer, // stage records into node history
+//	})
+//	// DHCP:  dhcp.Server{Decider: srv, Observer: srv, ...}
+//	// TFTP:  tftp.Server{Handler: srv, OnTransfer: srv.OnTransfer, ...}
+//	// HTTP:  http.Server{Addr: ":8080", Handler: srv.Handler()}
+//	// boot interfaces: srv.PutConfig(ctx, cfg), srv.DeleteConfig(ctx, node)
+//
+// With an operator's own dnsmasq instead of Anvil's DHCP, set
+// Options.Dnsmasq: PutConfig and DeleteConfig then also write dnsmasq's
+// --dhcp-hostsdir and --dhcp-optsdir files (see DnsmasqFiles).
 package netboot

@@ -1,0 +1,185 @@
+package netboot
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The generated scripts and configurations. Every value written into
+// them was validated by normalize (node, purpose and parameters against
+// safe character sets, MACs parsed, paths clean): nothing from a
+// configuration can add a command. The golden files under testdata/ are
+// their specification.
+
+// retryDelay is the pause of an iPXE script before it fetches again.
+const retryDelay = "10"
+
+// bootIF is the BOOTIF= parameter naming the boot NIC, as pxelinux's
+// "ipappend 2" writes it ("01-" for Ethernet, hyphens); the agent
+// accepts this and the colon form.
+func bootIF(mac string) string { return "BOOTIF=01-" + hyphenMAC(mac) }
+
+// imageRef is how a script names a kernel or ramdisk: a URL as given (the
+// machine fetches it from there, and the server records no download
+// stage for it), or the server's path for a local file.
+func (s *Server) imageRef(v, path string) string {
+	if strings.HasPrefix(v, "/") {
+		return s.base + path
+	}
+	return v
+}
+
+func ipxeTimeout(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return fmt.Sprintf(" --timeout %d", ms)
+}
+
+// ipxeRamdisk is the iPXE script that boots kernel and ramdisk: fetch
+// both, boot, and on any failure wait and start again (a stalled boot
+// is failed by the conductor's stage deadlines, not by the script).
+// initrd=ramdisk tells a UEFI kernel's EFI stub which of iPXE's images
+// is its initrd; it is added for UEFI (and for the fallback, whose boot
+// mode nobody knows; BIOS kernels ignore it).
+func (s *Server) ipxeRamdisk(mac, comment, kernel, ramdisk string, params []string, uefi bool, timeout time.Duration) []byte {
+	var b strings.Builder
+	b.WriteString("#!ipxe\n")
+	fmt.Fprintf(&b, "# %s\n", comment)
+	cmd := []string{"kernel --name kernel" + ipxeTimeout(timeout), kernel}
+	if uefi {
+		cmd = append(cmd, "initrd=ramdisk")
+	}
+	cmd = append(cmd, params...)
+	cmd = append(cmd, bootIF(mac))
+	b.WriteString(":fetch\n")
+	b.WriteString("imgfree\n")
+	fmt.Fprintf(&b, "%s || goto retry\n", strings.Join(cmd, " "))
+	fmt.Fprintf(&b, "initrd --name ramdisk%s %s || goto retry\n", ipxeTimeout(timeout), ramdisk)
+	b.WriteString("boot || goto retry\n")
+	b.WriteString(":retry\n")
+	fmt.Fprintf(&b, "echo Fetching the kernel or ramdisk failed, trying again in %s s\n", retryDelay)
+	fmt.Fprintf(&b, "sleep %s\n", retryDelay)
+	b.WriteString("goto fetch\n")
+	return []byte(b.String())
+}
+
+// ipxeLocal is the iPXE script that boots the local disk: exit back to
+// the firmware's next boot entry on UEFI, sanboot of the first BIOS
+// disk on BIOS; with mode unknown (an enrolled machine without a
+// configuration) the script asks iPXE which platform it runs on.
+func ipxeLocal(comment string, mode Mode) []byte {
+	var b strings.Builder
+	b.WriteString("#!ipxe\n")
+	fmt.Fprintf(&b, "# %s\n", comment)
+	switch mode {
+	case UEFI:
+		b.WriteString("exit\n")
+	case BIOS:
+		b.WriteString("sanboot --no-describe --drive 0x80\n")
+	default:
+		b.WriteString("iseq ${platform} efi && exit ||\n")
+		b.WriteString("sanboot --no-describe --drive 0x80\n")
+	}
+	return []byte(b.String())
+}
+
+// script is the iPXE script for a MAC under p, and the stage its serving
+// is recorded as.
+func (s *Server) script(mac string, p plan) []byte {
+	switch p.kind {
+	case planConfig:
+		c := p.cfg
+		if c.Action == LocalDisk {
+			return ipxeLocal(fmt.Sprintf("Anvil: node %s boots from its local disk (%s).", c.Node, mac), c.Mode)
+		}
+		return s.ipxeRamdisk(mac, configComment(c, mac),
+			s.imageRef(c.Kernel, KernelPath(mac)), s.imageRef(c.Ramdisk, RamdiskPath(mac)),
+			c.Params, c.Mode == UEFI, c.IPXETimeout)
+	case planLocal:
+		return ipxeLocal(fmt.Sprintf("Anvil: %s is enrolled and has no boot configuration: local disk.", mac), "")
+	case planFallback:
+		f := s.opts.Fallback
+		return s.ipxeRamdisk(mac, fmt.Sprintf("Anvil: %s is not enrolled: fallback (discovery) ramdisk.", mac),
+			s.imageRef(f.Kernel, KernelPath(mac)), s.imageRef(f.Ramdisk, RamdiskPath(mac)),
+			f.Params, true, f.IPXETimeout)
+	}
+	return nil
+}
+
+func configComment(c Config, mac string) string {
+	purpose := c.Purpose
+	if purpose == "" {
+		purpose = "ramdisk"
+	}
+	return fmt.Sprintf("Anvil: node %s, %s, %s mode, for %s.", c.Node, purpose, c.Mode, mac)
+}
+
+// genericScript is served at /boot.ipxe: an iPXE that came up with no
+// per-machine URL (a NIC option ROM, a USB stick) chains to the script
+// of the NIC it booted from.
+func (s *Server) genericScript() []byte {
+	return []byte("#!ipxe\n# Anvil: chain to this machine's own script, by the MAC of the NIC iPXE booted from.\n" +
+		"chain " + s.base + "/boot/${netX/mac:hexhyp}/boot.ipxe\n")
+}
+
+// pxelinuxConfig is a MAC's pxelinux configuration (pxe interface, BIOS).
+// Paths are relative to pxelinux.0's directory, the TFTP root. BOOTIF is
+// written out rather than left to "ipappend 2": the same value, and the
+// configuration says it.
+func pxelinuxConfig(c Config, mac string) []byte {
+	var b strings.Builder
+	if c.Action == LocalDisk {
+		fmt.Fprintf(&b, "# Anvil: node %s boots from its local disk (%s).\n", c.Node, mac)
+		b.WriteString("DEFAULT local\nPROMPT 0\nTIMEOUT 0\n\nLABEL local\n  LOCALBOOT 0\n")
+		return []byte(b.String())
+	}
+	fmt.Fprintf(&b, "# %s\n", configComment(c, mac))
+	b.WriteString("DEFAULT anvil\nPROMPT 0\nTIMEOUT 0\n\nLABEL anvil\n")
+	fmt.Fprintf(&b, "  KERNEL %s\n", strings.TrimPrefix(KernelPath(mac), "/"))
+	args := append([]string{"initrd=" + strings.TrimPrefix(RamdiskPath(mac), "/")}, c.Params...)
+	args = append(args, bootIF(mac))
+	fmt.Fprintf(&b, "  APPEND %s\n", strings.Join(args, " "))
+	return []byte(b.String())
+}
+
+// grubConfig is a MAC's GRUB configuration (pxe interface in UEFI, http
+// interface). Paths are absolute on GRUB's root device, the server GRUB
+// was loaded from (TFTP or HTTP), which serves both.
+func grubConfig(c Config, mac string) []byte {
+	var b strings.Builder
+	if c.Action == LocalDisk {
+		fmt.Fprintf(&b, "# Anvil: node %s boots from its local disk (%s): back to the firmware's next boot entry.\n", c.Node, mac)
+		b.WriteString("exit\n")
+		return []byte(b.String())
+	}
+	fmt.Fprintf(&b, "# %s\n", configComment(c, mac))
+	b.WriteString("set default=0\nset timeout=0\n")
+	purpose := c.Purpose
+	if purpose == "" {
+		purpose = "ramdisk"
+	}
+	fmt.Fprintf(&b, "menuentry \"anvil %s\" {\n", purpose)
+	args := append([]string{"linux", KernelPath(mac)}, c.Params...)
+	args = append(args, bootIF(mac))
+	fmt.Fprintf(&b, "    %s\n", strings.Join(args, " "))
+	fmt.Fprintf(&b, "    initrd %s\n", RamdiskPath(mac))
+	b.WriteString("}\n")
+	return []byte(b.String())
+}
+
+// grubMaster is grub/grub.cfg: Debian's grubnetx64.efi has the prefix
+// /grub built in and reads $prefix/grub.cfg (after trying
+// $prefix/x86_64-efi/grub.cfg) without searching per-MAC names, so this
+// reads the boot NIC's own configuration; net_default_mac is the MAC
+// with colons, which the server's paths accept.
+func grubMaster() []byte {
+	return []byte("# Anvil: read the configuration of the NIC GRUB booted from.\n" +
+		"set timeout=0\n" +
+		"configfile /boot/${net_default_mac}/grub.cfg\n")
+}
