@@ -1,0 +1,79 @@
+package vmlab
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNetworkDo checks that a listener opened in Do lives in the namespace:
+// it binds the bridge's address, which the host does not have, and a
+// client in the namespace reaches it while the host cannot.
+func TestNetworkDo(t *testing.T) {
+	n := NewTestNetwork(t)
+	var ln net.Listener
+	if err := n.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", ServerIP+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "in the namespace")
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	// The host has no 192.0.2.1.
+	if l, err := net.Listen("tcp", ServerIP+":0"); err == nil {
+		l.Close()
+		t.Fatal("the host has the namespace's address: the test would not prove isolation")
+	}
+	var body []byte
+	if err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+			return err
+		}
+		body, err = io.ReadAll(c)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(body) == 0 || !strings.Contains(string(body), "in the namespace") {
+		t.Fatalf("response %q", body)
+	}
+
+	// A process started in the namespace sees the bridge; Close stops it
+	// by PID.
+	p, err := n.Start("sleep", n.Command("sleep", "600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Command("ip", "-br", "addr", "show", BridgeName).Output()
+	if err != nil || !strings.Contains(string(out), ServerIP+"/24") {
+		t.Fatalf("ip addr in the namespace: %q, %v", out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err == nil {
+		t.Error("sleep exited 0: it should have been signalled")
+	}
+	if _, err := os.Stat(netnsDir + "/" + n.Name()); !os.IsNotExist(err) {
+		t.Errorf("namespace %s still exists after Close: %v", n.Name(), err)
+	}
+}
