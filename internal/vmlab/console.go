@@ -116,6 +116,28 @@ func (c *Console) WaitFor(ctx context.Context, substr string) (Line, error) {
 	return c.wait(ctx, substr, func(s string) bool { return strings.Contains(s, substr) })
 }
 
+// WaitForAny returns the first line that contains any of substrs, and the
+// index of the substring it contains.
+func (c *Console) WaitForAny(ctx context.Context, substrs ...string) (Line, int, error) {
+	l, err := c.wait(ctx, strings.Join(substrs, " | "), func(s string) bool {
+		for _, sub := range substrs {
+			if strings.Contains(s, sub) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return l, -1, err
+	}
+	for i, sub := range substrs {
+		if strings.Contains(l.Text, sub) {
+			return l, i, nil
+		}
+	}
+	return l, -1, nil // not reached: the line matched one of them
+}
+
 // WaitForRegexp is WaitFor with a regular expression.
 func (c *Console) WaitForRegexp(ctx context.Context, re *regexp.Regexp) (Line, error) {
 	return c.wait(ctx, re.String(), re.MatchString)

@@ -28,11 +28,21 @@ const IPXEDir = "/usr/lib/ipxe"
 // PXE firmware, the script URL for iPXE), and a Go HTTP server in the
 // namespace serving the script, kernel and initramfs. It records DHCP and
 // TFTP stages from dnsmasq's log and HTTP stages from the Go server.
-func DnsmasqBootServer() BootServer {
-	return startDnsmasqReference
+func DnsmasqBootServer(opts DnsmasqOptions) BootServer {
+	return func(ctx context.Context, s BootSetup) (func() error, error) {
+		return startDnsmasqReference(ctx, s, opts)
+	}
 }
 
-func startDnsmasqReference(ctx context.Context, s BootSetup) (func() error, error) {
+// DnsmasqOptions configure the reference boot server.
+type DnsmasqOptions struct {
+	// Missing are HTTP paths ("/vmlinuz", "/initrd.gz", "/boot.ipxe")
+	// answered 404: a boot server that lost an image, for tests of how a
+	// failed boot is reported.
+	Missing []string
+}
+
+func startDnsmasqReference(ctx context.Context, s BootSetup, opts DnsmasqOptions) (func() error, error) {
 	if _, err := exec.LookPath("dnsmasq"); err != nil {
 		return nil, fmt.Errorf("%w: no dnsmasq (Debian package dnsmasq-base)", ErrUnavailable)
 	}
@@ -60,7 +70,7 @@ func startDnsmasqReference(ctx context.Context, s BootSetup) (func() error, erro
 		"initrd " + base + "/initrd.gz\n" +
 		"boot\n"
 	srv := &http.Server{
-		Handler:           referenceHTTP(s, script),
+		Handler:           referenceHTTP(s, script, opts.Missing),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	served := make(chan error, 1)
@@ -159,7 +169,7 @@ func startDnsmasqReference(ctx context.Context, s BootSetup) (func() error, erro
 
 // referenceHTTP serves the script and the two images, and records a stage
 // for each response it finished.
-func referenceHTTP(s BootSetup, script string) http.Handler {
+func referenceHTTP(s BootSetup, script string, missing []string) http.Handler {
 	files := map[string]struct {
 		path  string
 		stage stage.Stage
@@ -171,6 +181,10 @@ func referenceHTTP(s BootSetup, script string) http.Handler {
 		start := time.Now()
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		rec := stage.Record{Node: s.Node, MAC: s.MAC, Addr: host, File: r.URL.Path}
+		if containsString(missing, r.URL.Path) {
+			http.NotFound(w, r)
+			return
+		}
 		if r.URL.Path == "/boot.ipxe" {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = io.WriteString(w, script)

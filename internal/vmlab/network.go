@@ -164,23 +164,30 @@ func (n *Network) AddTap(ctx context.Context) (string, error) {
 // locked, so the namespace does not leak to new threads either.) This is
 // sturdier than re-executing the test binary under `ip netns exec`, which
 // would split the test into two processes that share nothing.
-func (n *Network) Do(fn func() error) error {
+func (n *Network) Do(fn func() error) error { return <-n.Go(fn) }
+
+// Go is Do without waiting: it returns at once, and fn's error arrives on
+// the channel when fn returns. It suits a server whose Run(ctx) opens its
+// sockets on its calling goroutine and then blocks until ctx ends: the
+// goroutine keeps its thread in the namespace all that time.
+func (n *Network) Go(fn func() error) <-chan error {
+	done := make(chan error, 1)
 	fd, err := unix.Open(netnsDir+"/"+n.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("vmlab: open namespace %s: %w", n.name, err)
+		done <- fmt.Errorf("vmlab: open namespace %s: %w", n.name, err)
+		return done
 	}
-	defer unix.Close(fd)
-	done := make(chan error, 1)
 	go func() {
+		defer unix.Close(fd)
 		runtime.LockOSThread()
-		// No UnlockOSThread: see above.
+		// No UnlockOSThread: see Do.
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 			done <- fmt.Errorf("vmlab: enter namespace %s: %w", n.name, err)
 			return
 		}
 		done <- fn()
 	}()
-	return <-done
+	return done
 }
 
 // Command returns a command that runs name inside the namespace (through

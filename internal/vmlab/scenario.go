@@ -23,6 +23,10 @@ import (
 // package they need is missing.
 const EnvQEMU = "ANVIL_TEST_QEMU"
 
+// EnvTranscript, set to 1, makes RunNetbootScenario log the whole console
+// transcript of a boot that passed (a failed one always logs its end).
+const EnvTranscript = "ANVIL_VMLAB_TRANSCRIPT"
+
 // NewTestNetwork returns a Network for t, deleted when t ends. It skips t
 // with one line unless ANVIL_TEST_QEMU=1 and the machine can make one.
 func NewTestNetwork(t testing.TB) *Network {
@@ -87,6 +91,21 @@ type Scenario struct {
 	Expect []stage.Stage
 	// Timeout bounds the boot up to the marker; default 5 minutes (TCG).
 	Timeout time.Duration
+	// FailOn are console texts that end the boot as failed at once;
+	// nil means DefaultFailOn().
+	FailOn []string
+}
+
+// DefaultFailOn returns the firmware's and kernel's words for a boot that
+// will not reach the marker.
+func DefaultFailOn() []string {
+	return []string{
+		"No more network devices", // iPXE tried every NIC
+		"Could not boot",          // iPXE's boot command failed
+		"No bootable device",      // SeaBIOS ran out of boot devices
+		"failed to load Boot",     // OVMF's boot manager
+		"Kernel panic",
+	}
 }
 
 // Milestone is something seen during a boot, at a time since QEMU started.
@@ -259,10 +278,17 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	bootCtx, bootCancel := context.WithTimeout(ctx, sc.Timeout)
 	defer bootCancel()
 	res := Result{}
-	res.Marker, err = vm.Console.WaitFor(bootCtx, MarkerPrefix+" ")
+	if sc.FailOn == nil {
+		sc.FailOn = DefaultFailOn()
+	}
+	line, which, err := vm.Console.WaitForAny(bootCtx, append([]string{MarkerPrefix + " "}, sc.FailOn...)...)
 	if err != nil {
 		failf("no marker: %v", err)
 	}
+	if which != 0 {
+		failf("the boot failed at %.1fs: %q", line.At.Sub(vm.Started).Seconds(), line.Text)
+	}
+	res.Marker = line
 	res.Boot = res.Marker.At.Sub(vm.Started)
 	if got := strings.TrimSpace(strings.TrimPrefix(res.Marker.Text[strings.Index(res.Marker.Text, MarkerPrefix):], MarkerPrefix)); got != marker {
 		failf("marker line %q: want marker %q", res.Marker.Text, marker)
@@ -303,7 +329,7 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		t.Logf("%+8.2fs  %-7s  %s", m.After.Seconds(), m.Source, m.What)
 	}
 	t.Logf("boot to marker %.1fs; scenario %.1fs", res.Boot.Seconds(), res.Total.Seconds())
-	if os.Getenv("VMLAB_DEBUG") != "" {
+	if os.Getenv(EnvTranscript) == "1" {
 		t.Logf("console:\n%s", vm.Console.Transcript(vm.Started, 0))
 	}
 	return res
