@@ -30,5 +30,27 @@
 //		}, vmlab.DnsmasqBootServer())
 //	}
 //
+// # Wiring a boot server
+//
+// A BootServer gets a BootSetup and must, on the bridge BridgeName at
+// ServerIP (sockets opened through Network.Do, or a blocking Run through
+// Network.Go): answer DHCP authoritatively from PoolStart..PoolEnd; hand a
+// PXE client iPXE over TFTP (undionly.kpxe for client architecture 0,
+// snponly.efi for 7 and 9, from /usr/lib/ipxe) and an iPXE client (user
+// class "iPXE") the HTTP URL of a script for the setup's MAC; serve that
+// script, which boots Kernel with "initrd=<name>" (the UEFI kernel stub
+// finds the initrd by it) and every word of Params, and Initrd; report each
+// stage to Observer. With SeaBIOS the NIC's ROM is already iPXE, so a BIOS
+// boot has no TFTP stage; the UEFI scenario with NoROM has one.
+//
+// Timings seen under TCG on a loaded 2-core machine: iPXE's first DHCP
+// discover 2-3 s after QEMU starts; "Configuring ... ok" 15-20 s after the
+// DHCP acknowledgement, because iPXE waits for an IPv6 router
+// advertisement that never comes (with a router advertisement on the
+// bridge it finished 0.1 s after the acknowledgement); the 8 MiB kernel
+// in under 1 s; the kernel's first line 7-25 s after the initramfs
+// download; the marker 33-35 s after QEMU starts with BIOS, 83 s with
+// OVMF.
+//
 // One VM at a time on a 2-core machine: TCG costs a host core per vCPU.
 package vmlab
