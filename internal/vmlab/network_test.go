@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +77,71 @@ func TestNetworkDo(t *testing.T) {
 	}
 	if _, err := os.Stat(netnsDir + "/" + n.Name()); !os.IsNotExist(err) {
 		t.Errorf("namespace %s still exists after Close: %v", n.Name(), err)
+	}
+}
+
+// TestNetworkGo runs a Run-style server: it opens its listener on the
+// goroutine Go gave it and blocks until its context ends.
+func TestNetworkGo(t *testing.T) {
+	n := NewTestNetwork(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := n.Go(func() error {
+		ln, err := net.Listen("tcp", ServerIP+":0")
+		if err != nil {
+			return err
+		}
+		addr <- ln.Addr().String()
+		<-ctx.Done()
+		return ln.Close()
+	})
+	var a string
+	select {
+	case a = <-addr:
+	case err := <-done:
+		t.Fatalf("server ended at start: %v", err)
+	}
+	if err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", a, 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("dial %s in the namespace: %v", a, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewNetworkRemovesStaleNamespaces leaves a namespace named for a
+// process that has exited (a test binary killed before its clean-up) and
+// one named for a live process: a new Network removes the first only.
+func TestNewNetworkRemovesStaleNamespaces(t *testing.T) {
+	if os.Getenv(EnvQEMU) != "1" || os.Geteuid() != 0 {
+		t.Skip(EnvQEMU + "=1 and root needed: namespace test skipped")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stale := namePrefix + strconv.Itoa(dead.Process.Pid) + "-stale"
+	live := namePrefix + "1-live" + strconv.Itoa(os.Getpid())
+	for _, name := range []string{stale, live} {
+		if err := run(ctx, "ip", "netns", "add", name); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = run(context.Background(), "ip", "netns", "delete", name) })
+	}
+	NewTestNetwork(t)
+	if _, err := os.Stat(netnsDir + "/" + stale); !os.IsNotExist(err) {
+		t.Errorf("stale namespace %s was kept: %v", stale, err)
+	}
+	if _, err := os.Stat(netnsDir + "/" + live); err != nil {
+		t.Errorf("namespace %s of a live process was removed: %v", live, err)
 	}
 }

@@ -94,6 +94,7 @@ type VM struct {
 	Args []string
 
 	proc    *Process
+	slot    *slot
 	conn    net.Conn
 	dir     string
 	tempDir bool
@@ -104,7 +105,8 @@ type VM struct {
 // StartVM starts a QEMU VM inside n's namespace, its NIC on a new tap of
 // the bridge, its serial console connected to the returned VM's Console.
 // It uses TCG only: KVM guests hang on the virtual machines these tests
-// run on. The VM ends on its own when the guest powers off or reboots
+// run on. It first waits (bounded by ctx) for one of the machine-wide VM
+// slots (ANVIL_VMLAB_SLOTS), held until Stop. The VM ends on its own when the guest powers off or reboots
 // (-no-reboot); Stop (or n.Close) kills it by PID.
 func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
@@ -144,6 +146,7 @@ func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 		if vm.proc != nil {
 			_ = vm.proc.Stop(2 * time.Second)
 		}
+		vm.slot.release()
 		if vm.conn != nil {
 			vm.conn.Close()
 		}
@@ -221,6 +224,11 @@ func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 	args = append(args, opts.ExtraArgs...)
 	vm.Args = append([]string{QEMUBinary}, args...)
 
+	slot, err := acquireSlot(ctx, slotDir())
+	if err != nil {
+		return fail(err)
+	}
+	vm.slot = slot
 	cmd := n.Command(QEMUBinary, args...)
 	stderr := &boundedBuffer{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
@@ -277,6 +285,7 @@ func (vm *VM) Wait(ctx context.Context) error { return vm.proc.Wait(ctx) }
 func (vm *VM) Stop() error {
 	vm.stop.Do(func() {
 		vm.stopErr = vm.proc.Stop(3 * time.Second)
+		vm.slot.release()
 		vm.conn.Close()
 		<-vm.Console.done
 		if vm.tempDir {
