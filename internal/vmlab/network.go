@@ -243,8 +243,9 @@ func (n *Network) Close() error {
 }
 
 // removeStale deletes the namespaces of earlier runs whose process no
-// longer exists (a test binary killed before its clean-up). A namespace of
-// a live process, or one vmlab did not name, is never touched.
+// longer exists (a test binary killed before its clean-up), first killing
+// by PID what still runs in them (`ip netns pids`). A namespace of a live
+// process, or one vmlab did not name, is never touched.
 func removeStale(ctx context.Context, log *slog.Logger) {
 	entries, err := os.ReadDir(netnsDir)
 	if err != nil {
@@ -265,6 +266,13 @@ func removeStale(ctx context.Context, log *slog.Logger) {
 		}
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			continue
+		}
+		if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", e.Name()).Output(); err == nil {
+			for _, f := range strings.Fields(string(out)) {
+				if p, err := strconv.Atoi(f); err == nil && p > 1 {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+			}
 		}
 		if err := run(ctx, "ip", "netns", "delete", e.Name()); err == nil {
 			log.Info("vmlab: removed a stale namespace", "netns", e.Name())

@@ -137,7 +137,30 @@ func TestNewNetworkRemovesStaleNamespaces(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = run(context.Background(), "ip", "netns", "delete", name) })
 	}
+	// A process left running in the stale namespace is killed with it.
+	orphan := exec.Command("ip", "netns", "exec", stale, "sleep", "600")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	orphanDone := make(chan error, 1)
+	go func() { orphanDone <- orphan.Wait() }()
+	t.Cleanup(func() { _ = orphan.Process.Kill() })
+	for i := 0; ; i++ {
+		out, _ := exec.Command("ip", "netns", "pids", stale).Output()
+		if len(strings.TrimSpace(string(out))) > 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatal("the orphan never entered the stale namespace")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	NewTestNetwork(t)
+	select {
+	case <-orphanDone:
+	case <-time.After(10 * time.Second):
+		t.Error("the process in the stale namespace still runs")
+	}
 	if _, err := os.Stat(netnsDir + "/" + stale); !os.IsNotExist(err) {
 		t.Errorf("stale namespace %s was kept: %v", stale, err)
 	}

@@ -18,7 +18,14 @@ type Process struct {
 }
 
 func startProcess(name string, cmd *exec.Cmd) (*Process, error) {
-	if err := cmd.Start(); err != nil {
+	// The fork happens on a new goroutine, which never runs on a thread
+	// locked by another goroutine (such as the one Network.Do runs fn on,
+	// which the runtime destroys when fn returns): the child's Pdeathsig
+	// fires when the thread that forked it ends, and unlocked threads do
+	// not end while the test binary runs.
+	started := make(chan error, 1)
+	go func() { started <- cmd.Start() }()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("vmlab: start %s: %w", name, err)
 	}
 	p := &Process{name: name, cmd: cmd, done: make(chan struct{})}
