@@ -46,8 +46,8 @@
 // Timings seen under TCG on a loaded 2-core machine: iPXE's first DHCP
 // discover 2-3 s after QEMU starts; "Configuring ... ok" 15-20 s after the
 // DHCP acknowledgement, because iPXE waits for an IPv6 router
-// advertisement that never comes (with a router advertisement on the
-// bridge it finished 0.1 s after the acknowledgement); the 8 MiB kernel
+// advertisement that never comes (0.1 s with
+// NetworkOptions.RouterAdvertisements); the 8 MiB kernel
 // in under 1 s; the kernel's first line 7-25 s after the initramfs
 // download; the marker 33-35 s after QEMU starts with BIOS, 83 s with
 // OVMF.

@@ -31,12 +31,18 @@ const EnvTranscript = "ANVIL_VMLAB_TRANSCRIPT"
 // with one line unless ANVIL_TEST_QEMU=1 and the machine can make one.
 func NewTestNetwork(t testing.TB) *Network {
 	t.Helper()
+	return NewTestNetworkWith(t, NetworkOptions{})
+}
+
+// NewTestNetworkWith is NewTestNetwork with options.
+func NewTestNetworkWith(t testing.TB, opts NetworkOptions) *Network {
+	t.Helper()
 	if os.Getenv(EnvQEMU) != "1" {
 		t.Skip(EnvQEMU + "=1 not set: QEMU virtual-machine test skipped")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := NewNetwork(ctx, NetworkOptions{})
+	n, err := NewNetwork(ctx, opts)
 	if errors.Is(err, ErrUnavailable) {
 		t.Skip(err.Error())
 	}
@@ -209,7 +215,7 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		Initrd:     initrd,
 		// panic=1 with QEMU's -no-reboot turns a kernel panic into QEMU
 		// exiting, so a broken image fails the test at once.
-		Params: []string{"console=ttyS0,115200", "panic=1", "anvil.marker=" + marker},
+		Params: []string{"console=ttyS0,115200", "panic=1", "edd=off", "anvil.marker=" + marker},
 		Observer: stage.ObserverFunc(func(r stage.Record) {
 			if r.At.IsZero() {
 				r.At = time.Now()

@@ -26,9 +26,10 @@ func TestIPXEBootsOverDnsmasq(t *testing.T) {
 // TestUEFIPXEBootsOverDnsmasq boots OVMF without the NIC's iPXE ROM:
 // OVMF's own PXE gets snponly.efi over TFTP from dnsmasq, and that iPXE
 // fetches the script over HTTP: the path of a UEFI machine whose firmware
-// is not iPXE.
+// is not iPXE. The network sends router advertisements, so iPXE's
+// configuration ends with DHCP (the BIOS test shows the wait without).
 func TestUEFIPXEBootsOverDnsmasq(t *testing.T) {
-	n := NewTestNetwork(t)
+	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
 	RunNetbootScenario(t, n, Scenario{
 		Firmware: UEFI,
 		NoROM:    true,
