@@ -1,0 +1,89 @@
+package vmlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Process is a process a lab started (QEMU, dnsmasq), stopped by its PID.
+type Process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // Wait's result, set before done is closed
+}
+
+func startProcess(name string, cmd *exec.Cmd) (*Process, error) {
+	// The fork happens on a new goroutine, which never runs on a thread
+	// locked by another goroutine (such as the one Network.Do runs fn on,
+	// which the runtime destroys when fn returns): the child's Pdeathsig
+	// fires when the thread that forked it ends, and unlocked threads do
+	// not end while the test binary runs.
+	started := make(chan error, 1)
+	go func() { started <- cmd.Start() }()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("vmlab: start %s: %w", name, err)
+	}
+	p := &Process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Name is the name the process was started with.
+func (p *Process) Name() string { return p.name }
+
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the process to exit and returns its exit error, or ctx's
+// error first.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop sends SIGTERM to the process's PID, and SIGKILL after grace if it
+// is still running; it returns once the process has exited. A process that
+// had already exited is not an error.
+func (p *Process) Stop(grace time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("vmlab: %s (pid %d) did not exit after SIGKILL", p.name, p.PID())
+	}
+}
