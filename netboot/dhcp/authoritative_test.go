@@ -3,9 +3,11 @@ package dhcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,19 +311,25 @@ func TestDecisionErrors(t *testing.T) {
 	cases := []struct {
 		field string
 		d     Decision
+		http  bool // the client is a UEFI HTTP boot one
 	}{
-		{"BootFile", Decision{BootFile: long}},
-		{"Address", Decision{Address: netip.MustParseAddr("198.51.100.1")}},
-		{"Address", Decision{Address: netip.MustParseAddr("192.0.2.255")}},
-		{"Address", Decision{Address: serverIP}},
-		{"NextServer", Decision{NextServer: netip.MustParseAddr("2001:db8::1"), BootFile: "x"}},
-		{"Hostname", Decision{Hostname: strings.Repeat("h", 64)}},
+		{"BootFile", Decision{BootFile: "ipxe.efi"}, true},
+		{"BootFile", Decision{BootFile: long}, false},
+		{"Address", Decision{Address: netip.MustParseAddr("198.51.100.1")}, false},
+		{"Address", Decision{Address: netip.MustParseAddr("192.0.2.255")}, false},
+		{"Address", Decision{Address: serverIP}, false},
+		{"NextServer", Decision{NextServer: netip.MustParseAddr("2001:db8::1"), BootFile: "x"}, false},
+		{"Hostname", Decision{Hostname: strings.Repeat("h", 64)}, false},
 	}
 	for _, tc := range cases {
 		s, _, _ := newTestServer(t, Authoritative, func(o *Options) {
 			o.Decider = DeciderFunc(func(context.Context, Client) Decision { return tc.d })
 		})
-		rep, err := s.Reply(context.Background(), msg(t, dhcpv4.MessageTypeDiscover, macA))
+		var mods []dhcpv4.Modifier
+		if tc.http {
+			mods = append(mods, httpClient())
+		}
+		rep, err := s.Reply(context.Background(), msg(t, dhcpv4.MessageTypeDiscover, macA, mods...))
 		var de *DecisionError
 		if rep != nil || !errors.As(err, &de) || de.Field != tc.field || de.MAC != macA {
 			t.Errorf("decision %+v: answer %v err %v, want a DecisionError on %s", tc.d, rep, err, tc.field)
@@ -346,4 +354,42 @@ func collectCount(c prometheus.Collector) int {
 		n++
 	}
 	return n
+}
+
+// TestConcurrentClients leases to many clients at once (run with -race):
+// every client gets its own address.
+func TestConcurrentClients(t *testing.T) {
+	s, _, _ := newTestServer(t, Authoritative, func(o *Options) {
+		o.PoolStart, o.PoolEnd = netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.250")
+	})
+	const n = 100
+	got := make([]netip.Addr, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			mac := fmt.Sprintf("52:54:02:00:00:%02x", i)
+			offer, err := s.Reply(context.Background(), msg(t, dhcpv4.MessageTypeDiscover, mac))
+			if err != nil || offer == nil {
+				t.Errorf("%s: DISCOVER: %v", mac, err)
+				return
+			}
+			ack, err := s.Reply(context.Background(), msg(t, dhcpv4.MessageTypeRequest, mac, serverID("192.0.2.1"), requested(offer.YourIPAddr.String())))
+			if err != nil || ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
+				t.Errorf("%s: REQUEST: %v %v", mac, ack, err)
+				return
+			}
+			got[i] = netip.MustParseAddr(ack.YourIPAddr.String())
+		})
+	}
+	wg.Wait()
+	seen := map[netip.Addr]bool{}
+	for _, a := range got {
+		if seen[a] {
+			t.Errorf("%v leased twice", a)
+		}
+		seen[a] = true
+	}
+	if l := s.Leases(); len(l) != n {
+		t.Errorf("%d leases, want %d", len(l), n)
+	}
 }

@@ -23,7 +23,18 @@ type metrics struct {
 	answers   *prometheus.CounterVec
 	ignored   *prometheus.CounterVec
 	exhausted prometheus.Counter
+
+	// The children of the vectors for their fixed label values, looked
+	// up without hashing labels on the packet path; read-only after
+	// newMetrics.
+	byRequest map[string]prometheus.Counter
+	byAnswer  map[string]prometheus.Counter
+	byIgnore  map[string]prometheus.Counter
 }
+
+func (m *metrics) request(t dhcpv4.MessageType) { m.byRequest[typeLabel(t)].Inc() }
+func (m *metrics) answer(t dhcpv4.MessageType)  { m.byAnswer[typeLabel(t)].Inc() }
+func (m *metrics) ignore(reason string)         { m.byIgnore[reason].Inc() }
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -44,14 +55,17 @@ func newMetrics() *metrics {
 			Help: "DISCOVERs left unanswered because no address was free.",
 		}),
 	}
-	for _, t := range []string{"discover", "request", "decline", "release", "inform", "other"} {
-		m.requests.WithLabelValues(t)
+	m.byRequest, m.byAnswer, m.byIgnore = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
+	// Every label typeLabel returns, in both maps: a client can send any
+	// type.
+	for _, t := range []string{"discover", "request", "decline", "release", "inform", "offer", "ack", "nak", "other"} {
+		m.byRequest[t] = m.requests.WithLabelValues(t)
 	}
 	for _, t := range []string{"offer", "ack", "nak"} {
-		m.answers.WithLabelValues(t)
+		m.byAnswer[t] = m.answers.WithLabelValues(t)
 	}
 	for _, r := range []string{ignoreMalformed, ignoreTooBig, ignoreNotPXE, ignoreDecider, ignoreOtherServer, ignoreType, ignoreError} {
-		m.ignored.WithLabelValues(r)
+		m.byIgnore[r] = m.ignored.WithLabelValues(r)
 	}
 	return m
 }

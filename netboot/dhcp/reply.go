@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/anvilmetal/anvil/netboot/stage"
@@ -23,19 +25,20 @@ var pxeDiscoveryControl = []byte{6, 1, 1 << 3, 255}
 // server, or the Decider said Ignore. An error means the server should
 // have answered and could not (ErrPoolExhausted, ErrAddressInUse, a
 // DecisionError); the answer is then nil too. Reply sends nothing: the
-// caller sends the answer (ServeConn does).
+// caller sends the answer (ServeConn does). Option values of answers are
+// shared between answers: read them, never modify them in place.
 func (s *Server) Reply(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
 	if req == nil || req.OpCode != dhcpv4.OpcodeBootRequest {
-		s.metrics.ignored.WithLabelValues(ignoreMalformed).Inc()
+		s.metrics.ignore(ignoreMalformed)
 		return nil, nil
 	}
 	c := Classify(req)
 	if c.MAC == "" {
-		s.metrics.ignored.WithLabelValues(ignoreMalformed).Inc()
+		s.metrics.ignore(ignoreMalformed)
 		return nil, nil
 	}
 	mt := req.MessageType()
-	s.metrics.requests.WithLabelValues(typeLabel(mt)).Inc()
+	s.metrics.request(mt)
 	var (
 		rep *dhcpv4.DHCPv4
 		err error
@@ -47,20 +50,22 @@ func (s *Server) Reply(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4,
 	}
 	switch {
 	case err != nil:
-		s.metrics.ignored.WithLabelValues(ignoreError).Inc()
+		s.metrics.ignore(ignoreError)
 		if errors.Is(err, ErrPoolExhausted) {
 			s.metrics.exhausted.Inc()
 		}
 		return nil, err
 	case rep != nil:
-		s.metrics.answers.WithLabelValues(typeLabel(rep.MessageType())).Inc()
+		s.metrics.answer(rep.MessageType())
 	}
 	return rep, nil
 }
 
 func (s *Server) ignore(reason string, c Client, mt dhcpv4.MessageType) (*dhcpv4.DHCPv4, error) {
-	s.metrics.ignored.WithLabelValues(reason).Inc()
-	s.log.Debug("dhcp: not answering", "mac", c.MAC, "type", typeLabel(mt), "reason", reason)
+	s.metrics.ignore(reason)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("dhcp: not answering", "mac", c.MAC, "type", typeLabel(mt), "reason", reason)
+	}
 	return nil, nil
 }
 
@@ -75,6 +80,9 @@ func (s *Server) decide(ctx context.Context, c Client) (Decision, error) {
 	}
 	if len(d.BootFile) > MaxBootFileLen {
 		return d, bad("BootFile", "%d bytes, more than %d (one option 67)", len(d.BootFile), MaxBootFileLen)
+	}
+	if c.HTTPClient && d.BootFile != "" && !strings.HasPrefix(d.BootFile, "http://") && !strings.HasPrefix(d.BootFile, "https://") {
+		return d, bad("BootFile", "%q is not an http(s) URL, which UEFI HTTP boot needs", d.BootFile)
 	}
 	if d.NextServer.IsValid() && (!d.NextServer.Is4() || d.NextServer.IsUnspecified()) {
 		return d, bad("NextServer", "%v is not an IPv4 host address", d.NextServer)
@@ -203,7 +211,9 @@ func (s *Server) request(ctx context.Context, req *dhcpv4.DHCPv4, c Client, now 
 	}
 	rep := s.answer(req, c, d, dhcpv4.MessageTypeAck, addr)
 	rep.ClientIPAddr = req.ClientIPAddr
-	s.log.Debug("dhcp: leased", "mac", c.MAC, "node", d.Node, "addr", addr, "expires", expires)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("dhcp: leased", "mac", c.MAC, "node", d.Node, "addr", addr, "expires", expires)
+	}
 	s.record(stage.Record{Node: d.Node, MAC: c.MAC, Stage: stage.DHCPAck, Addr: addr.String(), Arch: string(c.Arch), File: d.BootFile})
 	return s.fits(req, c, d, rep)
 }
@@ -280,8 +290,8 @@ func (s *Server) base(req *dhcpv4.DHCPv4, mt dhcpv4.MessageType) *dhcpv4.DHCPv4 
 		ClientHWAddr:  req.ClientHWAddr,
 		Options:       make(dhcpv4.Options, 12),
 	}
-	rep.Options.Update(dhcpv4.OptMessageType(mt))
-	rep.Options.Update(dhcpv4.OptServerIdentifier(s.serverIP()))
+	rep.Options[dhcpv4.OptionDHCPMessageType.Code()] = s.wire.msgType[mt]
+	rep.Options[dhcpv4.OptionServerIdentifier.Code()] = s.wire.serverID
 	for _, code := range []dhcpv4.OptionCode{dhcpv4.OptionRelayAgentInformation, dhcpv4.OptionClientIdentifier} {
 		if v := req.Options.Get(code); v != nil {
 			rep.Options.Update(dhcpv4.OptGeneric(code, v))
@@ -298,21 +308,12 @@ func (s *Server) answer(req *dhcpv4.DHCPv4, c Client, d Decision, mt dhcpv4.Mess
 	if o.Mode == Authoritative {
 		if addr.IsValid() {
 			rep.YourIPAddr = addr.AsSlice()
-			lt := o.LeaseTime
-			rep.Options.Update(dhcpv4.OptIPAddressLeaseTime(lt))
-			rep.Options.Update(dhcpv4.OptRenewTimeValue(lt / 2))
-			rep.Options.Update(dhcpv4.OptRebindingTimeValue(lt * 7 / 8))
-		}
-		rep.Options.Update(dhcpv4.OptSubnetMask(net.CIDRMask(o.Subnet.Bits(), 32)))
-		if o.Router.IsValid() {
-			rep.Options.Update(dhcpv4.OptRouter(o.Router.AsSlice()))
-		}
-		if len(o.DNS) > 0 {
-			ips := make([]net.IP, len(o.DNS))
-			for i, a := range o.DNS {
-				ips[i] = a.AsSlice()
+			for code, v := range s.wire.lease {
+				rep.Options[code] = v
 			}
-			rep.Options.Update(dhcpv4.OptDNS(ips...))
+		}
+		for code, v := range s.wire.network {
+			rep.Options[code] = v
 		}
 		if d.Hostname != "" {
 			rep.Options.Update(dhcpv4.OptHostName(d.Hostname))
@@ -321,11 +322,10 @@ func (s *Server) answer(req *dhcpv4.DHCPv4, c Client, d Decision, mt dhcpv4.Mess
 	if d.BootFile == "" {
 		return rep
 	}
-	next := o.ServerIP
+	rep.ServerIPAddr = s.wire.serverID
 	if d.NextServer.IsValid() {
-		next = d.NextServer
+		rep.ServerIPAddr = d.NextServer.AsSlice()
 	}
-	rep.ServerIPAddr = next.AsSlice()
 	if len(d.BootFile) < 128 {
 		rep.BootFileName = d.BootFile
 	}
@@ -333,13 +333,13 @@ func (s *Server) answer(req *dhcpv4.DHCPv4, c Client, d Decision, mt dhcpv4.Mess
 	switch {
 	case c.HTTPClient:
 		// UEFI HTTP boot takes an offer only with this class back.
-		rep.Options.Update(dhcpv4.OptClassIdentifier(vendorHTTP))
+		rep.Options[dhcpv4.OptionClassIdentifier.Code()] = s.wire.httpClient
 	case o.Mode == Proxy:
 		// PXE firmware takes an offer without an address only from a
 		// server that says it is a PXE one, and uses its boot file only
 		// when told to skip boot server discovery.
-		rep.Options.Update(dhcpv4.OptClassIdentifier(vendorPXE))
-		rep.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionVendorSpecificInformation, pxeDiscoveryControl))
+		rep.Options[dhcpv4.OptionClassIdentifier.Code()] = s.wire.pxeClient
+		rep.Options[dhcpv4.OptionVendorSpecificInformation.Code()] = pxeDiscoveryControl
 	}
 	return rep
 }
@@ -365,7 +365,50 @@ func (s *Server) fits(req *dhcpv4.DHCPv4, c Client, d Decision, rep *dhcpv4.DHCP
 	return rep, nil
 }
 
-func (s *Server) serverIP() net.IP { return s.opts.ServerIP.AsSlice() }
+func (s *Server) serverIP() net.IP { return s.wire.serverID }
+
+// wireOptions are the option values every answer of a Server shares,
+// encoded once by New. Answers point at them: they are read-only.
+type wireOptions struct {
+	serverID   net.IP
+	msgType    [9][]byte // by message type
+	network    map[uint8][]byte
+	lease      map[uint8][]byte
+	pxeClient  []byte
+	httpClient []byte
+}
+
+func newWireOptions(o *Options) wireOptions {
+	w := wireOptions{
+		serverID:   o.ServerIP.AsSlice(),
+		network:    map[uint8][]byte{},
+		lease:      map[uint8][]byte{},
+		pxeClient:  []byte(vendorPXE),
+		httpClient: []byte(vendorHTTP),
+	}
+	for i := range w.msgType {
+		w.msgType[i] = []byte{byte(i)}
+	}
+	add := func(m map[uint8][]byte, opt dhcpv4.Option) { m[opt.Code.Code()] = opt.Value.ToBytes() }
+	if o.Mode != Authoritative {
+		return w
+	}
+	add(w.lease, dhcpv4.OptIPAddressLeaseTime(o.LeaseTime))
+	add(w.lease, dhcpv4.OptRenewTimeValue(o.LeaseTime/2))
+	add(w.lease, dhcpv4.OptRebindingTimeValue(o.LeaseTime*7/8))
+	add(w.network, dhcpv4.OptSubnetMask(net.CIDRMask(o.Subnet.Bits(), 32)))
+	if o.Router.IsValid() {
+		add(w.network, dhcpv4.OptRouter(o.Router.AsSlice()))
+	}
+	if len(o.DNS) > 0 {
+		ips := make([]net.IP, len(o.DNS))
+		for i, a := range o.DNS {
+			ips[i] = a.AsSlice()
+		}
+		add(w.network, dhcpv4.OptDNS(ips...))
+	}
+	return w
+}
 
 func isZero(ip net.IP) bool { return ip == nil || ip.To4() == nil || ip.To4().IsUnspecified() }
 

@@ -96,7 +96,7 @@ func (s *Server) serveLoop(ctx context.Context, conn net.PacketConn, pxe bool) e
 			return fmt.Errorf("dhcp: read %v: %w", conn.LocalAddr(), err)
 		}
 		if n > s.opts.MaxPacketSize {
-			s.metrics.ignored.WithLabelValues(ignoreTooBig).Inc()
+			s.metrics.ignore(ignoreTooBig)
 			continue
 		}
 		s.handle(ctx, conn, buf[:n], peer, pxe)
@@ -108,13 +108,13 @@ func (s *Server) serveLoop(ctx context.Context, conn net.PacketConn, pxe bool) e
 func (s *Server) handle(ctx context.Context, conn net.PacketConn, pkt []byte, peer net.Addr, pxe bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.metrics.ignored.WithLabelValues(ignoreError).Inc()
+			s.metrics.ignore(ignoreError)
 			s.log.Error("dhcp: request handler panicked", "peer", peer, "panic", r)
 		}
 	}()
 	req, err := dhcpv4.FromBytes(pkt)
 	if err != nil {
-		s.metrics.ignored.WithLabelValues(ignoreMalformed).Inc()
+		s.metrics.ignore(ignoreMalformed)
 		s.log.Debug("dhcp: malformed packet", "peer", peer, "err", err)
 		return
 	}

@@ -127,6 +127,7 @@ type Server struct {
 	log     *slog.Logger
 	leases  *leaseTable
 	metrics *metrics
+	wire    wireOptions
 }
 
 // New validates opts, fills in the defaults and returns a Server.
@@ -134,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics()}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), wire: newWireOptions(&opts)}
 	if opts.Mode == Authoritative {
 		s.leases = newLeaseTable(opts)
 	}
