@@ -67,14 +67,15 @@ func bridgeWithTap(t *testing.T, p vethPair) (bridge, tap string) {
 
 // startQEMU network-boots a VM (TCG, iPXE option ROM) on tap in ns, and
 // stops it by its PID when the test ends.
-func startQEMU(t *testing.T, bin, ns, tap string) {
+func startQEMU(t *testing.T, bin, ns, tap string, extra ...string) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-m", "256", "-accel", "tcg",
+	args := append([]string{"netns", "exec", ns, bin}, extra...)
+	cmd := exec.Command("ip", append(args, "-m", "256", "-accel", "tcg",
 		"-display", "none", "-serial", "file:"+filepath.Join(dir, "serial.log"), "-monitor", "none",
 		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no",
 		"-device", "e1000,netdev=n0,mac="+qemuMAC+",romfile="+qemuROM,
-		"-boot", "n", "-no-reboot")
+		"-boot", "n", "-no-reboot")...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := os.Create(filepath.Join(dir, "qemu.log"))
 	if err != nil {
@@ -140,27 +141,58 @@ func waitPath(t *testing.T, paths <-chan string, want string, within time.Durati
 	}
 }
 
-// TestQEMUiPXEAuthoritative boots QEMU's iPXE ROM against the
-// authoritative server: the firmware takes the offer and fetches the
-// boot file (the iPXE script URL) it was given.
+// ovmf is the UEFI firmware of Debian's ovmf package (the copy QEMU
+// ships is used when that is missing).
+func ovmf() string {
+	for _, p := range []string{"/usr/share/ovmf/OVMF.fd", "/usr/share/qemu/OVMF.fd"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestQEMUiPXEAuthoritative boots QEMU's iPXE ROM, under SeaBIOS and
+// under OVMF, against the authoritative server: the firmware reports
+// its architecture, takes the offer and fetches the boot file (the iPXE
+// script URL) it was given.
 func TestQEMUiPXEAuthoritative(t *testing.T) {
 	bin := requireQEMU(t)
-	p := newVethPair(t)
-	bridge, tap := bridgeWithTap(t, p)
-	rec := &recorder{}
-	srv, err := New(Options{Mode: Authoritative, Interface: bridge, ServerIP: serverIP, Subnet: subnet,
-		PoolStart: netip.MustParseAddr("192.0.2.100"), PoolEnd: netip.MustParseAddr("192.0.2.199"), Router: serverIP,
-		Decider: DeciderFunc(testDecider), Observer: rec, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	for _, fw := range []struct {
+		name string
+		arch Arch
+		args []string
+	}{
+		{"bios", ArchBIOS, nil},
+		{"uefi", ArchEFIx64, []string{"-bios", ovmf()}},
+	} {
+		t.Run(fw.name, func(t *testing.T) {
+			if fw.arch.UEFI() && fw.args[1] == "" {
+				t.Skip("qemu: no OVMF.fd (Debian package ovmf)")
+			}
+			p := newVethPair(t)
+			bridge, tap := bridgeWithTap(t, p)
+			rec := &recorder{}
+			srv, err := New(Options{Mode: Authoritative, Interface: bridge, ServerIP: serverIP, Subnet: subnet,
+				PoolStart: netip.MustParseAddr("192.0.2.100"), PoolEnd: netip.MustParseAddr("192.0.2.199"), Router: serverIP,
+				Decider: DeciderFunc(testDecider), Observer: rec, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			paths := httpInNetns(t, p.serverNS, "192.0.2.1:8080")
+			serveInNetns(t, srv, p.serverNS)
+			start := time.Now()
+			startQEMU(t, bin, p.serverNS, tap, fw.args...)
+			defer logStages(t, rec, start)
+			waitPath(t, paths, "/boot/"+qemuMAC+"/boot.ipxe", 4*time.Minute)
+			t.Logf("iPXE fetched its script %v after QEMU started", time.Since(start).Round(time.Millisecond))
+			for _, r := range rec.all() {
+				if r.Stage == stage.DHCPDiscover && r.Arch != string(fw.arch) {
+					t.Errorf("DISCOVER classified as %q, want %q", r.Arch, fw.arch)
+				}
+			}
+		})
 	}
-	paths := httpInNetns(t, p.serverNS, "192.0.2.1:8080")
-	serveInNetns(t, srv, p.serverNS)
-	start := time.Now()
-	startQEMU(t, bin, p.serverNS, tap)
-	defer logStages(t, rec, start)
-	waitPath(t, paths, "/boot/"+qemuMAC+"/boot.ipxe", 3*time.Minute)
-	t.Logf("iPXE fetched its script %v after QEMU started", time.Since(start).Round(time.Millisecond))
 }
 
 // TestQEMUiPXEProxy boots QEMU's iPXE ROM on a network where one server
