@@ -393,3 +393,26 @@ func TestConcurrentClients(t *testing.T) {
 		t.Errorf("%d leases, want %d", len(l), n)
 	}
 }
+
+func TestProxyStageRecords(t *testing.T) {
+	s, _, rec := newTestServer(t, Proxy)
+	wantType(t, reply(t, s, msg(t, dhcpv4.MessageTypeDiscover, macA, pxeBIOS())), dhcpv4.MessageTypeOffer)
+	ack, err := s.Reply(OnPXEPort(context.Background()),
+		msg(t, dhcpv4.MessageTypeRequest, macA, pxeBIOS(), dhcpv4.WithClientIP(net.ParseIP("192.0.2.160"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantType(t, ack, dhcpv4.MessageTypeAck)
+	var phrases []string
+	for _, r := range rec.all() {
+		phrases = append(phrases, r.Phrase())
+	}
+	want := []string{
+		"DHCP discover from 52:54:00:00:00:0a (bios)",
+		"proxyDHCP offered boot file undionly.kpxe",
+		"DHCP acknowledged 192.0.2.160",
+	}
+	if strings.Join(phrases, "|") != strings.Join(want, "|") {
+		t.Errorf("phrases %q, want %q", phrases, want)
+	}
+}

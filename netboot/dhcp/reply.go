@@ -262,8 +262,11 @@ func (s *Server) replyProxy(ctx context.Context, req *dhcpv4.DHCPv4, c Client, m
 		return s.ignore(ignoreDecider, c, mt)
 	}
 	rep := s.answer(req, c, d, answer, netip.Addr{})
-	rec := stage.Record{Node: d.Node, MAC: c.MAC, Stage: stage.DHCPOffer, Arch: string(c.Arch), File: d.BootFile}
+	// A proxy offers no address: its record says so instead of "offered -".
+	rec := stage.Record{Node: d.Node, MAC: c.MAC, Stage: stage.DHCPOffer, Arch: string(c.Arch), File: d.BootFile,
+		Note: "proxyDHCP offered boot file " + d.BootFile}
 	if answer == dhcpv4.MessageTypeAck {
+		rec.Note = ""
 		rep.ClientIPAddr = req.ClientIPAddr
 		rec.Stage = stage.DHCPAck
 		if ci, ok := netip.AddrFromSlice(req.ClientIPAddr.To4()); ok && !ci.IsUnspecified() {
