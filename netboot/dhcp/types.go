@@ -1,10 +1,3 @@
-// Package dhcp is the boot server's DHCPv4 server, on
-// github.com/insomniacslk/dhcp: authoritative for an isolated provisioning
-// network (an address pool and reservations), or proxyDHCP beside an
-// existing server (PXE options only). It classifies each client (firmware
-// architecture from option 93, iPXE from option 175 or user class "iPXE",
-// UEFI HTTP boot from vendor class "HTTPClient") and asks a Decider what
-// to boot.
 package dhcp
 
 import (
