@@ -14,6 +14,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -149,6 +150,19 @@ type Options struct {
 	// over those of dead conductors (see ClusterOptions). Nil means a lone
 	// conductor that owns every node of its group.
 	Cluster *ClusterOptions
+
+	// BootStageDeadlines bound the time between one network boot stage
+	// and the next (stage.Deadlines: zero fields take the defaults, well
+	// under the callback timeouts; a negative one disables that check).
+	// The callback-timeout periodic fails a node in a wait state whose
+	// network boot has stalled as the callback timeout would, early, with
+	// last_error saying where the boot stopped.
+	BootStageDeadlines stage.Deadlines
+	// BootStageBuffer bounds how many boot stages (ObserveBootStage) wait
+	// to be recorded; beyond it they are dropped and counted
+	// (anvil_conductor_boot_stages_dropped_total). Default
+	// DefaultBootStageBuffer.
+	BootStageBuffer int
 
 	// WatchBuffer bounds how many events each Watch and Subscribe holds
 	// for a slow consumer; beyond it the oldest are dropped and counted
@@ -289,6 +303,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.MaxConcurrentClean == 0 {
 		out.MaxConcurrentClean = DefaultMaxConcurrentClean
 	}
+	if out.BootStageBuffer <= 0 {
+		out.BootStageBuffer = DefaultBootStageBuffer
+	}
 	out.Agent = out.Agent.withDefaults()
 	return out, nil
 }
@@ -341,6 +358,10 @@ type Conductor struct {
 	powerMu       sync.Mutex
 	powerFailures map[string]int
 
+	// bootStages queues the boot stages ObserveBootStage received for
+	// drainBootStages.
+	bootStages chan stage.Record
+
 	hbMu      sync.Mutex
 	pendingHB map[string]agentclient.Heartbeat
 
@@ -387,6 +408,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		stopCh:        make(chan struct{}),
 		powerFailures: make(map[string]int),
 		pendingHB:     make(map[string]agentclient.Heartbeat),
+		bootStages:    make(chan stage.Record, o.BootStageBuffer),
 	}
 	c.metrics.workers.Set(float64(o.Workers))
 	c.hub.onDrop = func(n int) { c.metrics.watchDropped.Add(float64(n)) }
@@ -447,6 +469,8 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	}
 	c.loops.Add(1)
 	go c.dispatch(bg)
+	c.loops.Add(1)
+	go c.drainBootStages(bg)
 
 	if err := c.recoverNodes(ctx); err != nil {
 		c.log.Warn("start-up recovery incomplete", "error", err)
