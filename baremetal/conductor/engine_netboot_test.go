@@ -171,9 +171,14 @@ func TestIPMINodeNetbootLifecycle(t *testing.T) {
 	expectWrites("manageable")
 
 	h.must(c.Provide(ctx, n.UUID))
-	h.waitFor(n.UUID, statemachine.Available)
+	cleaned := h.waitFor(n.UUID, statemachine.Available)
 	expectWrites("available after cleaning", "put ramdisk/clean", "delete")
 	expectNone("available")
+	// The boot interface set the one-time network boot itself, through
+	// the management interface the conductor bound to its Task.
+	if dev, _ := cleaned.DriverInternalInfo[fake.BootDeviceKey].(string); dev != string(driver.BootPXE) || cleaned.DriverInternalInfo[fake.BootPersistentKey] != false {
+		t.Errorf("boot device after the cleaning boot %q (persistent %v), want a one-time pxe", dev, cleaned.DriverInternalInfo[fake.BootPersistentKey])
+	}
 
 	h.must(c.Deploy(ctx, n.UUID, conductor.DeployOptions{}))
 	active := h.waitFor(n.UUID, statemachine.Active)
