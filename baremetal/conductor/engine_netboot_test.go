@@ -20,6 +20,7 @@ import (
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
+	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -102,6 +103,20 @@ var _ driver.PowerInterface = (*netbootPower)(nil)
 // removed at the right moments.
 func TestIPMINodeNetbootLifecycle(t *testing.T) {
 	t.Parallel()
+	netbootLifecycle(t, ipmitool.HardwareTypeDef(), ipmitool.ImplIPMITool)
+}
+
+// TestRedfishNodeNetbootLifecycle is the same for a redfish node: ipxe is
+// its default boot interface too (redfish-virtual-media comes last).
+func TestRedfishNodeNetbootLifecycle(t *testing.T) {
+	t.Parallel()
+	netbootLifecycle(t, rfdriver.HardwareTypeDef(), rfdriver.ImplRedfish)
+}
+
+// netbootLifecycle runs the lifecycle on hardware type hw, with fake BMC
+// access registered under bmc, the name of hw's power and management
+// implementations.
+func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
 	store := openStore(t, false)
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
 	if err != nil {
@@ -118,20 +133,20 @@ func TestIPMINodeNetbootLifecycle(t *testing.T) {
 	t.Cleanup(func() { fleet.Close() })
 
 	configs := newConfigStore()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{ipmitool.HardwareType}})
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{hw.Name}})
 	reg.MustRegister(builtin.Bundle(fake.Config{}))
-	// The ipmi hardware type with fake BMC access under the ipmitool
-	// names; boot and deploy are the real implementations.
+	// The hardware type with fake BMC access under its power and
+	// management names; boot and deploy are the real implementations.
 	reg.MustRegister(driver.Bundle{
-		HardwareTypes: []driver.HardwareType{ipmitool.HardwareTypeDef()},
+		HardwareTypes: []driver.HardwareType{hw},
 		Implementations: []driver.Implementation{
-			{Kind: driver.KindPower, Name: ipmitool.ImplIPMITool, Impl: &netbootPower{Power: fake.NewPower(fake.Config{}), fleet: fleet, configs: configs}},
-			{Kind: driver.KindManagement, Name: ipmitool.ImplIPMITool, Impl: fake.NewManagement(fake.Config{})},
+			{Kind: driver.KindPower, Name: bmc, Impl: &netbootPower{Power: fake.NewPower(fake.Config{}), fleet: fleet, configs: configs}},
+			{Kind: driver.KindManagement, Name: bmc, Impl: fake.NewManagement(fake.Config{})},
 			{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.New(client)},
 		},
 	})
 	reg.MustRegister(pxe.New(configs, pxe.Options{DeployKernel: "http://192.0.2.1:8080/ipa.kernel", DeployRamdisk: "http://192.0.2.1:8080/ipa.initramfs"}).Bundle())
-	c, err := conductor.New(store, reg, conductor.Options{Hostname: "netboot-conductor", Logger: testLogger(t),
+	c, err := conductor.New(store, reg, conductor.Options{Hostname: "netboot-" + hw.Name, Logger: testLogger(t),
 		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL}})
 	if err != nil {
 		t.Fatal(err)
@@ -139,16 +154,16 @@ func TestIPMINodeNetbootLifecycle(t *testing.T) {
 	ctx := serveAgentAPI(t, api, c)
 	h := &harness{t: t, store: store, c: c, ctx: ctx}
 
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("ipmi-ipxe"), Driver: ipmitool.HardwareType, BootInterface: pxe.NameIPXE,
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName(hw.Name + "-ipxe"), Driver: hw.Name, BootInterface: pxe.NameIPXE,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	h.must(err)
-	if n.BootInterface != pxe.NameIPXE || n.DeployInterface != agentdeploy.Name || n.PowerInterface != ipmitool.ImplIPMITool {
+	if n.BootInterface != pxe.NameIPXE || n.DeployInterface != agentdeploy.Name || n.PowerInterface != bmc {
 		t.Fatalf("enrolled with boot %q, deploy %q, power %q", n.BootInterface, n.DeployInterface, n.PowerInterface)
 	}
-	other, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName("ipmi-default"), Driver: ipmitool.HardwareType})
+	other, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName(hw.Name + "-default"), Driver: hw.Name})
 	h.must(err)
 	if other.BootInterface != pxe.NameIPXE {
-		t.Errorf("default boot interface of an ipmi node = %q, want ipxe (Ironic's first)", other.BootInterface)
+		t.Errorf("default boot interface of a %s node = %q, want ipxe (Ironic's first)", hw.Name, other.BootInterface)
 	}
 	const mac = "52:54:00:6e:b0:01"
 	h.must(store.CreatePort(ctx, &baremetal.Port{NodeUUID: n.UUID, Address: mac, PXEEnabled: true}))
