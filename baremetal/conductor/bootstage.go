@@ -224,6 +224,11 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 		return
 	}
 	for _, chk := range checks {
+		if chk.timeout <= 0 {
+			// The state's callback timeout is disabled: nothing fails
+			// a node waiting there, early or late.
+			continue
+		}
 		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
 		nodes, err := c.listAll(ctx, f)
 		if err != nil {

@@ -299,3 +299,21 @@ func TestNodeForMAC(t *testing.T) {
 		}
 	}
 }
+
+func TestNoStallCheckWhereTheCallbackTimeoutIsDisabled(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, noStallCheckWithoutTimeout)
+}
+
+func noStallCheckWithoutTimeout(t *testing.T) {
+	h, clock, _ := newNetbootClockHarness(t, conductor.Options{CleanCallbackTimeout: -1})
+	n := h.netbootNode("stall-5", "52:54:00:00:51:05")
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.CleanWait)
+	h.waitHistory(n.UUID, string(stage.Prepared))
+	clock.Advance(stage.DefaultDHCP + time.Minute)
+	h.c.CheckTimeouts(h.ctx)
+	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != statemachine.CleanWait {
+		t.Fatalf("clean callback timeout disabled, yet the stalled boot left the node %s (%s)", got.ProvisionState, got.LastError)
+	}
+}

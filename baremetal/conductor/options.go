@@ -149,7 +149,8 @@ type Options struct {
 	// under the callback timeouts; a negative one disables that check).
 	// The callback-timeout periodic fails a node in a wait state whose
 	// network boot has stalled as the callback timeout would, early, with
-	// last_error saying where the boot stopped.
+	// last_error saying where the boot stopped; not in a state whose
+	// callback timeout is disabled.
 	BootStageDeadlines stage.Deadlines
 	// BootStageBuffer bounds how many boot stages (ObserveBootStage) wait
 	// to be recorded; beyond it they are dropped and counted
