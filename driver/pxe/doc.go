@@ -32,7 +32,8 @@
 //
 // # Usage
 //
-//	boot := pxe.New(server.Configs(), pxe.Options{
+//	var configs netboot.ConfigStore = ... // the boot server's store
+//	boot := pxe.New(configs, pxe.Options{
 //		DeployKernel:  "http://192.0.2.1:8080/images/ipa.kernel",
 //		DeployRamdisk: "http://192.0.2.1:8080/images/ipa.initramfs",
 //	})
