@@ -14,6 +14,12 @@
 // out-of-process plugins (package driver/plugin) stateless: every call
 // carries the Task and returns the Changes.
 //
+// The conductor binds the node's composed Driver to each Task it hands an
+// implementation (Task.Driver, Ironic's task.driver), so one interface
+// can use another: a network boot interface sets the boot device through
+// the node's management interface. A Task that crossed the plugin
+// boundary has none.
+//
 // Every implementation describes its driver_info properties and validates
 // a node (Interface). Optional capabilities are one-method-set interfaces
 // found with As, never with a bare type assertion: StepProvider and

@@ -51,8 +51,26 @@ type Task struct {
 	Properties         map[string]any `json:"properties,omitempty"`
 	Ports              []Port         `json:"ports,omitempty"`
 
+	// drv is the node's composed driver, bound by the conductor (see
+	// BindDriver); nil in a plugin process.
+	drv   *Driver
 	dirty dirtySet
 }
+
+// Driver returns the node's composed driver, as Ironic's task.driver: the
+// way one interface reaches another (a boot interface sets the boot
+// device through the node's management interface). The conductor binds
+// it before every driver call. It is nil when nobody bound one: in a
+// plugin process (a Task crosses the plugin boundary as data, so a
+// plugin's implementation never sees the host's driver) and in a Task a
+// test or tool builds by hand. Implementations that need it say so in
+// their documentation and fail with a clear error when it is nil.
+func (t *Task) Driver() *Driver { return t.drv }
+
+// BindDriver binds d as the node's composed driver (see Driver). The
+// conductor calls it; it is not a change of the node and is not recorded
+// by Changes.
+func (t *Task) BindDriver(d *Driver) { t.drv = d }
 
 type dirtySet struct {
 	driverInfo, driverInternalInfo, instanceInfo, properties, ports bool
@@ -127,7 +145,8 @@ func (t *Task) Apply(c Changes) {
 	}
 }
 
-// Clone returns a deep copy of t without its change record.
+// Clone returns a deep copy of t without its change record; the bound
+// driver (Driver) is kept, as it is shared and immutable.
 func (t *Task) Clone() *Task {
 	n := &Task{
 		NodeUUID: t.NodeUUID, NodeName: t.NodeName, HardwareType: t.HardwareType,
@@ -135,6 +154,7 @@ func (t *Task) Clone() *Task {
 		DriverInfo: cloneMap(t.DriverInfo), DriverInternalInfo: cloneMap(t.DriverInternalInfo),
 		InstanceInfo: cloneMap(t.InstanceInfo), Properties: cloneMap(t.Properties),
 		Ports: clonePorts(t.Ports),
+		drv:   t.drv,
 	}
 	if t.Interfaces != nil {
 		n.Interfaces = maps.Clone(t.Interfaces)

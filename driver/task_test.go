@@ -88,3 +88,24 @@ func TestDriverStepsAndExecute(t *testing.T) {
 		t.Errorf("validate = %v", v)
 	}
 }
+
+func TestBindDriverSurvivesCloneAndIsNoChange(t *testing.T) {
+	d, err := driver.NewDriver(builtin.FakeHardware, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := newTask()
+	if task.Driver() != nil {
+		t.Fatal("a hand-built Task has a driver bound")
+	}
+	task.BindDriver(d)
+	if task.Driver() != d {
+		t.Fatal("Driver() does not return the bound driver")
+	}
+	if !task.Changes().Empty() {
+		t.Fatalf("binding a driver recorded a change: %+v", task.Changes())
+	}
+	if task.Clone().Driver() != d {
+		t.Fatal("Clone dropped the bound driver")
+	}
+}

@@ -88,6 +88,26 @@
 // that wants fresher power states shortens SyncPowerStateInterval; the
 // power state of one node is set, and read back, with SetPowerState.
 //
+// # Network boot
+//
+// Nodes whose boot interface is one of package driver/pxe's (pxe, ipxe,
+// http, http-ipxe) boot their ramdisk from Anvil's boot server (package
+// netboot). Hand the conductor to the boot server as its stage.Observer
+// (ObserveBootStage, which never blocks) and its netboot.Resolver
+// (NodeForMAC): each stage the server serves a node (DHCP, TFTP, the
+// iPXE script, kernel, ramdisk) lands in the node's history (event type
+// "boot") and in Watch as EventBootStage, beside the stages the conductor
+// records itself (boot prepared, the agent's lookup and first
+// heartbeat). The callback-timeout periodic fails a node in a wait state
+// whose boot stalled (Options.BootStageDeadlines, each well under the
+// 30-minute callback timeout) as the timeout would, early, with a
+// last_error that says where the boot stopped:
+//
+//	Timeout reached while waiting for callback for node ...: boot stalled:
+//	boot configuration written at 10:42:00, DHCP offered 192.0.2.23 at
+//	10:42:03, TFTP undionly.kpxe sent at 10:42:04, no boot script or
+//	kernel request in 300 s
+//
 // # Cluster mode
 //
 // Leave Options.Cluster nil for a lone conductor, which owns every node of

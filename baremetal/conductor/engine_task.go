@@ -137,7 +137,9 @@ func (t *task) loadPorts(ctx context.Context) ([]*baremetal.Port, error) {
 	return ps, nil
 }
 
-// view builds the driver's view of the node.
+// view builds the driver's view of the node, bound to the node's
+// composed driver (Ironic's task.driver), through which an interface
+// reaches the node's others: a boot interface sets the boot device.
 func (t *task) view(ctx context.Context) (*driver.Task, error) {
 	d, err := t.driver()
 	if err != nil {
@@ -164,6 +166,7 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 		v.Ports = append(v.Ports, driver.Port{UUID: p.UUID, Address: p.Address, PXEEnabled: p.PXEEnabled,
 			PhysicalNetwork: p.PhysicalNetwork, LocalLinkConnection: jsonmap.Clone(p.LocalLinkConnection), Extra: jsonmap.Clone(p.Extra)})
 	}
+	v.BindDriver(d)
 	return v, nil
 }
 

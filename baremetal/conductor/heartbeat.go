@@ -31,6 +31,7 @@ func (b agentBackend) LookupNode(ctx context.Context, q agentclient.LookupQuery)
 		}
 		return agentclient.Node{}, err
 	}
+	b.c.recordLookup(ctx, n, q.Addresses)
 	return b.c.agentNode(n), nil
 }
 
@@ -152,6 +153,7 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	}
 	t := c.newTask(n)
 	defer t.release()
+	c.firstHeartbeat(ctx, t, hb.CallbackURL)
 	state := n.ProvisionState
 	if !heartbeatAllowed(state, c.fastTrackable(t)) {
 		return

@@ -19,6 +19,9 @@ type Metrics struct {
 	queuedIntents prometheus.Gauge
 	workers       prometheus.Gauge
 	watchDropped  prometheus.Counter
+
+	bootStages        *prometheus.CounterVec
+	bootStagesDropped prometheus.Counter
 }
 
 func newMetrics(host string) *Metrics {
@@ -65,12 +68,21 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "watch_events_dropped_total",
 			Help: "Events dropped because a Watch or Subscribe consumer fell more than Options.WatchBuffer events behind.", ConstLabels: labels,
 		}),
+		bootStages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "boot_stages_total",
+			Help: "Network boot stages recorded, by stage (those of machines without a boot configuration included).", ConstLabels: labels,
+		}, []string{"stage"}),
+		bootStagesDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "boot_stages_dropped_total",
+			Help: "Boot stages dropped because more than Options.BootStageBuffer waited to be recorded, or the conductor was not running.", ConstLabels: labels,
+		}),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
-		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped}
+		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
+		m.bootStages, m.bootStagesDropped}
 }
 
 // Describe implements prometheus.Collector.

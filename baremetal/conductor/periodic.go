@@ -120,21 +120,21 @@ func (c *Conductor) pollIntents(ctx context.Context) {
 // checkTimeouts runs the callback timeout checks once: nodes waiting in
 // wait call-back, clean wait, rescue wait or service wait for longer than
 // their timeout since provision_updated_at, and in inspect wait since
-// inspection_started_at, are failed. It is a periodic task (tests call it
-// through export_test.go).
+// inspection_started_at, are failed, with the network boot's stages in
+// last_error when it had some; and, first, nodes in those states whose
+// network boot stalled (checkBootStalls). It is a periodic task (tests
+// call it through export_test.go).
 func (c *Conductor) checkTimeouts(ctx context.Context) {
 	now := c.clock.Now()
-	checks := []struct {
-		state   statemachine.State
-		timeout time.Duration
-		msg     string
-	}{
+	checks := []waitCheck{
 		{statemachine.DeployWait, c.opts.DeployCallbackTimeout, "Timeout reached while waiting for callback for node %s"},
 		{statemachine.CleanWait, c.opts.CleanCallbackTimeout, "Timeout reached while cleaning the node %s. Please check if the ramdisk responsible for the cleaning is running on the node."},
 		{statemachine.RescueWait, c.opts.RescueCallbackTimeout, "Timeout reached while waiting for rescue ramdisk callback for node %s"},
 		{statemachine.ServiceWait, c.opts.ServiceCallbackTimeout, "Timeout reached while servicing the node %s. Please check if the ramdisk responsible for the servicing is running on the node."},
 		{statemachine.InspectWait, c.opts.InspectWaitTimeout, "Timeout reached while inspecting the node %s"},
 	}
+	// A stalled network boot fails before its callback timeout.
+	c.checkBootStalls(ctx, now, checks)
 	for _, chk := range checks {
 		if chk.timeout <= 0 {
 			continue
@@ -159,7 +159,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 		}
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].ProvisionUpdatedAt.Before(nodes[j].ProvisionUpdatedAt) })
 		for _, n := range nodes {
-			c.timeoutNode(ctx, n.UUID, chk.state, fmt.Sprintf(chk.msg, n.UUID))
+			c.timeoutNode(ctx, n.UUID, chk.state, fmt.Sprintf(chk.msg, n.UUID)+c.bootSummary(ctx, n))
 		}
 	}
 }

@@ -55,6 +55,7 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 	if err != nil {
 		return err
 	}
+	c.bootPrepared(ctx, t)
 	n := t.node
 	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
 		delete(n.DriverInternalInfo, driver.InternalAgentToken)

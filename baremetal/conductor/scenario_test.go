@@ -530,6 +530,8 @@ func (s *scenario) formatEvent(e conductor.Event) string {
 		out += fmt.Sprintf("%s %s %s", e.Type, e.StepKind, e.Step)
 	case conductor.EventPower:
 		out += fmt.Sprintf("power %q", e.PowerState)
+	case conductor.EventBootStage:
+		out += fmt.Sprintf("boot stage %q: %s", e.BootStage, e.Detail)
 	default:
 		out += fmt.Sprintf("%s changed in %s", e.Type, e.To)
 	}

@@ -221,6 +221,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				return nil
 			})
 			if err == nil {
+				c.bootPrepared(ctx, t)
 				// The reboot flushes the agent's disks first and then
 				// forgets its token (unless pre-generated), so the
 				// rebooted agent obtains a new one.

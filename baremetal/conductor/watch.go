@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -28,6 +29,10 @@ const (
 	EventNodeDeleted EventType = "node_deleted"
 	// EventNodeEnrolled is a node created by Enroll.
 	EventNodeEnrolled EventType = "node_enrolled"
+	// EventBootStage is a network boot stage the node reached (BootStage,
+	// Detail): from the boot server (ObserveBootStage) or the conductor
+	// (boot prepared, agent lookup, first heartbeat).
+	EventBootStage EventType = "boot_stage"
 )
 
 // Event is one thing the conductor did to a node, as published to watchers
@@ -55,6 +60,10 @@ type Event struct {
 	Step     string
 	// PowerState is the node's power state after a power event.
 	PowerState statemachine.PowerState
+	// BootStage is the stage of an EventBootStage, and Detail says what
+	// happened ("DHCP offered 192.0.2.23, boot file undionly.kpxe").
+	BootStage stage.Stage
+	Detail    string
 	// Error is the failure, for transitions into failure states and
 	// failed steps or power actions.
 	Error string
