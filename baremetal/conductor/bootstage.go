@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -41,7 +40,15 @@ const (
 // or the conductor is not running, the record is dropped and counted in
 // anvil_conductor_boot_stages_dropped_total. A record without Node (a
 // machine the boot server has no configuration for) is only logged.
+//
+// A stage.Prepared record is ignored: the conductor writes its own, at
+// once, when a network boot interface has prepared a node's ramdisk (so it
+// is in the history before any stage of the attempt), and a second one
+// from the boot server would only repeat it.
 func (c *Conductor) ObserveBootStage(r stage.Record) {
+	if r.Stage == stage.Prepared {
+		return
+	}
 	if r.At.IsZero() {
 		r.At = c.clock.Now()
 	}
@@ -121,7 +128,7 @@ func (c *Conductor) recordBootStage(ctx context.Context, r stage.Record, name st
 // boot interface whose ramdisk boots the boot server serves (package
 // driver/pxe's interfaces): such a boot has boot stages.
 type networkBooter interface {
-	NetworkBoot() netboot.Interface
+	NetworkBoot() string
 }
 
 // bootPrepared records, after the node's boot interface prepared a
@@ -280,7 +287,6 @@ func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, fo
 	return p.NodeUUID, true, nil
 }
 
-var _ netboot.Resolver = (*Conductor)(nil)
 
 // recordLookup records a successful agent lookup as a boot stage (the
 // first MAC address the agent sent as its address).

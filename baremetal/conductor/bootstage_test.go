@@ -221,8 +221,10 @@ func TestBootStagesLandInHistoryAndWatch(t *testing.T) {
 	n := h.enroll("stages-1", nil)
 	events := h.c.Watch(h.ctx, conductor.WatchFilter{Types: []conductor.EventType{conductor.EventBootStage}})
 	at := time.Date(2026, 12, 1, 10, 42, 3, 0, time.UTC)
-	// A machine nobody configured is only logged.
+	// A machine nobody configured is only logged, and the boot server's
+	// own "boot prepared" is not repeated (the conductor writes its own).
 	h.c.ObserveBootStage(stage.Record{MAC: "52:54:00:99:99:99", Stage: stage.Fallback, At: at})
+	h.c.ObserveBootStage(stage.Record{Node: n.UUID, Stage: stage.Prepared, At: at})
 	r := stage.Record{Node: n.UUID, MAC: "52:54:00:12:34:56", Stage: stage.DHCPOffer, Addr: "192.0.2.23", File: "undionly.kpxe", At: at}
 	h.c.ObserveBootStage(r)
 	select {
@@ -236,6 +238,15 @@ func TestBootStagesLandInHistoryAndWatch(t *testing.T) {
 	e := h.waitHistory(n.UUID, string(stage.DHCPOffer))
 	if e.EventType != stage.EventType || e.Message != "DHCP offered 192.0.2.23, boot file undionly.kpxe" || !e.CreatedAt.Equal(at) || e.Severity != baremetal.HistoryInfo {
 		t.Fatalf("history entry %+v", e)
+	}
+	hist, err := h.c.Store().ListHistory(h.ctx, n.UUID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range hist {
+		if e.Event == string(stage.Prepared) {
+			t.Fatalf("the boot server's prepared record reached the history: %+v", e)
+		}
 	}
 }
 

@@ -132,10 +132,11 @@ func (x *Interfaces) Bundle() driver.Bundle {
 // "http-ipxe").
 func (b *Boot) Name() string { return b.name }
 
-// NetworkBoot returns the netboot.Interface the configurations of b are
-// written for: the boot server serves b's ramdisk boots, so they have
-// boot stages.
-func (b *Boot) NetworkBoot() netboot.Interface { return b.iface }
+// NetworkBoot returns the name of the netboot.Interface the
+// configurations of b are written for: the boot server serves b's ramdisk
+// boots, so they have boot stages. (A string, so that the conductor
+// recognises the capability without importing the boot server.)
+func (b *Boot) NetworkBoot() string { return string(b.iface) }
 
 // needsUEFI reports whether b boots through UEFI HTTP boot.
 func (b *Boot) needsUEFI() bool { return b.iface == netboot.HTTP || b.iface == netboot.HTTPIPXE }

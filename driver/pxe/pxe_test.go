@@ -141,7 +141,7 @@ func TestConfigsWrittenGolden(t *testing.T) {
 			if !ok {
 				t.Fatal("no configuration written")
 			}
-			if c.Interface != b.NetworkBoot() {
+			if c.Interface != netboot.Interface(b.NetworkBoot()) {
 				t.Errorf("Interface = %q, want %q", c.Interface, b.NetworkBoot())
 			}
 			gc := goldenCase{Name: r.name, Config: &c}
