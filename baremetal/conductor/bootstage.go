@@ -287,7 +287,6 @@ func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, fo
 	return p.NodeUUID, true, nil
 }
 
-
 // recordLookup records a successful agent lookup as a boot stage (the
 // first MAC address the agent sent as its address).
 func (c *Conductor) recordLookup(ctx context.Context, n *baremetal.Node, macs []string) {

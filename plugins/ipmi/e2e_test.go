@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -11,28 +11,34 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
+	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
 
-// errNoNetworkBoot is what the stand-in boot interface answers: Anvil has
-// no PXE implementation yet, and this test never boots a ramdisk.
-var errNoNetworkBoot = errors.New("network boot is not exercised by this test")
+// configStore keeps the boot configurations the ipxe boot interface
+// writes (a boot server would serve them).
+type configStore struct {
+	mu      sync.Mutex
+	configs map[string]netboot.Config
+}
 
-// stubPXE occupies the ipmi hardware type's "pxe" boot slot so that nodes
-// resolve; manage and an out-of-band clean never call it.
-type stubPXE struct{}
+func (s *configStore) PutConfig(_ context.Context, c netboot.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configs[c.Node] = c
+	return nil
+}
 
-func (stubPXE) Properties() []driver.Property                       { return nil }
-func (stubPXE) Validate(context.Context, *driver.Task) error        { return nil }
-func (stubPXE) PrepareInstance(context.Context, *driver.Task) error { return errNoNetworkBoot }
-func (stubPXE) CleanUpInstance(context.Context, *driver.Task) error { return nil } // nothing prepared
-func (stubPXE) CleanUpRamdisk(context.Context, *driver.Task) error  { return nil } // nothing prepared
-func (stubPXE) PrepareRamdisk(context.Context, *driver.Task, map[string]any) error {
-	return errNoNetworkBoot
+func (s *configStore) DeleteConfig(_ context.Context, node string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.configs, node)
+	return nil
 }
 
 // TestConductorEndToEnd enrolls an ipmi node served by the plugin process
@@ -48,7 +54,9 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.RegisterInterface(driver.KindBoot, "pxe", stubPXE{}); err != nil {
+	// The network boot interfaces, built in: the ipmi hardware type's
+	// default boot interface (ipxe) resolves with no stand-in.
+	if err := reg.Register(pxe.New(&configStore{configs: map[string]netboot.Config{}}, pxe.Options{}).Bundle()); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "e2e-ipmi")
@@ -60,8 +68,8 @@ func TestConductorEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.PowerInterface != "ipmitool" || n.ManagementInterface != "ipmitool" || n.VendorInterface != "ipmitool" {
-		t.Fatalf("interfaces power=%s management=%s vendor=%s", n.PowerInterface, n.ManagementInterface, n.VendorInterface)
+	if n.PowerInterface != "ipmitool" || n.ManagementInterface != "ipmitool" || n.VendorInterface != "ipmitool" || n.BootInterface != "ipxe" {
+		t.Fatalf("interfaces power=%s management=%s vendor=%s boot=%s", n.PowerInterface, n.ManagementInterface, n.VendorInterface, n.BootInterface)
 	}
 	if err := cond.Manage(ctx, n.UUID); err != nil {
 		t.Fatal(err)
