@@ -66,19 +66,40 @@
 //
 // # Usage
 //
-// Build a Server, give it to the engines, and give it to the boot
-// interfaces as their ConfigStore:
+// With the conductor: the conductor is the Server's Resolver (which
+// enrolled node owns a MAC) and Observer (stage records into node history
+// and Watch, and the per-stage deadlines), and the Server is the
+// ConfigStore of the network boot interfaces (package driver/pxe). A
+// registry takes implementations at any time before the conductor
+// starts, so the three are built in this order:
 //
+//	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{"ipmi"}})
+//	cond, err := conductor.New(store, reg, conductor.Options{...})
 //	srv, err := netboot.New(netboot.Options{
 //		HTTPBase:   "http://192.0.2.1:8080",
 //		TFTPServer: netip.MustParseAddr("192.0.2.1"),
-//		Resolver:   resolver, // which enrolled node owns a MAC
-//		Observer:   observer, // stage records into node history
+//		Resolver:   cond,
+//		Observer:   cond,
 //	})
-//	// DHCP:  dhcp.Server{Decider: srv, Observer: srv, ...}
+//	reg.MustRegister(pxe.New(srv, pxe.Options{DeployKernel: ..., DeployRamdisk: ...}).Bundle())
+//	go srv.Run(ctx, netboot.ListenOptions{
+//		DHCP: &dhcp.Options{Mode: dhcp.Authoritative, Interface: "prov0",
+//			ServerIP: netip.MustParseAddr("192.0.2.1"), Subnet: netip.MustParsePrefix("192.0.2.0/24"),
+//			PoolStart: netip.MustParseAddr("192.0.2.100"), PoolEnd: netip.MustParseAddr("192.0.2.200")},
+//		TFTPAddr: "192.0.2.1:69",
+//		HTTPAddr: "192.0.2.1:8080",
+//	})
+//	cond.Launch(ctx)
+//
+// Listen opens the sockets on the calling goroutine (inside a network
+// namespace, in it) and Serve serves them; Run is both. Each service is
+// optional: leave DHCP out beside an existing DHCP server you configure
+// yourself, or mount Handler on your own HTTP server. The engines can
+// also be run by hand:
+//
+//	// DHCP:  dhcp.New(dhcp.Options{Decider: srv, Observer: srv, ...})
 //	// TFTP:  tftp.Server{Handler: srv, OnTransfer: srv.OnTransfer, ...}
-//	// HTTP:  http.Server{Addr: ":8080", Handler: srv.Handler()}
-//	// boot interfaces: srv.PutConfig(ctx, cfg), srv.DeleteConfig(ctx, node)
+//	// HTTP:  http.Server{Handler: srv.Handler(), ...}
 //
 // With an operator's own dnsmasq instead of Anvil's DHCP, set
 // Options.Dnsmasq: PutConfig and DeleteConfig then also write dnsmasq's
