@@ -103,20 +103,25 @@ var _ driver.PowerInterface = (*netbootPower)(nil)
 // removed at the right moments.
 func TestIPMINodeNetbootLifecycle(t *testing.T) {
 	t.Parallel()
-	netbootLifecycle(t, ipmitool.HardwareTypeDef(), ipmitool.ImplIPMITool)
+	for _, boot := range []string{pxe.NameIPXE, pxe.NamePXE} {
+		t.Run(boot, func(t *testing.T) {
+			t.Parallel()
+			netbootLifecycle(t, ipmitool.HardwareTypeDef(), ipmitool.ImplIPMITool, boot)
+		})
+	}
 }
 
 // TestRedfishNodeNetbootLifecycle is the same for a redfish node: ipxe is
 // its default boot interface too (redfish-virtual-media comes last).
 func TestRedfishNodeNetbootLifecycle(t *testing.T) {
 	t.Parallel()
-	netbootLifecycle(t, rfdriver.HardwareTypeDef(), rfdriver.ImplRedfish)
+	netbootLifecycle(t, rfdriver.HardwareTypeDef(), rfdriver.ImplRedfish, pxe.NameIPXE)
 }
 
 // netbootLifecycle runs the lifecycle on hardware type hw, with fake BMC
 // access registered under bmc, the name of hw's power and management
-// implementations.
-func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
+// implementations, and boot, the node's boot interface.
+func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc, boot string) {
 	store := openStore(t, false)
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
 	if err != nil {
@@ -133,7 +138,11 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
 	t.Cleanup(func() { fleet.Close() })
 
 	configs := newConfigStore()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{hw.Name}})
+	// Ironic's enabled_boot_interfaces lists ipxe and pxe (and
+	// redfish-virtual-media) by default; the computed list would hold
+	// each hardware type's first only.
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{hw.Name},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindBoot: {pxe.NameIPXE, pxe.NamePXE}}})
 	reg.MustRegister(builtin.Bundle(fake.Config{}))
 	// The hardware type with fake BMC access under its power and
 	// management names; boot and deploy are the real implementations.
@@ -145,7 +154,12 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
 			{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.New(client)},
 		},
 	})
-	reg.MustRegister(pxe.New(configs, pxe.Options{DeployKernel: "http://192.0.2.1:8080/ipa.kernel", DeployRamdisk: "http://192.0.2.1:8080/ipa.initramfs"}).Bundle())
+	// pxelinux loads the ramdisk from the boot server only: local paths.
+	images := pxe.Options{DeployKernel: "http://192.0.2.1:8080/ipa.kernel", DeployRamdisk: "http://192.0.2.1:8080/ipa.initramfs"}
+	if boot == pxe.NamePXE {
+		images = pxe.Options{DeployKernel: "/srv/anvil/ipa.kernel", DeployRamdisk: "/srv/anvil/ipa.initramfs"}
+	}
+	reg.MustRegister(pxe.New(configs, images).Bundle())
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "netboot-" + hw.Name, Logger: testLogger(t),
 		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL}})
 	if err != nil {
@@ -154,10 +168,10 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
 	ctx := serveAgentAPI(t, api, c)
 	h := &harness{t: t, store: store, c: c, ctx: ctx}
 
-	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName(hw.Name + "-ipxe"), Driver: hw.Name, BootInterface: pxe.NameIPXE,
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName(hw.Name + "-" + boot), Driver: hw.Name, BootInterface: boot,
 		InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}})
 	h.must(err)
-	if n.BootInterface != pxe.NameIPXE || n.DeployInterface != agentdeploy.Name || n.PowerInterface != bmc {
+	if n.BootInterface != boot || n.DeployInterface != agentdeploy.Name || n.PowerInterface != bmc {
 		t.Fatalf("enrolled with boot %q, deploy %q, power %q", n.BootInterface, n.DeployInterface, n.PowerInterface)
 	}
 	other, err := c.Enroll(ctx, &baremetal.Node{Name: uniqueName(hw.Name + "-default"), Driver: hw.Name})
@@ -199,7 +213,7 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc string) {
 	active := h.waitFor(n.UUID, statemachine.Active)
 	expectWrites("active", "put ramdisk/clean", "delete", "put ramdisk/deploy", "put local")
 	cfg, ok := configs.get(n.UUID)
-	if !ok || cfg.Action != netboot.LocalDisk || cfg.Interface != netboot.IPXE || cfg.Mode != netboot.UEFI || !slices.Equal(cfg.MACs, []string{mac}) {
+	if !ok || cfg.Action != netboot.LocalDisk || cfg.Interface != netboot.Interface(boot) || cfg.Mode != netboot.UEFI || !slices.Equal(cfg.MACs, []string{mac}) {
 		t.Fatalf("active node's boot configuration %+v, want a local boot for %s", cfg, mac)
 	}
 	if dev, _ := active.DriverInternalInfo[fake.BootDeviceKey].(string); dev != string(driver.BootDisk) {

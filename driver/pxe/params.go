@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -165,6 +166,28 @@ func validImageRef(s string) bool {
 	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
 }
 
+// checkImage records on r why v cannot be b's image under key: not an
+// image reference, or a URL where b's boot loader (pxelinux, GRUB) loads
+// kernel and ramdisk from the boot server only, which serves local files
+// (the boot server would refuse the configuration).
+func (b *Boot) checkImage(r *driver.InfoReader, key, v string) {
+	switch {
+	case v == "":
+	case !validImageRef(v):
+		r.Invalid(key, imageRefExpected)
+	case !strings.HasPrefix(v, "/") && !b.fetchesURLs():
+		r.Invalid(key, localImageExpected)
+	}
+}
+
+// localImageExpected is what the pxe and http interfaces take for an
+// image.
+const localImageExpected = "an absolute local path the boot server serves (the pxe and http boot interfaces load kernel and ramdisk from it; use ipxe or http-ipxe for http(s) URLs)"
+
+// fetchesURLs reports whether b's boot loader (iPXE) fetches http(s)
+// images itself.
+func (b *Boot) fetchesURLs() bool { return b.iface == netboot.IPXE || b.iface == netboot.HTTPIPXE }
+
 // rescuing reports whether the node boots its ramdisk for rescue.
 func rescuing(s statemachine.State) bool {
 	return s == statemachine.Rescuing || s == statemachine.RescueWait
@@ -185,9 +208,7 @@ func (b *Boot) images(t *driver.Task, rescue bool) (kernel, ramdisk string, err 
 		if v == "" {
 			v = def
 		}
-		if v != "" && !validImageRef(v) {
-			r.Invalid(key, imageRefExpected)
-		}
+		b.checkImage(r, key, v)
 		return v
 	}
 	kernel, ramdisk = pick(kk, kdef), pick(rk, rdef)

@@ -107,11 +107,8 @@ func (b *Boot) PrepareInstance(ctx context.Context, t *driver.Task) error {
 	}
 	r := driver.NewInfoReader(t.NodeUUID, driver.KindBoot, b.name, "instance_info", t.InstanceInfo)
 	kernel, ramdisk := r.String("kernel", true), r.String("ramdisk", true)
-	for key, v := range map[string]string{"kernel": kernel, "ramdisk": ramdisk} {
-		if v != "" && !validImageRef(v) {
-			r.Invalid(key, imageRefExpected)
-		}
-	}
+	b.checkImage(r, "kernel", kernel)
+	b.checkImage(r, "ramdisk", ramdisk)
 	if err := r.Err(); err != nil {
 		return err
 	}

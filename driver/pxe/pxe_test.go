@@ -26,8 +26,8 @@ func newTask(state statemachine.State) *driver.Task {
 		NodeUUID: nodeUUID, NodeName: "rack1-u07", HardwareType: "ipmi", ProvisionState: state,
 		Interfaces: map[driver.Kind]string{driver.KindDeploy: "direct"},
 		DriverInfo: map[string]any{
-			"deploy_kernel":  "http://192.0.2.1:8080/ipa.kernel",
-			"deploy_ramdisk": "http://192.0.2.1:8080/ipa.initramfs",
+			"deploy_kernel":  "/srv/anvil/ipa.kernel",
+			"deploy_ramdisk": "/srv/anvil/ipa.initramfs",
 			"rescue_kernel":  "/srv/images/rescue.kernel",
 			"rescue_ramdisk": "/srv/images/rescue.initramfs",
 		},
@@ -103,7 +103,7 @@ func TestConfigsWrittenGolden(t *testing.T) {
 		row{name: "ipxe local boot after deploy", impl: pxe.NameIPXE, state: statemachine.Deploying, call: "instance", devices: all},
 		row{name: "pxe ramdisk deploy instance", impl: pxe.NamePXE, state: statemachine.Deploying, call: "instance", deploy: pxe.RamdiskDeploy, mode: "bios", devices: all,
 			adjust: func(t *driver.Task) {
-				t.InstanceInfo = map[string]any{"kernel": "http://192.0.2.1:8080/app.kernel", "ramdisk": "http://192.0.2.1:8080/app.initramfs", "kernel_append_params": "quiet"}
+				t.InstanceInfo = map[string]any{"kernel": "/srv/anvil/app.kernel", "ramdisk": "/srv/anvil/app.initramfs", "kernel_append_params": "quiet"}
 			}},
 	)
 	var got []goldenCase

@@ -66,6 +66,19 @@ func TestValidateErrors(t *testing.T) {
 			is: driver.ErrInvalidParameter, field: "driver_info", key: "kernel_append_params"},
 		{name: "token in kernel_append_params", adjust: func(t *driver.Task) { t.DriverInfo["kernel_append_params"] = "ipa-agent-token=abc" },
 			is: driver.ErrInvalidParameter, field: "driver_info", key: "kernel_append_params", text: "secret"},
+		{name: "pxe loads images from the boot server only", impl: pxe.NamePXE,
+			adjust: func(t *driver.Task) { t.DriverInfo["deploy_kernel"] = "http://192.0.2.1:8080/ipa.kernel" },
+			is:     driver.ErrInvalidParameter, field: "driver_info", key: "deploy_kernel", text: "use ipxe or http-ipxe"},
+		{name: "http loads images from the boot server only", impl: pxe.NameHTTP,
+			adjust: func(t *driver.Task) { t.DriverInfo["deploy_ramdisk"] = "https://images.example/ipa.initramfs" },
+			is:     driver.ErrInvalidParameter, field: "driver_info", key: "deploy_ramdisk", text: "absolute local path"},
+		{name: "ipxe fetches URLs itself",
+			adjust: func(t *driver.Task) { t.DriverInfo["deploy_kernel"] = "https://images.example/ipa.kernel" }},
+		{name: "http-ipxe fetches URLs itself", impl: pxe.NameHTTPIPXE,
+			adjust: func(t *driver.Task) {
+				t.DriverInfo["deploy_kernel"] = "https://images.example/ipa.kernel"
+				t.Properties = map[string]any{"capabilities": "boot_mode:uefi"}
+			}},
 		{name: "bad persistence", adjust: func(t *driver.Task) { t.DriverInfo["force_persistent_boot_device"] = "sometimes" },
 			is: driver.ErrInvalidParameter, field: "driver_info", key: "force_persistent_boot_device"},
 	}
