@@ -81,6 +81,48 @@ func TestLostACK(t *testing.T) {
 	}
 }
 
+// TestSlowACKNotRetransmitted: the timeout counts from each block's
+// send, so a client that always answers within it gets every block
+// once. The server moves its socket's read deadline lazily (not per
+// packet), so after an ACK at 40% of the timeout the deadline still set
+// is the previous block's; an ACK of the next block at 80% comes after
+// that one fired, and must not have caused a retransmission.
+func TestSlowACKNotRetransmitted(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	data := pattern(6*512+3, 5)
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": data}), Timeout: timeout})
+	r := newRaw(t)
+	r.send(st.ap, rrq(opRRQ, "f", "octet"))
+	var got []byte
+	for want := uint16(1); ; want++ {
+		p, tid := r.recv(2 * time.Second)
+		if op(p) != opDATA || blockOf(p) != want {
+			t.Fatalf("got % x, want DATA %d (a retransmission, or out of order)", p[:min(len(p), 4)], want)
+		}
+		got = append(got, p[4:]...)
+		if want%2 == 1 {
+			time.Sleep(timeout * 4 / 10)
+		} else {
+			time.Sleep(timeout * 8 / 10)
+		}
+		r.send(tid, ack(want))
+		if len(p)-4 < 512 {
+			break
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, want %d, contents differ", len(got), len(data))
+	}
+	if p, _, ok := r.tryRecv(timeout * 3 / 2); ok {
+		t.Fatalf("after the final ACK the server sent % x", p[:min(len(p), 4)])
+	}
+	for _, tr := range st.transfers(t, 1) {
+		if tr.Err != nil || tr.Bytes != int64(len(data)) {
+			t.Errorf("transfer: %+v", tr)
+		}
+	}
+}
+
 // TestDuplicateACK: a duplicate ACK is not answered (no Sorcerer's
 // Apprentice): the next block is sent once.
 func TestDuplicateACK(t *testing.T) {

@@ -182,6 +182,7 @@ type sender struct {
 	slots [][]byte // DATA packets of blocks acked+1..sent, at block % window
 	bytes int64
 	in    []byte
+	armed time.Time // the socket's read deadline; zero before the first
 }
 
 // run sends the OACK (if any) then the file, and returns the bytes the
@@ -216,14 +217,14 @@ func (s *sender) negotiate(oack []byte) error {
 		}
 		deadline := time.Now().Add(s.timeout)
 		for {
-			pk, err := s.receive(deadline)
+			block, ok, err := s.receive(deadline)
 			if err != nil {
 				return err
 			}
-			if pk == nil {
+			if !ok {
 				break // timed out
 			}
-			if pk.op == opACK && pk.block == 0 {
+			if block == 0 {
 				return nil
 			}
 		}
@@ -287,17 +288,14 @@ func (s *sender) await() (bool, error) {
 		}
 		deadline := time.Now().Add(s.timeout)
 		for {
-			pk, err := s.receive(deadline)
+			block, ok, err := s.receive(deadline)
 			if err != nil {
 				return false, err
 			}
-			if pk == nil {
+			if !ok {
 				break // timed out: retransmit
 			}
-			if pk.op != opACK {
-				continue
-			}
-			d := uint64(pk.block - uint16(s.acked))
+			d := uint64(block - uint16(s.acked))
 			if d == 0 || d > s.sent-s.acked {
 				continue // duplicate or stale
 			}
@@ -318,22 +316,34 @@ func (s *sender) await() (bool, error) {
 	}
 }
 
-// receive returns the next ACK or OACK-phase packet from the client, nil
-// at the deadline, or an error when the client sent ERROR or the socket
-// failed. A packet from another address is answered with error 5 and
-// otherwise ignored; a malformed one from the client is ignored.
-func (s *sender) receive(deadline time.Time) (*packet, error) {
-	if err := s.conn.SetReadDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("tftp: %w", err)
+// receive returns the block number of the next ACK from the client,
+// ok false at the deadline, or an error when the client sent ERROR or
+// the socket failed. A packet from another address is answered with
+// error 5 and otherwise ignored; a malformed one from the client, or
+// one that is neither ACK nor ERROR, is ignored.
+//
+// The socket's read deadline is moved only when it lags deadline by
+// more than half a timeout, not once per packet: one that fires early
+// is moved to deadline and the wait goes on, so the client still has
+// until deadline to answer.
+func (s *sender) receive(deadline time.Time) (uint16, bool, error) {
+	if err := s.arm(deadline, false); err != nil {
+		return 0, false, err
 	}
 	for {
 		n, from, err := s.conn.ReadFromUDPAddrPort(s.in)
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, nil
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				return 0, false, fmt.Errorf("tftp: receive: %w", err)
 			}
-			return nil, fmt.Errorf("tftp: receive: %w", err)
+			if !time.Now().Before(deadline) {
+				return 0, false, nil
+			}
+			if err := s.arm(deadline, true); err != nil {
+				return 0, false, err
+			}
+			continue
 		}
 		if unmap(from) != s.remote {
 			if n >= 2 && s.in[0] == 0 && s.in[1] == byte(opERROR) {
@@ -342,13 +352,32 @@ func (s *sender) receive(deadline time.Time) (*packet, error) {
 			_, _ = s.conn.WriteToUDPAddrPort(encodeError(ErrCodeUnknownTID, "unknown transfer ID"), from)
 			continue
 		}
-		pk, err := parsePacket(s.in[:n], 0)
+		p := s.in[:n]
+		if n >= 4 && binary.BigEndian.Uint16(p) == opACK {
+			// The common case, parsed here without allocating;
+			// parsePacket also tolerates trailing bytes after an ACK.
+			return binary.BigEndian.Uint16(p[2:]), true, nil
+		}
+		pk, err := parsePacket(p, 0)
 		if err != nil {
 			continue
 		}
 		if pk.op == opERROR {
-			return nil, &RemoteError{Code: pk.code, Message: pk.message}
+			return 0, false, &RemoteError{Code: pk.code, Message: pk.message}
 		}
-		return pk, nil
 	}
+}
+
+// arm sets the socket's read deadline to deadline when force is set, when
+// none is set, when the one set is later than deadline, or when it is
+// more than half a timeout earlier.
+func (s *sender) arm(deadline time.Time, force bool) error {
+	if !force && !s.armed.IsZero() && !s.armed.After(deadline) && deadline.Sub(s.armed) <= s.timeout/2 {
+		return nil
+	}
+	if err := s.conn.SetReadDeadline(deadline); err != nil {
+		return fmt.Errorf("tftp: %w", err)
+	}
+	s.armed = deadline
+	return nil
 }
