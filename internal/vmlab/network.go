@@ -312,3 +312,32 @@ func run(ctx context.Context, name string, args ...string) error {
 	}
 	return nil
 }
+
+// AddHost adds a second host to the provisioning network, inside the
+// namespace: a veth pair whose one end is a port of the bridge and whose
+// other end, named name (at most 11 bytes; the bridge end is name+"-br"),
+// holds addr and is up. A server bound to name (SO_BINDTODEVICE) gets the
+// broadcasts of the machines on the bridge and answers them through the
+// bridge, as a separate machine would: the proxyDHCP test runs the
+// address-only DHCP server there.
+func (n *Network) AddHost(ctx context.Context, name string, addr netip.Prefix) error {
+	if name == "" || len(name) > 11 || strings.ContainsAny(name, "/ \t") {
+		return fmt.Errorf("vmlab: host interface name %q: want 1-11 bytes without slash or space", name)
+	}
+	if !n.Prefix().Contains(addr.Addr()) || addr.Bits() != PrefixLen {
+		return fmt.Errorf("vmlab: host address %s: want one in %s", addr, n.Prefix())
+	}
+	peer := name + "-br"
+	for _, s := range [][]string{
+		{"link", "add", name, "type", "veth", "peer", "name", peer},
+		{"link", "set", peer, "master", BridgeName},
+		{"addr", "add", addr.String(), "dev", name},
+		{"link", "set", peer, "up"},
+		{"link", "set", name, "up"},
+	} {
+		if err := run(ctx, "ip", append([]string{"-n", n.name}, s...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
