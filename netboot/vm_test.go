@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,8 @@ type vmCase struct {
 	firmware vmlab.Firmware
 	noROM    bool
 	// machine is what the Server knows of the VM: "config" (a ramdisk
-	// configuration with iface), "enrolled" (the Resolver knows its MAC,
+	// configuration with iface), "local" (a local-disk configuration
+	// with iface), "enrolled" (the Resolver knows its MAC,
 	// it has no configuration: local disk) or "unknown" (the Fallback).
 	machine string
 	iface   netboot.Interface
@@ -64,24 +66,31 @@ type vmCase struct {
 
 func TestVMFirmwareBoots(t *testing.T) {
 	dhcpIPXE := []stage.Stage{stage.DHCPDiscover, stage.DHCPOffer, stage.DHCPAck}
+	then := func(more ...stage.Stage) []stage.Stage { return slices.Concat(dhcpIPXE, more) }
 	cases := []vmCase{
 		{
 			// SeaBIOS runs the NIC's iPXE ROM: DHCP, then everything over HTTP.
 			name: "ipxe-bios", firmware: vmlab.BIOS, machine: "config", iface: netboot.IPXE, arch: dhcp.ArchBIOS,
-			expect: append(dhcpIPXE, stage.Script, stage.Kernel, stage.Ramdisk),
+			expect: then(stage.Script, stage.Kernel, stage.Ramdisk),
 		},
 		{
 			// The ROM loads pxelinux.0 over TFTP; pxelinux (tsize and
 			// blksize) its module, the MAC's configuration, kernel and
 			// initrd over TFTP.
 			name: "pxe-bios", firmware: vmlab.BIOS, machine: "config", iface: netboot.PXE, arch: dhcp.ArchBIOS,
-			expect: append(dhcpIPXE, stage.TFTPSent, stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
+			expect: then(stage.TFTPSent, stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
 		},
 		{
 			// OVMF's PXE (no ROM) gets snponly.efi over TFTP; that iPXE
 			// asks DHCP again and fetches script, kernel and ramdisk.
 			name: "ipxe-uefi", firmware: vmlab.UEFI, noROM: true, machine: "config", iface: netboot.IPXE, arch: dhcp.ArchEFIx64,
-			expect: append(append(dhcpIPXE, stage.TFTPSent), stage.DHCPDiscover, stage.DHCPAck, stage.Script, stage.Kernel, stage.Ramdisk),
+			expect: then(stage.TFTPSent, stage.DHCPDiscover, stage.DHCPAck, stage.Script, stage.Kernel, stage.Ramdisk),
+		},
+		{
+			// OVMF with the NIC's ROM: iPXE's EFI build drives the NIC
+			// and asks our DHCP itself, as an x86-64 UEFI client.
+			name: "ipxe-rom-uefi", firmware: vmlab.UEFI, machine: "config", iface: netboot.IPXE, arch: dhcp.ArchEFIx64,
+			expect: then(stage.Script, stage.Kernel, stage.Ramdisk),
 		},
 		{
 			// Our DHCP as proxyDHCP beside an address-only server: the
@@ -93,19 +102,30 @@ func TestVMFirmwareBoots(t *testing.T) {
 			// An enrolled machine without a configuration: the local-boot
 			// script, whose sanboot reaches the disk, never a ramdisk.
 			name: "enrolled-local-bios", firmware: vmlab.BIOS, machine: "enrolled", arch: dhcp.ArchBIOS,
-			expect: append(dhcpIPXE, stage.LocalBoot),
+			expect: then(stage.LocalBoot),
+		},
+		{
+			// A local-disk configuration over iPXE: its sanboot.
+			name: "ipxe-local-bios", firmware: vmlab.BIOS, machine: "local", iface: netboot.IPXE, arch: dhcp.ArchBIOS,
+			expect: then(stage.LocalBoot),
+		},
+		{
+			// A local-disk configuration over pxelinux: LOCALBOOT 0 hands
+			// the machine back to SeaBIOS, which boots the disk next.
+			name: "pxe-local-bios", firmware: vmlab.BIOS, machine: "local", iface: netboot.PXE, arch: dhcp.ArchBIOS,
+			expect: then(stage.TFTPSent, stage.TFTPSent, stage.LocalBoot),
 		},
 		{
 			// A machine nobody enrolled boots the fallback over iPXE.
 			name: "fallback-bios", firmware: vmlab.BIOS, machine: "unknown", arch: dhcp.ArchBIOS,
-			expect: append(dhcpIPXE, stage.Fallback, stage.Kernel, stage.Ramdisk),
+			expect: then(stage.Fallback, stage.Kernel, stage.Ramdisk),
 		},
 		{
 			// OVMF's PXE loads GRUB over TFTP; GRUB its configurations,
 			// kernel and initrd over TFTP.
 			name: "pxe-uefi", firmware: vmlab.UEFI, noROM: true, machine: "config", iface: netboot.PXE, arch: dhcp.ArchEFIx64,
 			memoryMB: 512, // GRUB runs out of memory loading the kernel in 256
-			expect:   append(dhcpIPXE, stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
+			expect:   then(stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
 		},
 	}
 	var summary []string
@@ -126,20 +146,28 @@ func runVMCase(t *testing.T, tc vmCase) string {
 	n := vmlab.NewTestNetworkWith(t, vmlab.NetworkOptions{RouterAdvertisements: true})
 	bs := &anvilBootServer{tc: tc}
 	sc := vmlab.Scenario{Firmware: tc.firmware, NoROM: tc.noROM, Expect: tc.expect, Timeout: tc.timeout, MemoryMB: tc.memoryMB}
-	if tc.machine == "enrolled" {
+	local := tc.machine == "enrolled" || tc.machine == "local"
+	if local {
 		sc.Disk = filepath.Join(t.TempDir(), "disk.img")
 		if err := vmlab.LocalDiskImage(sc.Disk); err != nil {
 			t.Fatal(err)
 		}
 		sc.Until = vmlab.LocalDiskMarker
+		if tc.iface == netboot.PXE {
+			// pxelinux's LOCALBOOT 0 returns to the ROM's iPXE, which
+			// says it has no more network devices and returns to
+			// SeaBIOS, which boots the disk next.
+			sc.DiskBootable = true
+			sc.FailOn = slices.DeleteFunc(vmlab.DefaultFailOn(), func(s string) bool { return s == "No more network devices" })
+		}
 	}
 	res := vmlab.RunNetbootScenario(t, n, sc, bs.start)
 
 	mac := bs.mac
-	if tc.machine == "enrolled" {
+	if local {
 		for _, r := range res.Records {
 			if r.Stage == stage.Kernel || r.Stage == stage.Ramdisk || r.Stage == stage.Script {
-				t.Errorf("an enrolled machine without a configuration was served %s", r.Phrase())
+				t.Errorf("a machine booting from its local disk was served %s", r.Phrase())
 			}
 		}
 	} else {
@@ -185,7 +213,7 @@ func runVMCase(t *testing.T, tc vmCase) string {
 		if m.Record.Stage == stage.TFTPSent {
 			p = fmt.Sprintf("tftp %s %+.1fs", m.Record.File, m.After.Seconds())
 		}
-		if m.Record.Bytes > 0 && m.Record.Stage != stage.TFTPSent {
+		if m.Record.Stage == stage.Kernel || m.Record.Stage == stage.Ramdisk {
 			p = fmt.Sprintf("%s %.1f MiB %+.1fs", m.Record.Stage, float64(m.Record.Bytes)/(1<<20), m.After.Seconds())
 		}
 		parts = append(parts, p)
@@ -235,6 +263,12 @@ func (b *anvilBootServer) start(ctx context.Context, s vmlab.BootSetup) (func() 
 			Node: s.Node, MACs: []string{s.MAC}, Interface: tc.iface, Mode: mode,
 			Action: netboot.Ramdisk, Purpose: "deploy",
 			Kernel: s.Kernel, Ramdisk: s.Initrd, Params: s.Params,
+		}); err != nil {
+			return nil, unavailable(err)
+		}
+	case "local":
+		if err := srv.PutConfig(ctx, netboot.Config{
+			Node: s.Node, MACs: []string{s.MAC}, Interface: tc.iface, Mode: mode, Action: netboot.LocalDisk,
 		}); err != nil {
 			return nil, unavailable(err)
 		}

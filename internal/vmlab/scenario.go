@@ -107,6 +107,10 @@ type Scenario struct {
 	// server's "boot from local disk" (iPXE sanboot) reaches it.
 	// LocalDiskImage writes one.
 	Disk string
+	// DiskBootable puts Disk in the boot order after the NIC (no
+	// strict): for a boot loader whose "local boot" returns to the
+	// firmware to boot the next device (pxelinux's LOCALBOOT 0).
+	DiskBootable bool
 	// MemoryMB is the VM's memory; zero is StartVM's default (256).
 	// GRUB loading the kernel over TFTP needs 512.
 	MemoryMB int
@@ -276,8 +280,13 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 
 	vmOpts := VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM, MemoryMB: sc.MemoryMB}
 	if sc.Disk != "" {
-		vmOpts.BootOrder = "n,strict=on"
-		vmOpts.ExtraArgs = []string{"-drive", "file=" + sc.Disk + ",format=raw,if=none,id=disk0", "-device", "ide-hd,drive=disk0"}
+		disk := "ide-hd,drive=disk0"
+		if sc.DiskBootable {
+			disk += ",bootindex=2"
+		} else {
+			vmOpts.BootOrder = "n,strict=on"
+		}
+		vmOpts.ExtraArgs = []string{"-drive", "file=" + sc.Disk + ",format=raw,if=none,id=disk0", "-device", disk}
 	}
 	vm, err := StartVM(ctx, n, vmOpts)
 	if errors.Is(err, ErrUnavailable) {
@@ -300,7 +309,11 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		t.Helper()
 		var b strings.Builder
 		fmt.Fprintf(&b, format, args...)
-		fmt.Fprintf(&b, "\nQEMU: %s\nboot server records:\n", strings.Join(vm.Args, " "))
+		fmt.Fprintf(&b, "\nQEMU: %s\n", strings.Join(vm.Args, " "))
+		if out, ok, err := vm.Exited(); ok {
+			fmt.Fprintf(&b, "QEMU exited (%v) after %.1fs: %q\n", err, time.Since(vm.Started).Seconds(), out)
+		}
+		b.WriteString("boot server records:\n")
 		for _, r := range snapshot() {
 			fmt.Fprintf(&b, "  %7.2fs %s\n", r.At.Sub(vm.Started).Seconds(), r.Phrase())
 		}
@@ -376,7 +389,11 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	for _, m := range res.Milestones {
 		t.Logf("%+8.2fs  %-7s  %s", m.After.Seconds(), m.Source, m.What)
 	}
-	t.Logf("boot to marker %.1fs; scenario %.1fs", res.Boot.Seconds(), res.Total.Seconds())
+	end := "marker"
+	if sc.Until != "" {
+		end = fmt.Sprintf("%q", sc.Until)
+	}
+	t.Logf("boot to %s %.1fs; scenario %.1fs", end, res.Boot.Seconds(), res.Total.Seconds())
 	if os.Getenv(EnvTranscript) == "1" {
 		t.Logf("console:\n%s", vm.Console.Transcript(vm.Started, 0))
 	}
