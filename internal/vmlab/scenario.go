@@ -310,6 +310,14 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		var b strings.Builder
 		fmt.Fprintf(&b, format, args...)
 		fmt.Fprintf(&b, "\nQEMU: %s\n", strings.Join(vm.Args, " "))
+		select { // a console that ended is QEMU exiting: let it be reaped
+		case <-vm.Console.done:
+			select {
+			case <-vm.Done():
+			case <-time.After(3 * time.Second):
+			}
+		default:
+		}
 		if out, ok, err := vm.Exited(); ok {
 			fmt.Fprintf(&b, "QEMU exited (%v) after %.1fs: %q\n", err, time.Since(vm.Started).Seconds(), out)
 		}
