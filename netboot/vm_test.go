@@ -65,6 +65,9 @@ type vmCase struct {
 }
 
 func TestVMFirmwareBoots(t *testing.T) {
+	if os.Getenv(vmlab.EnvQEMU) != "1" {
+		t.Skip(vmlab.EnvQEMU + "=1 not set: QEMU firmware boots skipped")
+	}
 	dhcpIPXE := []stage.Stage{stage.DHCPDiscover, stage.DHCPOffer, stage.DHCPAck}
 	then := func(more ...stage.Stage) []stage.Stage { return slices.Concat(dhcpIPXE, more) }
 	cases := []vmCase{
