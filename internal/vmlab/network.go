@@ -58,6 +58,11 @@ type Network struct {
 	name string
 	log  *slog.Logger
 
+	// forks carries the commands to start to the forker goroutine;
+	// forkerDone is closed when it has ended (Close).
+	forks      chan forkRequest
+	forkerDone chan struct{}
+
 	mu     sync.Mutex
 	taps   int
 	procs  []*Process
@@ -101,12 +106,15 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 		return nil, fmt.Errorf("vmlab: namespace name: %w", err)
 	}
 	n := &Network{
-		name: namePrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:]),
-		log:  log,
+		name:       namePrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:]),
+		log:        log,
+		forks:      make(chan forkRequest),
+		forkerDone: make(chan struct{}),
 	}
 	if err := run(ctx, "ip", "netns", "add", n.name); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	go n.forker() // Close ends it
 	steps := [][]string{
 		{"link", "set", "lo", "up"},
 		// forward_delay 0: a port forwards as soon as QEMU opens its tap,
@@ -229,12 +237,43 @@ func (n *Network) Start(name string, cmd *exec.Cmd) (*Process, error) {
 	if n.closed {
 		return nil, errors.New("vmlab: network is closed")
 	}
-	p, err := startProcess(name, cmd)
+	p, err := startProcess(name, cmd, n.fork)
 	if err != nil {
 		return nil, err
 	}
 	n.procs = append(n.procs, p)
 	return p, nil
+}
+
+// forkRequest is a command for the forker to start, and where its
+// Start's error goes.
+type forkRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// forker starts every process of the network from one OS thread that
+// lives exactly as long as the network. A child's Pdeathsig (Command's
+// backstop) fires when the thread that forked it ends, and any thread of
+// Go's pool can end: a goroutine that locks the thread it runs on and
+// returns without unlocking it (Network.Do's, by design) takes that
+// thread down, and it may be the very thread an earlier cmd.Start ran
+// on. The forker's thread is locked to it, so no other goroutine runs
+// there, and it ends only when Close has stopped the processes.
+func (n *Network) forker() {
+	runtime.LockOSThread() // never unlocked: the thread ends with the network
+	defer close(n.forkerDone)
+	for req := range n.forks {
+		req.done <- req.cmd.Start()
+	}
+}
+
+// fork starts cmd on the forker's thread. Start calls it with n.mu held,
+// and Close closes n.forks only after it has marked n closed under n.mu.
+func (n *Network) fork(cmd *exec.Cmd) error {
+	req := forkRequest{cmd: cmd, done: make(chan error, 1)}
+	n.forks <- req
+	return <-req.done
 }
 
 // Close stops the processes the network started and deletes the
@@ -258,6 +297,8 @@ func (n *Network) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	close(n.forks)
+	<-n.forkerDone
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := run(ctx, "ip", "netns", "delete", n.name); err != nil {
@@ -309,6 +350,35 @@ func run(ctx context.Context, name string, args ...string) error {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("vmlab: %s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// AddHost adds a second host to the provisioning network, inside the
+// namespace: a veth pair whose one end is a port of the bridge and whose
+// other end, named name (at most 11 bytes; the bridge end is name+"-br"),
+// holds addr and is up. A server bound to name (SO_BINDTODEVICE) gets the
+// broadcasts of the machines on the bridge and answers them through the
+// bridge, as a separate machine would: the proxyDHCP test runs the
+// address-only DHCP server there.
+func (n *Network) AddHost(ctx context.Context, name string, addr netip.Prefix) error {
+	if name == "" || len(name) > 11 || strings.ContainsAny(name, "/ \t") {
+		return fmt.Errorf("vmlab: host interface name %q: want 1-11 bytes without slash or space", name)
+	}
+	if !n.Prefix().Contains(addr.Addr()) || addr.Bits() != PrefixLen {
+		return fmt.Errorf("vmlab: host address %s: want one in %s", addr, n.Prefix())
+	}
+	peer := name + "-br"
+	for _, s := range [][]string{
+		{"link", "add", name, "type", "veth", "peer", "name", peer},
+		{"link", "set", peer, "master", BridgeName},
+		{"addr", "add", addr.String(), "dev", name},
+		{"link", "set", peer, "up"},
+		{"link", "set", name, "up"},
+	} {
+		if err := run(ctx, "ip", append([]string{"-n", n.name}, s...)...); err != nil {
+			return err
+		}
 	}
 	return nil
 }

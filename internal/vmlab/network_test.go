@@ -168,3 +168,33 @@ func TestNewNetworkRemovesStaleNamespaces(t *testing.T) {
 		t.Errorf("namespace %s of a live process was removed: %v", live, err)
 	}
 }
+
+// TestProcessOutlivesDoThreads: a process the network started keeps
+// running while Do's goroutines take their locked threads down (the
+// child's Pdeathsig fires when the thread that forked it ends; before the
+// forker, a Do could lock, and then end, the very thread an earlier Start
+// had forked on, and the VM was killed mid-boot).
+func TestProcessOutlivesDoThreads(t *testing.T) {
+	n := NewTestNetwork(t)
+	var procs []*Process
+	for i := 0; i < 4; i++ {
+		p, err := n.Start("sleep", n.Command("sleep", "60"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	for i := 0; i < 200; i++ {
+		if err := n.Do(func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+			t.Fatalf("%s (PID %d) died while Do's threads ended: %v", p.Name(), p.PID(), p.err)
+		default:
+		}
+	}
+}

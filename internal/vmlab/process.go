@@ -17,15 +17,8 @@ type Process struct {
 	err  error // Wait's result, set before done is closed
 }
 
-func startProcess(name string, cmd *exec.Cmd) (*Process, error) {
-	// The fork happens on a new goroutine, which never runs on a thread
-	// locked by another goroutine (such as the one Network.Do runs fn on,
-	// which the runtime destroys when fn returns): the child's Pdeathsig
-	// fires when the thread that forked it ends, and unlocked threads do
-	// not end while the test binary runs.
-	started := make(chan error, 1)
-	go func() { started <- cmd.Start() }()
-	if err := <-started; err != nil {
+func startProcess(name string, cmd *exec.Cmd, fork func(*exec.Cmd) error) (*Process, error) {
+	if err := fork(cmd); err != nil {
 		return nil, fmt.Errorf("vmlab: start %s: %w", name, err)
 	}
 	p := &Process{name: name, cmd: cmd, done: make(chan struct{})}

@@ -79,7 +79,8 @@ type BootSetup struct {
 
 // BootServer starts a boot server for s (its sockets opened through
 // s.Network.Do, its processes through s.Network.Start), returns once it
-// serves, and returns the function that stops it. The server must hand
+// serves, and returns the function that stops it. An error wrapping
+// ErrUnavailable (a Debian package missing) skips the scenario. The server must hand
 // the machine, when it asks, iPXE and then a script that boots s.Kernel
 // with s.Initrd and s.Params.
 type BootServer func(ctx context.Context, s BootSetup) (stop func() error, err error)
@@ -100,16 +101,35 @@ type Scenario struct {
 	// FailOn are console texts that end the boot as failed at once;
 	// nil means DefaultFailOn().
 	FailOn []string
+	// Disk, when set, is a raw disk image attached to the VM (IDE) but
+	// not in its boot order (-boot strict=on): the firmware does not
+	// fall back to it when the network boot fails, so only a boot
+	// server's "boot from local disk" (iPXE sanboot) reaches it.
+	// LocalDiskImage writes one.
+	Disk string
+	// DiskBootable puts Disk in the boot order after the NIC (no
+	// strict): for a boot loader whose "local boot" returns to the
+	// firmware to boot the next device (pxelinux's LOCALBOOT 0).
+	DiskBootable bool
+	// MemoryMB is the VM's memory; zero is StartVM's default (256).
+	// GRUB loading the kernel over TFTP needs 512.
+	MemoryMB int
+	// Until, when set, is the console text that ends a boot that passes
+	// in place of the marker (LocalDiskMarker for a local-disk boot):
+	// the kernel command line is then not checked, and the marker
+	// initramfs printing its marker fails the scenario.
+	Until string
 }
 
 // DefaultFailOn returns the firmware's and kernel's words for a boot that
 // will not reach the marker.
 func DefaultFailOn() []string {
 	return []string{
-		"No more network devices", // iPXE tried every NIC
-		"Could not boot",          // iPXE's boot command failed
-		"No bootable device",      // SeaBIOS ran out of boot devices
-		"failed to load Boot",     // OVMF's boot manager
+		"No more network devices",           // iPXE tried every NIC
+		"Could not boot",                    // iPXE's boot command failed
+		"No bootable device",                // SeaBIOS ran out of boot devices
+		"failed to load Boot",               // OVMF's boot manager
+		"you need to load the kernel first", // GRUB's boot without a kernel
 		"Kernel panic",
 	}
 }
@@ -120,6 +140,8 @@ type Milestone struct {
 	// Source is "console" or "server".
 	Source string
 	What   string
+	// Record is the server's record of a "server" milestone.
+	Record *stage.Record
 }
 
 // Result is what a scenario saw.
@@ -149,6 +171,7 @@ var consoleMilestones = []struct {
 	{"Unpacking initramfs", "initramfs unpacking", false},
 	{"Run /init as init process", "/init started", false},
 	{MarkerPrefix, "marker printed", false},
+	{LocalDiskMarker, "local disk booted", false},
 	{"reboot: Power down", "guest powered off", false},
 }
 
@@ -238,6 +261,9 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		*f.size = st.Size()
 	}
 	stop, err := serve(ctx, setup)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skip(err.Error())
+	}
 	if err != nil {
 		t.Fatalf("boot server: %v", err)
 	}
@@ -252,7 +278,17 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	}
 	defer stopServer()
 
-	vm, err := StartVM(ctx, n, VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM})
+	vmOpts := VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM, MemoryMB: sc.MemoryMB}
+	if sc.Disk != "" {
+		disk := "ide-hd,drive=disk0"
+		if sc.DiskBootable {
+			disk += ",bootindex=2"
+		} else {
+			vmOpts.BootOrder = "n,strict=on"
+		}
+		vmOpts.ExtraArgs = []string{"-drive", "file=" + sc.Disk + ",format=raw,if=none,id=disk0", "-device", disk}
+	}
+	vm, err := StartVM(ctx, n, vmOpts)
 	if errors.Is(err, ErrUnavailable) {
 		t.Skip(err.Error())
 	}
@@ -273,7 +309,19 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		t.Helper()
 		var b strings.Builder
 		fmt.Fprintf(&b, format, args...)
-		fmt.Fprintf(&b, "\nQEMU: %s\nboot server records:\n", strings.Join(vm.Args, " "))
+		fmt.Fprintf(&b, "\nQEMU: %s\n", strings.Join(vm.Args, " "))
+		select { // a console that ended is QEMU exiting: let it be reaped
+		case <-vm.Console.done:
+			select {
+			case <-vm.Done():
+			case <-time.After(3 * time.Second):
+			}
+		default:
+		}
+		if out, ok, err := vm.Exited(); ok {
+			fmt.Fprintf(&b, "QEMU exited (%v) after %.1fs: %q\n", err, time.Since(vm.Started).Seconds(), out)
+		}
+		b.WriteString("boot server records:\n")
 		for _, r := range snapshot() {
 			fmt.Fprintf(&b, "  %7.2fs %s\n", r.At.Sub(vm.Started).Seconds(), r.Phrase())
 		}
@@ -287,35 +335,50 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	if sc.FailOn == nil {
 		sc.FailOn = DefaultFailOn()
 	}
-	line, which, err := vm.Console.WaitForAny(bootCtx, append([]string{MarkerPrefix + " "}, sc.FailOn...)...)
-	if err != nil {
-		failf("no marker: %v", err)
-	}
-	if which != 0 {
-		failf("the boot failed at %.1fs: %q", line.At.Sub(vm.Started).Seconds(), line.Text)
-	}
-	res.Marker = line
-	res.Boot = res.Marker.At.Sub(vm.Started)
-	if got := strings.TrimSpace(strings.TrimPrefix(res.Marker.Text[strings.Index(res.Marker.Text, MarkerPrefix):], MarkerPrefix)); got != marker {
-		failf("marker line %q: want marker %q", res.Marker.Text, marker)
-	}
-	cmdline, err := vm.Console.WaitFor(bootCtx, CmdlinePrefix+" ")
-	if err != nil {
-		failf("no command line: %v", err)
-	}
-	res.Cmdline = strings.TrimSpace(cmdline.Text[strings.Index(cmdline.Text, CmdlinePrefix)+len(CmdlinePrefix):])
-	words := strings.Fields(res.Cmdline)
-	for _, p := range setup.Params {
-		if !containsString(words, p) {
-			failf("kernel command line %q lacks %q", res.Cmdline, p)
+	if sc.Until != "" {
+		line, which, err := vm.Console.WaitForAny(bootCtx, append([]string{sc.Until, MarkerPrefix + " "}, sc.FailOn...)...)
+		if err != nil {
+			failf("no %q: %v", sc.Until, err)
+		}
+		switch which {
+		case 0:
+		case 1:
+			failf("the marker initramfs booted at %.1fs, want %q", line.At.Sub(vm.Started).Seconds(), sc.Until)
+		default:
+			failf("the boot failed at %.1fs: %q", line.At.Sub(vm.Started).Seconds(), line.Text)
+		}
+		res.Marker = line
+		res.Boot = line.At.Sub(vm.Started)
+	} else {
+		line, which, err := vm.Console.WaitForAny(bootCtx, append([]string{MarkerPrefix + " "}, sc.FailOn...)...)
+		if err != nil {
+			failf("no marker: %v", err)
+		}
+		if which != 0 {
+			failf("the boot failed at %.1fs: %q", line.At.Sub(vm.Started).Seconds(), line.Text)
+		}
+		res.Marker = line
+		res.Boot = res.Marker.At.Sub(vm.Started)
+		if got := strings.TrimSpace(strings.TrimPrefix(res.Marker.Text[strings.Index(res.Marker.Text, MarkerPrefix):], MarkerPrefix)); got != marker {
+			failf("marker line %q: want marker %q", res.Marker.Text, marker)
+		}
+		cmdline, err := vm.Console.WaitFor(bootCtx, CmdlinePrefix+" ")
+		if err != nil {
+			failf("no command line: %v", err)
+		}
+		res.Cmdline = strings.TrimSpace(cmdline.Text[strings.Index(cmdline.Text, CmdlinePrefix)+len(CmdlinePrefix):])
+		words := strings.Fields(res.Cmdline)
+		for _, p := range setup.Params {
+			if !containsString(words, p) {
+				failf("kernel command line %q lacks %q", res.Cmdline, p)
+			}
+		}
+		offCtx, offCancel := context.WithTimeout(ctx, time.Minute)
+		defer offCancel()
+		if err := vm.Wait(offCtx); err != nil && offCtx.Err() != nil {
+			failf("the guest did not power off: %v", err)
 		}
 	}
-	offCtx, offCancel := context.WithTimeout(ctx, time.Minute)
-	defer offCancel()
-	if err := vm.Wait(offCtx); err != nil && offCtx.Err() != nil {
-		failf("the guest did not power off: %v", err)
-	}
-
 	stopServer()
 	res.Records = snapshot()
 	if missing := missingInOrder(res.Records, sc.Expect); missing != "" {
@@ -334,7 +397,11 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	for _, m := range res.Milestones {
 		t.Logf("%+8.2fs  %-7s  %s", m.After.Seconds(), m.Source, m.What)
 	}
-	t.Logf("boot to marker %.1fs; scenario %.1fs", res.Boot.Seconds(), res.Total.Seconds())
+	end := "marker"
+	if sc.Until != "" {
+		end = fmt.Sprintf("%q", sc.Until)
+	}
+	t.Logf("boot to %s %.1fs; scenario %.1fs", end, res.Boot.Seconds(), res.Total.Seconds())
 	if os.Getenv(EnvTranscript) == "1" {
 		t.Logf("console:\n%s", vm.Console.Transcript(vm.Started, 0))
 	}
@@ -352,8 +419,9 @@ func milestones(vm *VM, records []stage.Record) []Milestone {
 			ms = append(ms, Milestone{After: at.Sub(vm.Started), Source: "console", What: c.what})
 		}
 	}
-	for _, r := range records {
-		ms = append(ms, Milestone{After: r.At.Sub(vm.Started), Source: "server", What: r.Phrase()})
+	for i := range records {
+		r := &records[i]
+		ms = append(ms, Milestone{After: r.At.Sub(vm.Started), Source: "server", What: r.Phrase(), Record: r})
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].After < ms[j].After })
 	return ms

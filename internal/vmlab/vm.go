@@ -94,6 +94,7 @@ type VM struct {
 	Args []string
 
 	proc    *Process
+	stderr  *boundedBuffer
 	slot    *slot
 	conn    net.Conn
 	dir     string
@@ -232,6 +233,7 @@ func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 	cmd := n.Command(QEMUBinary, args...)
 	stderr := &boundedBuffer{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	vm.stderr = stderr
 	vm.Started = time.Now()
 	proc, err := n.Start("qemu "+opts.Name, cmd)
 	if err != nil {
@@ -279,6 +281,17 @@ func (vm *VM) Done() <-chan struct{} { return vm.proc.Done() }
 // Wait waits for QEMU to exit (the guest powering off ends it: -no-reboot)
 // and returns its exit error.
 func (vm *VM) Wait(ctx context.Context) error { return vm.proc.Wait(ctx) }
+
+// Exited reports, once QEMU has exited, what it wrote to stdout and
+// stderr and its exit error (nil for a clean exit); before, ok is false.
+func (vm *VM) Exited() (output string, ok bool, err error) {
+	select {
+	case <-vm.proc.Done():
+		return vm.stderr.String(), true, vm.proc.err
+	default:
+		return "", false, nil
+	}
+}
 
 // Stop kills QEMU by PID if it still runs, closes the console and removes
 // the VM's temporary directory. It is idempotent.

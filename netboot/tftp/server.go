@@ -66,6 +66,13 @@ type Server struct {
 	OnTransfer func(Transfer)
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ListenTransfer, if set, opens the socket of each transfer: a UDP
+	// socket on local (the address the request came to) and a free
+	// port. Nil means net.ListenUDP. A server whose listener was opened
+	// in another network namespace than its goroutines run in (a thread
+	// that entered a namespace with setns, as tests do) needs it: the
+	// transfer sockets must be opened in that namespace too.
+	ListenTransfer func(local netip.Addr) (*net.UDPConn, error)
 }
 
 // config is a Server's configuration with the defaults applied.
@@ -78,13 +85,17 @@ type config struct {
 	maxWindow    int
 	onTransfer   func(Transfer)
 	log          *slog.Logger
+	listen       func(local netip.Addr) (*net.UDPConn, error)
 }
 
 func (s *Server) config() (config, error) {
 	c := config{
 		handler: s.Handler, maxTransfers: s.MaxTransfers, timeout: s.Timeout,
 		retries: s.Retries, maxBlock: s.MaxBlockSize, maxWindow: s.MaxWindowSize,
-		onTransfer: s.OnTransfer, log: s.Logger,
+		onTransfer: s.OnTransfer, log: s.Logger, listen: s.ListenTransfer,
+	}
+	if c.listen == nil {
+		c.listen = listenTransfer
 	}
 	if c.handler == nil {
 		return c, errors.New("tftp: Server.Handler is nil")
@@ -235,4 +246,10 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 // client has one key whatever socket family saw it.
 func unmap(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// listenTransfer is the default transfer socket: local's address, a free
+// port.
+func listenTransfer(local netip.Addr) (*net.UDPConn, error) {
+	return net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,5 +357,45 @@ func TestMaxTransfers(t *testing.T) {
 	var buf bytes.Buffer
 	if _, err := Get(context.Background(), st.addr, "f", ClientOptions{}, &buf); err != nil || buf.Len() != 5000 {
 		t.Fatalf("Get after a slot freed: %v, %d bytes", err, buf.Len())
+	}
+}
+
+// TestListenTransfer: every transfer's socket comes from ListenTransfer,
+// on the address the request came to; when it fails, the transfer is
+// reported failed with its error and the client gets no data.
+func TestListenTransfer(t *testing.T) {
+	data := pattern(3000, 4)
+	var mu sync.Mutex
+	var asked []netip.Addr
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": data}), ListenTransfer: func(local netip.Addr) (*net.UDPConn, error) {
+		mu.Lock()
+		asked = append(asked, local)
+		mu.Unlock()
+		return net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
+	}})
+	var buf bytes.Buffer
+	if _, err := Get(context.Background(), st.addr, "f", ClientOptions{}, &buf); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !bytes.Equal(buf.Bytes(), data) {
+		t.Fatalf("Get returned %d bytes, want the file's %d", buf.Len(), len(data))
+	}
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != netip.MustParseAddr("127.0.0.1") {
+		t.Fatalf("ListenTransfer asked for %v, want once for 127.0.0.1", got)
+	}
+
+	refused := errors.New("no socket in this namespace")
+	st2 := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": data}), Timeout: 200 * time.Millisecond,
+		ListenTransfer: func(netip.Addr) (*net.UDPConn, error) { return nil, refused }})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := Get(ctx, st2.addr, "f", ClientOptions{Timeout: 300 * time.Millisecond, Retries: 1}, &bytes.Buffer{}); err == nil {
+		t.Fatal("Get succeeded without a transfer socket")
+	}
+	if tr := st2.transfers(t, 1)[0]; !errors.Is(tr.Err, refused) {
+		t.Fatalf("report %+v, want the ListenTransfer error", tr)
 	}
 }

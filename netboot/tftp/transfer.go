@@ -42,7 +42,7 @@ func serveRequest(ctx context.Context, cfg *config, local, remote netip.AddrPort
 			cfg.onTransfer(tr)
 		}
 	}()
-	sock, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0)))
+	sock, err := cfg.listen(local.Addr())
 	if err != nil {
 		tr.Err = fmt.Errorf("tftp: transfer socket on %s: %w", local.Addr(), err)
 		return
