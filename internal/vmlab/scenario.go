@@ -93,6 +93,12 @@ type Scenario struct {
 	// NoROM boots with the firmware's own PXE (UEFI: OVMF's) instead of
 	// the NIC's iPXE ROM, so the boot goes through TFTP.
 	NoROM bool
+	// NoPXE (UEFI, with NoROM) turns OVMF's PXE off, IPv4 and IPv6
+	// (QEMU fw_cfg opt/org.tianocore/IPv4PXESupport and
+	// IPv6PXESupport "n"), so that OVMF boots the NIC by UEFI HTTP
+	// boot: a boot server that answers PXE too would otherwise be
+	// booted over TFTP first.
+	NoPXE bool
 	// Expect are stages the boot server must have recorded, in this
 	// order (others may come between).
 	Expect []stage.Stage
@@ -279,6 +285,11 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	defer stopServer()
 
 	vmOpts := VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM, MemoryMB: sc.MemoryMB}
+	if sc.NoPXE {
+		vmOpts.ExtraArgs = append(vmOpts.ExtraArgs,
+			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	}
 	if sc.Disk != "" {
 		disk := "ide-hd,drive=disk0"
 		if sc.DiskBootable {
@@ -286,7 +297,7 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 		} else {
 			vmOpts.BootOrder = "n,strict=on"
 		}
-		vmOpts.ExtraArgs = []string{"-drive", "file=" + sc.Disk + ",format=raw,if=none,id=disk0", "-device", disk}
+		vmOpts.ExtraArgs = append(vmOpts.ExtraArgs, "-drive", "file="+sc.Disk+",format=raw,if=none,id=disk0", "-device", disk)
 	}
 	vm, err := StartVM(ctx, n, vmOpts)
 	if errors.Is(err, ErrUnavailable) {
