@@ -38,10 +38,12 @@ const (
 type Options struct {
 	// HTTPBase is the base URL machines reach the server's Handler at,
 	// e.g. "http://192.0.2.1:8080"; scripts and boot file URLs start with
-	// it. Required. GRUB loaded by UEFI HTTP boot (the http interface)
-	// reads grub/grub.cfg from the server it was loaded from; whether
-	// Debian's GRUB 2.06 keeps a port other than 80 for that is not
-	// tested here, so serve Handler on port 80 for the http interface.
+	// it. Required. The http interface's GRUB, loaded by UEFI HTTP
+	// boot, must read grub/grub.cfg from the server it was loaded
+	// from: Debian 12's grubnetx64.efi (GRUB 2.06) loaded so by OVMF
+	// 2022.11 asked for nothing at all, with Handler on port 8080 or
+	// on 80 (it stops at its prompt), so the http interface needs a
+	// GRUB that configures its network from an HTTP boot.
 	HTTPBase string
 	// TFTPServer is the TFTP server's address for DHCP's next-server
 	// (siaddr); the zero Addr lets the DHCP server use its own.

@@ -30,7 +30,8 @@ import (
 // 192.0.2.1:69, HTTP on 192.0.2.1:8080. Each case boots the marker
 // initramfs (or, for the local-disk case, a disk whose boot sector prints
 // a marker) with Debian's firmware and loaders: SeaBIOS with the NIC's
-// iPXE ROM, OVMF's own PXE, pxelinux and GRUB. It checks the kernel
+// iPXE ROM, OVMF's own PXE and UEFI HTTP boot (PXE turned off through
+// fw_cfg), pxelinux and GRUB. It checks the kernel
 // command line (the parameters and BOOTIF), the stages the Server
 // recorded, in order, with the bytes of kernel and ramdisk, and how DHCP
 // classified the firmware, and logs each stage's time since QEMU started.
@@ -48,6 +49,12 @@ type vmCase struct {
 	name     string
 	firmware vmlab.Firmware
 	noROM    bool
+	// noPXE turns OVMF's PXE off: it boots by UEFI HTTP.
+	noPXE bool
+	// firmwareArch is how the firmware's own discovers (those before
+	// the first file it fetches) must be classified, when not arch: UEFI
+	// HTTP boot's differ from those of the iPXE it loads.
+	firmwareArch dhcp.Arch
 	// machine is what the Server knows of the VM: "config" (a ramdisk
 	// configuration with iface), "local" (a local-disk configuration
 	// with iface), "enrolled" (the Resolver knows its MAC,
@@ -130,6 +137,14 @@ func TestVMFirmwareBoots(t *testing.T) {
 			memoryMB: 512, // GRUB runs out of memory loading the kernel in 256
 			expect:   then(stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
 		},
+		{
+			// OVMF's UEFI HTTP boot (PXE off) loads snponly.efi by URL;
+			// that iPXE asks DHCP again and fetches script, kernel and
+			// ramdisk. No TFTP at all.
+			name: "http-ipxe-uefi", firmware: vmlab.UEFI, noROM: true, noPXE: true, machine: "config", iface: netboot.HTTPIPXE,
+			firmwareArch: dhcp.ArchEFIx64HTTP, arch: dhcp.ArchEFIx64,
+			expect: then(stage.File, stage.DHCPDiscover, stage.DHCPAck, stage.Script, stage.Kernel, stage.Ramdisk),
+		},
 	}
 	var summary []string
 	for _, tc := range cases {
@@ -148,7 +163,7 @@ func TestVMFirmwareBoots(t *testing.T) {
 func runVMCase(t *testing.T, tc vmCase) string {
 	n := vmlab.NewTestNetworkWith(t, vmlab.NetworkOptions{RouterAdvertisements: true})
 	bs := &anvilBootServer{tc: tc}
-	sc := vmlab.Scenario{Firmware: tc.firmware, NoROM: tc.noROM, Expect: tc.expect, Timeout: tc.timeout, MemoryMB: tc.memoryMB}
+	sc := vmlab.Scenario{Firmware: tc.firmware, NoROM: tc.noROM, NoPXE: tc.noPXE, Expect: tc.expect, Timeout: tc.timeout, MemoryMB: tc.memoryMB}
 	local := tc.machine == "enrolled" || tc.machine == "local"
 	if local {
 		sc.Disk = filepath.Join(t.TempDir(), "disk.img")
@@ -179,9 +194,26 @@ func runVMCase(t *testing.T, tc vmCase) string {
 			t.Errorf("kernel command line %q lacks %s", res.Cmdline, bootif)
 		}
 	}
+	firmware := true // before the first file the firmware fetched
 	for _, r := range res.Records {
-		if r.Stage == stage.DHCPDiscover && r.Arch != string(tc.arch) {
-			t.Errorf("DHCP classified a discover as %q, want %q: %s", r.Arch, tc.arch, r.Phrase())
+		switch r.Stage {
+		case stage.DHCPDiscover:
+			want := tc.arch
+			if firmware && tc.firmwareArch != "" {
+				want = tc.firmwareArch
+			}
+			if r.Arch != string(want) {
+				t.Errorf("DHCP classified a discover as %q, want %q: %s", r.Arch, want, r.Phrase())
+			}
+		case stage.DHCPOffer, stage.DHCPAck, stage.Prepared:
+		default:
+			firmware = false
+		}
+		if tc.noPXE && (r.Stage == stage.TFTPSent || r.Stage == stage.TFTPFailed) {
+			t.Errorf("a UEFI HTTP boot used TFTP: %s", r.Phrase())
+		}
+		if tc.noPXE && r.Stage == stage.DHCPOffer && firmware && !strings.HasPrefix(r.File, "http://") {
+			t.Errorf("UEFI HTTP boot was offered boot file %q, not a URL: %s", r.File, r.Phrase())
 		}
 		if r.MAC != "" && r.MAC != mac {
 			t.Errorf("a record names MAC %s, not the VM's %s: %s", r.MAC, mac, r.Phrase())
