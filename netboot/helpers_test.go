@@ -24,25 +24,8 @@ type fixture struct {
 	dir     string
 	kernel  string // local kernel path (10000 bytes)
 	ramdisk string // local ramdisk path (300000 bytes)
-	rec     *recorder
+	rec     *stage.Recorder
 	res     *mapResolver
-}
-
-type recorder struct {
-	mu   sync.Mutex
-	recs []stage.Record
-}
-
-func (r *recorder) ObserveBootStage(rec stage.Record) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-}
-
-func (r *recorder) all() []stage.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]stage.Record(nil), r.recs...)
 }
 
 // mapResolver resolves the MACs in its map; a MAC mapped to "" fails.
@@ -109,7 +92,7 @@ func newFixture(t testing.TB, edit func(*Options)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	o := binaries(t, dir)
-	f := &fixture{dir: dir, rec: &recorder{}, res: &mapResolver{m: map[string]string{}},
+	f := &fixture{dir: dir, rec: &stage.Recorder{}, res: &mapResolver{m: map[string]string{}},
 		kernel: filepath.Join(dir, "images/vmlinuz"), ramdisk: filepath.Join(dir, "images/initrd.img")}
 	writeFile(t, f.kernel, pattern(10000))
 	writeFile(t, f.ramdisk, pattern(300000))

@@ -68,7 +68,7 @@ func TestHTTPServesTheBootPath(t *testing.T) {
 		t.Fatalf("generic script: %d %q", w.Code, w.Body.String())
 	}
 
-	recs := f.rec.all()
+	recs := f.rec.Records()
 	if got, want := stages(recs), "boot prepared,boot script,kernel,ramdisk,ramdisk,http file,http file"; got != want {
 		t.Fatalf("stages %s, want %s (HEAD and refused ranges record nothing)", got, want)
 	}
@@ -119,7 +119,7 @@ func TestHTTPRefuses(t *testing.T) {
 			t.Errorf("%s %s served /etc/passwd", tc.method, tc.path)
 		}
 	}
-	if got := stages(f.rec.all()); got != "boot prepared,boot prepared" {
+	if got := stages(f.rec.Records()); got != "boot prepared,boot prepared" {
 		t.Errorf("refused requests recorded stages: %s", got)
 	}
 }
@@ -142,7 +142,7 @@ func TestHTTPLocalAndFallbackStages(t *testing.T) {
 	if w := get(t, h, http.MethodGet, "/boot/52-54-00-00-00-02/kernel"); w.Code != http.StatusNotFound {
 		t.Fatalf("missing fallback kernel: %d", w.Code)
 	}
-	recs := f.rec.all()
+	recs := f.rec.Records()
 	if got := stages(recs); got != "local boot,fallback" {
 		t.Fatalf("stages %s", got)
 	}
@@ -175,7 +175,7 @@ func TestHTTPDisconnectRecordsAnError(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var got *stage.Record
-		for _, r := range f.rec.all() {
+		for _, r := range f.rec.Records() {
 			if r.Stage == stage.Ramdisk {
 				got = &r
 			}
@@ -203,7 +203,7 @@ func TestAddressBookNamesTheNode(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.ObserveBootStage(stage.Record{Node: "node-1", MAC: "52:54:00:12:34:56", Stage: stage.DHCPOffer, Addr: "192.0.2.23"})
 	get(t, f.srv.Handler(), http.MethodGet, "/ipxe/ipxe.efi")
-	recs := f.rec.all()
+	recs := f.rec.Records()
 	if got := stages(recs); got != "dhcp offer,http file" {
 		t.Fatalf("stages %s", got)
 	}

@@ -52,10 +52,10 @@ func TestRunServesTFTPAndHTTPUntilCancelled(t *testing.T) {
 	// records before stopping the server.
 	want := []stage.Stage{stage.Prepared, stage.TFTPSent, stage.Script}
 	deadline := time.Now().Add(10 * time.Second)
-	for !sameStages(f.rec.all(), want) && time.Now().Before(deadline) {
+	for !sameStages(f.rec.Records(), want) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := f.rec.all(); !sameStages(got, want) {
+	if got := f.rec.Records(); !sameStages(got, want) {
 		t.Fatalf("stages = %s, want %v in any order after the first", stages(got), want)
 	}
 

@@ -62,7 +62,7 @@ func TestPutConfigNormalisesAndReplaces(t *testing.T) {
 	// Each Ramdisk PutConfig records Prepared; a LocalDisk one does not.
 	f.put(t, Config{Node: "node-2", MACs: []string{"52:54:00:aa:00:01"}, Interface: IPXE, Mode: BIOS, Action: LocalDisk})
 	var prepared []string
-	for _, r := range f.rec.all() {
+	for _, r := range f.rec.Records() {
 		if r.Stage == stage.Prepared {
 			prepared = append(prepared, r.Node)
 			if !r.At.Equal(testTime) {

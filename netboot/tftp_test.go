@@ -93,7 +93,7 @@ func TestTFTPTransferRecords(t *testing.T) {
 	f.put(t, f.ramdiskConfig("node-1", PXE, BIOS, "52:54:00:12:34:56"))
 	f.put(t, Config{Node: "node-3", MACs: []string{"52:54:00:12:34:58"}, Interface: PXE, Mode: BIOS, Action: LocalDisk})
 	f.srv.ObserveBootStage(stage.Record{Node: "node-1", MAC: "52:54:00:12:34:56", Stage: stage.DHCPAck, Addr: "192.0.2.23"})
-	f.rec.recs = nil
+	before := len(f.rec.Records())
 	remote := netip.MustParseAddrPort("192.0.2.23:2070")
 	xfer := func(name string, n int64, err error) {
 		f.srv.OnTransfer(tftp.Transfer{Request: tftp.Request{Filename: name, Remote: remote}, Bytes: n,
@@ -108,7 +108,7 @@ func TestTFTPTransferRecords(t *testing.T) {
 	xfer("boot/52-54-00-12-34-56/ramdisk", 300000, nil)
 	xfer("pxelinux.cfg/01-52-54-00-12-34-58", 90, nil)
 
-	recs := f.rec.all()
+	recs := f.rec.Records()[before:]
 	want := "tftp sent,tftp sent,boot script,kernel,tftp failed,ramdisk,local boot"
 	if got := stages(recs); got != want {
 		t.Fatalf("stages %s, want %s", got, want)
@@ -138,7 +138,7 @@ func TestTFTPTransferRecords(t *testing.T) {
 func TestTFTPRecordWithoutRemote(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.OnTransfer(tftp.Transfer{Request: tftp.Request{Filename: "undionly.kpxe"}, Bytes: 1000})
-	recs := f.rec.all()
+	recs := f.rec.Records()
 	if len(recs) != 1 || recs[0].Addr != "" || recs[0].Stage != stage.TFTPSent {
 		t.Errorf("records %+v: want one tftp sent without an address", recs)
 	}

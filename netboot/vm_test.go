@@ -226,7 +226,7 @@ func runVMCase(t *testing.T, tc vmCase) string {
 		// The address came from the other server; the proxy's OFFER
 		// carried a boot file and no address.
 		var leased, offered bool
-		for _, r := range bs.addrRecords.all() {
+		for _, r := range bs.addrRecords.Records() {
 			leased = leased || r.Stage == stage.DHCPAck && r.MAC == mac && strings.HasPrefix(r.Addr, "192.0.2.1")
 		}
 		for _, r := range res.Records {
@@ -236,7 +236,7 @@ func runVMCase(t *testing.T, tc vmCase) string {
 			}
 		}
 		if !leased || !offered {
-			t.Errorf("address server records %v, proxy records %v: want an ACK from the address server and a proxy OFFER with a boot file", bs.addrRecords.all(), res.Records)
+			t.Errorf("address server records %v, proxy records %v: want an ACK from the address server and a proxy OFFER with a boot file", bs.addrRecords.Records(), res.Records)
 		}
 	}
 	var parts []string
@@ -262,7 +262,7 @@ type anvilBootServer struct {
 	// Set by start: the VM's MAC and node, and (proxy) the records of the
 	// address-only DHCP server.
 	mac, node   string
-	addrRecords recordList
+	addrRecords stage.Recorder
 }
 
 // start is a vmlab.BootServer: a netboot.Server with the case's
@@ -438,22 +438,4 @@ func (r *macResolver) NodeForMAC(_ context.Context, mac string) (string, bool, e
 	defer r.mu.Unlock()
 	n, ok := r.nodes[mac]
 	return n, ok, nil
-}
-
-// recordList is an Observer that keeps every record.
-type recordList struct {
-	mu   sync.Mutex
-	recs []stage.Record
-}
-
-func (l *recordList) ObserveBootStage(r stage.Record) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r)
-}
-
-func (l *recordList) all() []stage.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]stage.Record(nil), l.recs...)
 }

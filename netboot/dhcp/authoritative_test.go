@@ -267,7 +267,7 @@ func TestStageRecords(t *testing.T) {
 		{Node: "node-0a", MAC: macA, Stage: stage.DHCPOffer, Addr: a.String(), Arch: "bios", File: "undionly.kpxe", At: at},
 		{Node: "node-0a", MAC: macA, Stage: stage.DHCPAck, Addr: a.String(), Arch: "bios", File: "undionly.kpxe", At: at},
 	}
-	got := rec.all()
+	got := rec.Records()
 	if len(got) != len(want) {
 		t.Fatalf("records %+v, want %+v", got, want)
 	}
@@ -404,7 +404,7 @@ func TestProxyStageRecords(t *testing.T) {
 	}
 	wantType(t, ack, dhcpv4.MessageTypeAck)
 	var phrases []string
-	for _, r := range rec.all() {
+	for _, r := range rec.Records() {
 		phrases = append(phrases, r.Phrase())
 	}
 	want := []string{

@@ -45,24 +45,6 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// recorder keeps the stage records it observes.
-type recorder struct {
-	mu      sync.Mutex
-	records []stage.Record
-}
-
-func (r *recorder) ObserveBootStage(rec stage.Record) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec)
-}
-
-func (r *recorder) all() []stage.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.records)
-}
-
 var (
 	serverIP = netip.MustParseAddr("192.0.2.1")
 	subnet   = netip.MustParsePrefix("192.0.2.0/24")
@@ -107,9 +89,9 @@ func testDecider(_ context.Context, c Client) Decision {
 
 type serverOpt func(*Options)
 
-func newTestServer(t testing.TB, mode Mode, opts ...serverOpt) (*Server, *manualClock, *recorder) {
+func newTestServer(t testing.TB, mode Mode, opts ...serverOpt) (*Server, *manualClock, *stage.Recorder) {
 	t.Helper()
-	clk, rec := newManualClock(), &recorder{}
+	clk, rec := newManualClock(), &stage.Recorder{}
 	o := Options{
 		Mode:      mode,
 		ServerIP:  serverIP,

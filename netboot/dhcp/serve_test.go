@@ -28,7 +28,7 @@ func pxeEFIModifiers() []dhcpv4.Modifier {
 // nclient4 in another through DISCOVER, OFFER, REQUEST, ACK.
 func TestNetnsAuthoritative(t *testing.T) {
 	p := newVethPair(t)
-	rec := &recorder{}
+	rec := &stage.Recorder{}
 	srv, err := New(Options{
 		Mode: Authoritative, Interface: p.serverIf, ServerIP: serverIP, Subnet: subnet,
 		PoolStart: netip.MustParseAddr("192.0.2.100"), PoolEnd: netip.MustParseAddr("192.0.2.199"),
@@ -74,7 +74,7 @@ func TestNetnsAuthoritative(t *testing.T) {
 		}
 	}
 	var stages []stage.Stage
-	for _, r := range rec.all() {
+	for _, r := range rec.Records() {
 		stages = append(stages, r.Stage)
 	}
 	if len(stages) < 3 || stages[0] != stage.DHCPDiscover || stages[len(stages)-1] != stage.DHCPAck {

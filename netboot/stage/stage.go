@@ -16,7 +16,9 @@ package stage
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -296,4 +298,26 @@ func secondsText(d time.Duration) string {
 		return fmt.Sprintf("%d s", int64(d/time.Second))
 	}
 	return d.String()
+}
+
+// Recorder is an Observer that keeps every record in the order it
+// arrived: for tests, and for a tool that reads a boot's stages itself.
+// It is safe for concurrent use; the zero value is ready.
+type Recorder struct {
+	mu   sync.Mutex
+	recs []Record
+}
+
+// ObserveBootStage keeps r.
+func (l *Recorder) ObserveBootStage(r Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r)
+}
+
+// Records returns a copy of the records kept so far, oldest first.
+func (l *Recorder) Records() []Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.recs)
 }

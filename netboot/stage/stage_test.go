@@ -1,6 +1,7 @@
 package stage_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -72,5 +73,23 @@ func TestNoteReplacesThePhrase(t *testing.T) {
 	r := stage.Record{Stage: stage.DHCPOffer, Addr: "192.0.2.9", Note: "DHCP offered 192.0.2.9 (read back)"}
 	if got := r.Phrase(); got != r.Note {
 		t.Fatalf("Phrase() = %q, want the note", got)
+	}
+}
+
+func TestRecorderKeepsRecordsInOrderAndCopies(t *testing.T) {
+	var r stage.Recorder
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() { r.ObserveBootStage(stage.Record{Stage: stage.DHCPOffer, Bytes: int64(i)}) })
+	}
+	wg.Wait()
+	r.ObserveBootStage(stage.Record{Stage: stage.Kernel})
+	got := r.Records()
+	if len(got) != 101 || got[100].Stage != stage.Kernel {
+		t.Fatalf("%d records, last %+v", len(got), got[len(got)-1])
+	}
+	got[0].Stage = stage.Ramdisk
+	if r.Records()[0].Stage != stage.DHCPOffer {
+		t.Fatal("Records returned the recorder's own slice")
 	}
 }
