@@ -22,13 +22,15 @@ import (
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/statemachine"
+
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 )
 
 // newNetbootClockHarness runs a conductor on a fake clock whose
 // fake-hardware nodes boot with the ipxe interface (writing into the
 // returned store) and deploy with direct, but whose machines never boot
 // (fake power), so every ramdisk boot waits until a check fails it.
-func newNetbootClockHarness(t *testing.T, opts conductor.Options) (*harness, *storetest.ManualClock, *configStore) {
+func newNetbootClockHarness(t *testing.T, opts conductor.Options) (*harness, *storetest.ManualClock, *netboottest.Store) {
 	t.Helper()
 	clock := newFakeClock()
 	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
@@ -42,7 +44,7 @@ func newNetbootClockHarness(t *testing.T, opts conductor.Options) (*harness, *st
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
 		t.Fatal(err)
 	}
-	configs := newConfigStore()
+	configs := netboottest.NewStore()
 	reg.MustRegister(pxe.New(configs, pxe.Options{}).Bundle())
 	opts.Hostname, opts.Clock = "netboot-clock", clock
 	opts.CheckProvisionStateInterval, opts.SyncPowerStateInterval, opts.PowerFailureRecoveryInterval = -1, -1, -1
@@ -105,7 +107,7 @@ func bootStallFailsCleanWaitEarly(t *testing.T) {
 	n := h.netbootNode("stall-1", "52:54:00:00:51:01")
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.CleanWait)
-	if c, ok := configs.get(n.UUID); !ok || c.Purpose != "clean" {
+	if c, ok := configs.Config(n.UUID); !ok || c.Purpose != "clean" {
 		t.Fatalf("no clean ramdisk configuration: %+v", c)
 	}
 	prepared := h.waitHistory(n.UUID, string(stage.Prepared))

@@ -22,6 +22,8 @@ import (
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
+
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 )
 
 // netbootPower is fake power for a machine that boots from the network:
@@ -32,7 +34,7 @@ import (
 type netbootPower struct {
 	*fake.Power
 	fleet   *simfleet.Fleet
-	configs *configStore
+	configs *netboottest.Store
 }
 
 func (p *netbootPower) follow(t *driver.Task) error {
@@ -53,7 +55,7 @@ func (p *netbootPower) follow(t *driver.Task) error {
 			continue
 		}
 		macs = append(macs, port.Address)
-		if c, ok := p.configs.forMAC(port.Address); ok && !found {
+		if c, ok := p.configs.ForMAC(port.Address); ok && !found {
 			cfg, found = c, true
 		}
 	}
@@ -137,7 +139,7 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc, boot string) {
 	}
 	t.Cleanup(func() { fleet.Close() })
 
-	configs := newConfigStore()
+	configs := netboottest.NewStore()
 	// Ironic's enabled_boot_interfaces lists ipxe and pxe (and
 	// redfish-virtual-media) by default; the computed list would hold
 	// each hardware type's first only.
@@ -184,13 +186,13 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc, boot string) {
 
 	expectWrites := func(phase string, want ...string) {
 		t.Helper()
-		if got := configs.writes(n.UUID); !slices.Equal(got, want) {
+		if got := configs.Writes(n.UUID); !slices.Equal(got, want) {
 			t.Fatalf("%s: boot configuration writes %q, want %q", phase, got, want)
 		}
 	}
 	expectNone := func(phase string) {
 		t.Helper()
-		if cfg, ok := configs.get(n.UUID); ok {
+		if cfg, ok := configs.Config(n.UUID); ok {
 			t.Fatalf("%s: boot configuration %+v left, want none", phase, cfg)
 		}
 	}
@@ -212,7 +214,7 @@ func netbootLifecycle(t *testing.T, hw driver.HardwareType, bmc, boot string) {
 	h.must(c.Deploy(ctx, n.UUID, conductor.DeployOptions{}))
 	active := h.waitFor(n.UUID, statemachine.Active)
 	expectWrites("active", "put ramdisk/clean", "delete", "put ramdisk/deploy", "put local")
-	cfg, ok := configs.get(n.UUID)
+	cfg, ok := configs.Config(n.UUID)
 	if !ok || cfg.Action != netboot.LocalDisk || cfg.Interface != netboot.Interface(boot) || cfg.Mode != netboot.UEFI || !slices.Equal(cfg.MACs, []string{mac}) {
 		t.Fatalf("active node's boot configuration %+v, want a local boot for %s", cfg, mac)
 	}

@@ -6,13 +6,14 @@ import (
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/pxe"
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // The ipxe boot interface writes the node's ramdisk boot configuration
 // into the boot server's store and sets a one-time network boot.
 func Example() {
-	store := newMemStore() // the boot server's netboot.ConfigStore
+	store := netboottest.NewStore() // the boot server's netboot.ConfigStore
 	boot := pxe.New(store, pxe.Options{
 		DeployKernel:  "http://192.0.2.1:8080/ipa.kernel",
 		DeployRamdisk: "http://192.0.2.1:8080/ipa.initramfs",
@@ -32,7 +33,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	c, _ := store.get("n1")
+	c, _ := store.Config("n1")
 	dev, _ := mgmt.last()
 	fmt.Println(c.Interface, c.Mode, c.Action, c.Purpose, c.MACs)
 	fmt.Println(c.Params)

@@ -2,56 +2,12 @@ package pxe_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/noop"
-	"github.com/anvilmetal/anvil/netboot"
 )
-
-// memStore is an in-memory netboot.ConfigStore that refuses a MAC of
-// another node's configuration, as the contract says.
-type memStore struct {
-	mu      sync.Mutex
-	configs map[string]netboot.Config
-	deletes int
-}
-
-func newMemStore() *memStore { return &memStore{configs: map[string]netboot.Config{}} }
-
-func (s *memStore) PutConfig(ctx context.Context, c netboot.Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for node, other := range s.configs {
-		if node == c.Node {
-			continue
-		}
-		for _, m := range c.MACs {
-			if slices.Contains(other.MACs, m) {
-				return fmt.Errorf("memstore: MAC %s belongs to node %s", m, node)
-			}
-		}
-	}
-	s.configs[c.Node] = c
-	return nil
-}
-
-func (s *memStore) DeleteConfig(ctx context.Context, node string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.configs, node)
-	s.deletes++
-	return nil
-}
-
-func (s *memStore) get(node string) (netboot.Config, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.configs[node]
-	return c, ok
-}
 
 // bootDeviceCall is one SetBootDevice a recordingManagement received.
 type bootDeviceCall struct {

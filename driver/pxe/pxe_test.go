@@ -14,6 +14,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/netboot"
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -109,7 +110,7 @@ func TestConfigsWrittenGolden(t *testing.T) {
 	var got []goldenCase
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			store := newMemStore()
+			store := netboottest.NewStore()
 			x := pxe.New(store, options())
 			b := pick(x, r.impl)
 			task := newTask(r.state)
@@ -137,7 +138,7 @@ func TestConfigsWrittenGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, ok := store.get(nodeUUID)
+			c, ok := store.Config(nodeUUID)
 			if !ok {
 				t.Fatal("no configuration written")
 			}
@@ -179,7 +180,7 @@ func TestConfigsWrittenGolden(t *testing.T) {
 
 func TestLifecycleKeepsLocalBootAfterAgentTearDown(t *testing.T) {
 	ctx := context.Background()
-	store := newMemStore()
+	store := netboottest.NewStore()
 	b := pxe.New(store, options()).IPXE()
 	task := newTask(statemachine.Deploying)
 	bind(task, pxe.NameIPXE, b, &recordingManagement{supported: []driver.BootDevice{driver.BootPXE}})
@@ -188,7 +189,7 @@ func TestLifecycleKeepsLocalBootAfterAgentTearDown(t *testing.T) {
 		if err := fn(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		c, ok := store.get(nodeUUID)
+		c, ok := store.Config(nodeUUID)
 		switch {
 		case want == "" && ok:
 			t.Fatalf("after %s: configuration %+v left, want none", what, c)
@@ -213,7 +214,7 @@ func TestLifecycleKeepsLocalBootAfterAgentTearDown(t *testing.T) {
 }
 
 func TestPrepareRamdiskNeedsABoundDriver(t *testing.T) {
-	store := newMemStore()
+	store := netboottest.NewStore()
 	b := pxe.New(store, options()).PXE()
 	err := b.PrepareRamdisk(context.Background(), newTask(statemachine.Cleaning), nil)
 	if err == nil {
@@ -222,7 +223,7 @@ func TestPrepareRamdiskNeedsABoundDriver(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) {
-	x := pxe.New(newMemStore(), options())
+	x := pxe.New(netboottest.NewStore(), options())
 	for _, b := range []*pxe.Boot{x.PXE(), x.IPXE(), x.HTTP(), x.HTTPIPXE()} {
 		t.Run(b.Name(), func(t *testing.T) {
 			drivertest.Run(t, drivertest.Config{Kind: driver.KindBoot, Name: b.Name(), Impl: b,
@@ -232,7 +233,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestBundleListsFourBootInterfaces(t *testing.T) {
-	bundle := pxe.New(newMemStore(), options()).Bundle()
+	bundle := pxe.New(netboottest.NewStore(), options()).Bundle()
 	if len(bundle.HardwareTypes) != 0 {
 		t.Errorf("Bundle has hardware types %v, want none", bundle.HardwareTypes)
 	}

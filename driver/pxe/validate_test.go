@@ -9,6 +9,7 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/netboot"
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -88,7 +89,7 @@ func TestValidateErrors(t *testing.T) {
 			if impl == "" {
 				impl = pxe.NameIPXE
 			}
-			b := pick(pxe.New(newMemStore(), tc.opts), impl)
+			b := pick(pxe.New(netboottest.NewStore(), tc.opts), impl)
 			task := newTask(statemachine.Manageable)
 			if tc.adjust != nil {
 				tc.adjust(task)
@@ -131,7 +132,7 @@ func TestValidateErrors(t *testing.T) {
 }
 
 func TestValidateRescue(t *testing.T) {
-	b := pxe.New(newMemStore(), pxe.Options{}).IPXE()
+	b := pxe.New(netboottest.NewStore(), pxe.Options{}).IPXE()
 	task := newTask(statemachine.Active)
 	if err := b.ValidateRescue(context.Background(), task); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestValidateRescue(t *testing.T) {
 	if err := b.ValidateRescue(context.Background(), task); !errors.As(err, &miss) || miss.Missing[0] != "rescue_ramdisk" {
 		t.Fatalf("ValidateRescue = %v, want rescue_ramdisk missing", err)
 	}
-	withDefault := pxe.New(newMemStore(), pxe.Options{RescueRamdisk: "/srv/rescue.initramfs"}).IPXE()
+	withDefault := pxe.New(netboottest.NewStore(), pxe.Options{RescueRamdisk: "/srv/rescue.initramfs"}).IPXE()
 	if err := withDefault.ValidateRescue(context.Background(), task); err != nil {
 		t.Fatalf("with the conductor's rescue_ramdisk: %v", err)
 	}
@@ -156,7 +157,7 @@ func TestPrepareRamdiskRefusesSecretsAndUnsafeParams(t *testing.T) {
 		"map value":     {"ipa-api-url": map[string]any{"a": "b"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			store := newMemStore()
+			store := netboottest.NewStore()
 			b := pxe.New(store, options()).IPXE()
 			task := newTask(statemachine.Cleaning)
 			m := &recordingManagement{}
@@ -168,7 +169,7 @@ func TestPrepareRamdiskRefusesSecretsAndUnsafeParams(t *testing.T) {
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the error shows the secret: %v", err)
 			}
-			if _, ok := store.get(nodeUUID); ok {
+			if _, ok := store.Config(nodeUUID); ok {
 				t.Error("a configuration was written")
 			}
 			if _, n := m.last(); n != 0 {
@@ -179,7 +180,7 @@ func TestPrepareRamdiskRefusesSecretsAndUnsafeParams(t *testing.T) {
 }
 
 func TestPrepareRamdiskBoundsTheCommandLine(t *testing.T) {
-	b := pxe.New(newMemStore(), options()).PXE()
+	b := pxe.New(netboottest.NewStore(), options()).PXE()
 	task := newTask(statemachine.Cleaning)
 	task.DriverInfo["kernel_append_params"] = strings.Repeat("console=ttyS0 ", 200)
 	bind(task, pxe.NamePXE, b, &recordingManagement{})
@@ -189,7 +190,7 @@ func TestPrepareRamdiskBoundsTheCommandLine(t *testing.T) {
 }
 
 func TestRamdiskDeployNeedsInstanceImages(t *testing.T) {
-	b := pxe.New(newMemStore(), options()).IPXE()
+	b := pxe.New(netboottest.NewStore(), options()).IPXE()
 	task := newTask(statemachine.Deploying)
 	task.Interfaces[driver.KindDeploy] = pxe.RamdiskDeploy
 	bind(task, pxe.NameIPXE, b, &recordingManagement{})
@@ -214,7 +215,7 @@ func TestNewPanicsOnBadOptions(t *testing.T) {
 					t.Fatal("New accepted bad options")
 				}
 			}()
-			pxe.New(newMemStore(), o)
+			pxe.New(netboottest.NewStore(), o)
 		})
 	}
 }
@@ -226,7 +227,7 @@ func FuzzKernelAppendParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		task := newTask(statemachine.Cleaning)
 		task.DriverInfo["kernel_append_params"] = s
-		store := newMemStore()
+		store := netboottest.NewStore()
 		b := pxe.New(store, options()).IPXE()
 		bind(task, pxe.NameIPXE, b, &recordingManagement{})
 		if err := b.PrepareRamdisk(context.Background(), task, nil); err != nil {
@@ -235,7 +236,7 @@ func FuzzKernelAppendParams(f *testing.F) {
 			}
 			return
 		}
-		c, _ := store.get(nodeUUID)
+		c, _ := store.Config(nodeUUID)
 		for _, p := range c.Params {
 			if strings.ContainsAny(p, "\"'$;`\\{}|&<>#") || strings.IndexFunc(p, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 				t.Fatalf("unsafe parameter %q written", p)

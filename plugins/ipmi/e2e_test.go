@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -14,32 +13,11 @@ import (
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
 	"github.com/anvilmetal/anvil/internal/plugine2e"
-	"github.com/anvilmetal/anvil/netboot"
+	"github.com/anvilmetal/anvil/netboot/netboottest"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
-
-// configStore keeps the boot configurations the ipxe boot interface
-// writes (a boot server would serve them).
-type configStore struct {
-	mu      sync.Mutex
-	configs map[string]netboot.Config
-}
-
-func (s *configStore) PutConfig(_ context.Context, c netboot.Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.configs[c.Node] = c
-	return nil
-}
-
-func (s *configStore) DeleteConfig(_ context.Context, node string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.configs, node)
-	return nil
-}
 
 // TestConductorEndToEnd enrolls an ipmi node served by the plugin process
 // against ipmi_sim, manages it (verification reads the simulator's real
@@ -56,7 +34,7 @@ func TestConductorEndToEnd(t *testing.T) {
 	}
 	// The network boot interfaces, built in: the ipmi hardware type's
 	// default boot interface (ipxe) resolves with no stand-in.
-	if err := reg.Register(pxe.New(&configStore{configs: map[string]netboot.Config{}}, pxe.Options{}).Bundle()); err != nil {
+	if err := reg.Register(pxe.New(netboottest.NewStore(), pxe.Options{}).Bundle()); err != nil {
 		t.Fatal(err)
 	}
 	cond := plugine2e.StartConductor(t, reg, thePlugin.Path(t), "e2e-ipmi")
