@@ -251,7 +251,7 @@ func neededBinaries(c Config) []binaryFile {
 // error nothing is changed (with Dnsmasq, a failed file write may leave
 // files the next PutConfig or DeleteConfig replaces).
 func (s *Server) PutConfig(ctx context.Context, c Config) error {
-	c, err := normalize(c)
+	c, err := c.Normalize()
 	if err != nil {
 		return err
 	}

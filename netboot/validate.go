@@ -62,10 +62,14 @@ func badByteReason(s string, i int) string {
 	return fmt.Sprintf("byte %d (%q) is not allowed", i, s[i])
 }
 
-// normalize validates c and returns it with its MACs normalised and
-// de-duplicated. It checks the syntax only (files are checked by the
-// server, which knows the paths).
-func normalize(c Config) (Config, error) {
+// Normalize checks c as Server.PutConfig does and returns it with its
+// MACs normalised (ParseMAC) and de-duplicated, or an
+// *InvalidConfigError naming the field. It checks everything that does
+// not depend on a server: not the boot loader files the interface and
+// mode need, nor that local kernel and ramdisk paths are readable files,
+// nor MACs held by other nodes. Test doubles of a ConfigStore call it to
+// refuse what the server refuses.
+func (c Config) Normalize() (Config, error) {
 	bad := func(field, reason string) error {
 		return &InvalidConfigError{Node: c.Node, Field: field, Reason: reason}
 	}

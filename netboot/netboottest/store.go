@@ -2,21 +2,25 @@
 // tests of boot interfaces and of code that drives them: Store, an
 // in-memory netboot.ConfigStore that keeps what the boot interfaces wrote
 // and a log of every write, without the boot loaders, sockets or checks
-// of a real netboot.Server.
+// of a real netboot.Server (it refuses what the server refuses, but for
+// the boot loader and image files the server reads).
 package netboottest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/anvilmetal/anvil/netboot"
 )
 
-// Store is an in-memory netboot.ConfigStore. Like the real one it
-// refuses a configuration naming a MAC of another node's (and changes
-// nothing then); unlike it, it checks nothing else. It logs each write per
+// Store is an in-memory netboot.ConfigStore. Like netboot.Server it
+// refuses, changing nothing, an invalid configuration
+// (netboot.Config.Normalize's *netboot.InvalidConfigError) and one naming
+// a MAC of another node's (*netboot.MACInUseError); unlike the server it
+// does not look for boot loader files or local kernel and ramdisk files.
+// It keeps configurations normalised (MACs lower case with colons, no
+// duplicates), as the server does. It logs each write per
 // node: "put <action>/<purpose>" ("put ramdisk/clean", "put local") and
 // "delete" (only for a node that had a configuration). It is safe for
 // concurrent use.
@@ -31,8 +35,12 @@ func NewStore() *Store {
 	return &Store{configs: map[string]netboot.Config{}, log: map[string][]string{}}
 }
 
-// PutConfig keeps c as its node's configuration.
+// PutConfig keeps c, normalised, as its node's configuration.
 func (s *Store) PutConfig(_ context.Context, c netboot.Config) error {
+	c, err := c.Normalize()
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for node, other := range s.configs {
@@ -41,7 +49,7 @@ func (s *Store) PutConfig(_ context.Context, c netboot.Config) error {
 		}
 		for _, m := range c.MACs {
 			if slices.Contains(other.MACs, m) {
-				return fmt.Errorf("netboottest: node %s: MAC %s belongs to node %s", c.Node, m, node)
+				return &netboot.MACInUseError{MAC: m, Node: c.Node, Owner: node}
 			}
 		}
 	}
@@ -75,9 +83,12 @@ func (s *Store) Config(node string) (netboot.Config, bool) {
 	return c, ok
 }
 
-// ForMAC returns the configuration keyed by mac, as the boot server finds
-// it for a machine asking.
+// ForMAC returns the configuration keyed by mac (in any form ParseMAC
+// accepts), as the boot server finds it for a machine asking.
 func (s *Store) ForMAC(mac string) (netboot.Config, bool) {
+	if m, ok := netboot.ParseMAC(mac); ok {
+		mac = m
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.configs {
