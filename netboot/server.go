@@ -36,14 +36,15 @@ const (
 
 // Options configure a Server.
 type Options struct {
-	// HTTPBase is the base URL machines reach the server's Handler at,
-	// e.g. "http://192.0.2.1:8080"; scripts and boot file URLs start with
-	// it. Required. The http interface's GRUB, loaded by UEFI HTTP
-	// boot, must read grub/grub.cfg from the server it was loaded
-	// from: Debian 12's grubnetx64.efi (GRUB 2.06) loaded so by OVMF
-	// 2022.11 asked for nothing at all, with Handler on port 8080 or
-	// on 80 (it stops at its prompt), so the http interface needs a
-	// GRUB that configures its network from an HTTP boot.
+	// HTTPBase is the plain http URL machines reach the server's Handler
+	// at, e.g. "http://192.0.2.1:8080"; the DHCP boot file URLs and the
+	// iPXE scripts' URLs start with it. Required. It is what the machines
+	// see, not a listen address (that is ListenOptions.HTTPAddr, or the
+	// embedder's own HTTP server): behind a proxy or NAT they differ. A
+	// path in it ("http://192.0.2.1/netboot") goes into the URLs iPXE
+	// and the firmware get, but Handler serves from "/" (mount it with
+	// http.StripPrefix), and GRUB (interface http) reads its files from
+	// the server's root whatever the path.
 	HTTPBase string
 	// TFTPServer is the TFTP server's address for DHCP's next-server
 	// (siaddr); the zero Addr lets the DHCP server use its own.
@@ -64,7 +65,12 @@ type Options struct {
 	// SyslinuxModules the directory of ldlinux.c32 (default
 	// DefaultSyslinuxModules); GRUB is the network GRUB EFI binary
 	// (default DefaultGRUB). They are checked when a configuration
-	// needs them (PutConfig of a pxe or http one).
+	// needs them (PutConfig of a pxe or http one). The http interface's
+	// GRUB must configure its network from the UEFI HTTP boot that
+	// loaded it and read grub/grub.cfg from this server: Debian 12's
+	// grubnetx64.efi (GRUB 2.06) loaded so by OVMF 2022.11 asked for
+	// nothing and stopped at its prompt, so the http interface needs
+	// another GRUB build than DefaultGRUB there.
 	PXELinux        string
 	SyslinuxModules string
 	GRUB            string
