@@ -2,7 +2,6 @@ package pxe
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"path"
 	"slices"
@@ -240,15 +239,15 @@ func (b *Boot) macs(t *driver.Task) ([]string, error) {
 		if !p.PXEEnabled {
 			continue
 		}
-		hw, err := net.ParseMAC(p.Address)
-		if err != nil || len(hw) != 6 {
+		m, ok := netboot.ParseMAC(p.Address)
+		if !ok {
 			key := p.UUID
 			if key == "" {
 				key = p.Address
 			}
 			return nil, b.invalid(t, "ports", key, "a MAC address such as 52:54:00:12:34:56")
 		}
-		if m := hw.String(); !slices.Contains(out, m) {
+		if !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
