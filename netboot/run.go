@@ -30,7 +30,8 @@ type ListenOptions struct {
 	TFTPAddr string
 	// TFTP tunes the TFTP server (MaxTransfers, Timeout, Retries,
 	// MaxBlockSize, MaxWindowSize, Logger); its Handler and OnTransfer
-	// are the Server's. Nil takes the tftp package's defaults.
+	// are the Server's, so they must be nil. Nil takes the tftp
+	// package's defaults.
 	TFTP *tftp.Server
 	// HTTPAddr is the HTTP listen address ("192.0.2.1:8080") for Handler;
 	// empty runs no HTTP.
@@ -95,6 +96,9 @@ func (s *Server) Listen(o ListenOptions) (_ *Listeners, err error) {
 	if o.TFTPAddr != "" {
 		ts := &tftp.Server{}
 		if o.TFTP != nil {
+			if o.TFTP.Handler != nil || o.TFTP.OnTransfer != nil {
+				return nil, &ListenOptionsError{Field: "TFTP", Reason: "Handler and OnTransfer must be nil: the boot server is both"}
+			}
 			c := *o.TFTP
 			ts = &c
 		}

@@ -102,6 +102,7 @@ func TestListenRefusesWhatItWouldOverride(t *testing.T) {
 		{"decider set", ListenOptions{DHCP: &dhcp.Options{Interface: "lo", Decider: dhcp.DeciderFunc(func(context.Context, dhcp.Client) dhcp.Decision { return dhcp.Decision{} })}}, "DHCP"},
 		{"mode disagrees", ListenOptions{DHCP: &dhcp.Options{Interface: "lo", Mode: dhcp.Proxy}}, "DHCP.Mode"},
 		{"no interface", ListenOptions{DHCP: &dhcp.Options{Mode: dhcp.Authoritative}}, "DHCP.Interface"},
+		{"tftp handler set", ListenOptions{TFTPAddr: "127.0.0.1:0", TFTP: &tftp.Server{OnTransfer: func(tftp.Transfer) {}}}, "TFTP"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
