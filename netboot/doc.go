@@ -91,8 +91,9 @@
 //	})
 //	cond.Launch(ctx)
 //
-// Listen opens the sockets on the calling goroutine (inside a network
-// namespace, in it) and Serve serves them; Run is both. Each service is
+// Listen opens the listening sockets on the calling goroutine and Serve
+// serves them; Run is both. (A caller that switched only its thread into a
+// network namespace also sets TFTP.ListenTransfer; see Listen.) Each service is
 // optional: leave DHCP out beside an existing DHCP server you configure
 // yourself, or mount Handler on your own HTTP server. The engines can
 // also be run by hand:

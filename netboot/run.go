@@ -48,9 +48,13 @@ type Listeners struct {
 	hln    net.Listener
 }
 
-// Listen opens every socket o asks for, on the calling goroutine (so a
-// caller inside a network namespace gets sockets in that namespace), and
-// returns them ready for Serve. On error nothing stays open.
+// Listen opens every listening socket o asks for, on the calling
+// goroutine, and returns them ready for Serve. On error nothing stays
+// open. A process inside a network namespace needs nothing more. A caller
+// that moved only its own thread into a namespace (a test lab) gets the
+// listeners there, but TFTP opens one socket per transfer later, from
+// the transfer's goroutine: set TFTP.ListenTransfer to open those in the
+// namespace too.
 func (s *Server) Listen(o ListenOptions) (_ *Listeners, err error) {
 	l := &Listeners{s: s}
 	defer func() {
