@@ -68,18 +68,21 @@ func (c *Conductor) ObserveBootStage(r stage.Record) {
 var _ stage.Observer = (*Conductor)(nil)
 
 // drainBootStages records queued boot stages until ctx ends, then what
-// is still queued, and returns.
+// is still queued, and returns. A dequeued record is written whatever
+// ctx says (a record taken as Stop cancels ctx is not lost for want of
+// its node's name).
 func (c *Conductor) drainBootStages(ctx context.Context) {
 	defer c.loops.Done()
+	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case r := <-c.bootStages:
-			c.recordBootStage(ctx, r, "")
+			c.recordBootStage(wctx, r, "")
 		case <-ctx.Done():
 			for {
 				select {
 				case r := <-c.bootStages:
-					c.recordBootStage(ctx, r, "")
+					c.recordBootStage(wctx, r, "")
 				default:
 					return
 				}
@@ -94,7 +97,6 @@ func (c *Conductor) recordBootStage(ctx context.Context, r stage.Record, name st
 	if r.Stage == "" {
 		return
 	}
-	c.metrics.bootStages.WithLabelValues(string(r.Stage)).Inc()
 	if r.Node == "" {
 		c.log.Info("boot stage of a machine without a boot configuration", "stage", r.Stage, "mac", r.MAC, "detail", r.Phrase())
 		return

@@ -263,9 +263,13 @@ func TestBootStagesDroppedWhenTheQueueIsFull(t *testing.T) {
 	}
 	pr := prometheus.NewRegistry()
 	pr.MustRegister(c.Metrics())
+	n := &baremetal.Node{Name: "boot-queue-1", Driver: builtin.FakeHardware}
+	if err := store.CreateNode(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
 	// Not yet running: the queue fills and then drops, never blocks.
 	for range 10 {
-		c.ObserveBootStage(stage.Record{Stage: stage.DHCPDiscover, MAC: "52:54:00:00:00:01"})
+		c.ObserveBootStage(stage.Record{Node: n.UUID, Stage: stage.DHCPDiscover, MAC: "52:54:00:00:00:01"})
 	}
 	labels := map[string]string{"conductor": "boot-queue"}
 	if m := metricValue(t, pr, "anvil_conductor_boot_stages_dropped_total", labels); m != 6 {
@@ -280,8 +284,18 @@ func TestBootStagesDroppedWhenTheQueueIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop drained the queue; after it, records are dropped.
-	if m := metricValue(t, pr, "anvil_conductor_boot_stages_total", map[string]string{"conductor": "boot-queue", "stage": "dhcp discover"}); m != 4 {
-		t.Errorf("recorded = %v, want the 4 queued", m)
+	hist, err := store.ListHistory(context.Background(), n.UUID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := 0
+	for _, e := range hist {
+		if e.EventType == stage.EventType && e.Event == string(stage.DHCPDiscover) {
+			recorded++
+		}
+	}
+	if recorded != 4 {
+		t.Errorf("recorded = %v, want the 4 queued", recorded)
 	}
 	c.ObserveBootStage(stage.Record{Stage: stage.DHCPDiscover})
 	if m := metricValue(t, pr, "anvil_conductor_boot_stages_dropped_total", labels); m != 7 {
