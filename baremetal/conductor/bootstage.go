@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"sort"
 	"time"
@@ -283,14 +282,15 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 // NodeForMAC says which enrolled node has a pxe-enabled port with MAC
 // address mac, whatever the node's state: the conductor is the boot
 // server's netboot.Resolver, so that a known machine without a boot
-// configuration boots from its disk instead of the discovery fallback. A
-// malformed address is not found.
+// configuration boots from its disk instead of the discovery fallback.
+// mac is read as a port address is (baremetal.NormalizeMAC); one that is
+// not a port address is not found.
 func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, found bool, err error) {
-	hw, err := net.ParseMAC(mac)
-	if err != nil || len(hw) != 6 {
+	hw, err := baremetal.NormalizeMAC("address", mac)
+	if err != nil {
 		return "", false, nil
 	}
-	p, err := c.store.GetPort(ctx, hw.String())
+	p, err := c.store.GetPort(ctx, hw)
 	if err != nil {
 		if errors.Is(err, baremetal.ErrNotFound) {
 			return "", false, nil
