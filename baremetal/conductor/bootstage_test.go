@@ -324,3 +324,35 @@ func noStallCheckWithoutTimeout(t *testing.T) {
 		t.Fatalf("clean callback timeout disabled, yet the stalled boot left the node %s (%s)", got.ProvisionState, got.LastError)
 	}
 }
+
+func TestBootStallReadsTheNewestAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, bootStallReadsNewestAttempt)
+}
+
+// The stall check reads a bounded part of the history: the newest
+// entries (ListHistory's limit), so a long earlier attempt does not hide
+// the current one.
+func bootStallReadsNewestAttempt(t *testing.T) {
+	h, clock, _ := newNetbootClockHarness(t, conductor.Options{})
+	n := h.netbootNode("stall-6", "52:54:00:00:51:06")
+	// An earlier attempt whose firmware looped on DHCP, longer than the
+	// part of the history the check reads.
+	old := []string{string(stage.Prepared)}
+	for range 300 {
+		old = append(old, string(stage.DHCPDiscover))
+	}
+	for _, ev := range old {
+		h.must(h.store.AddHistory(h.ctx, &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: ev, EventType: stage.EventType, Severity: baremetal.HistoryInfo}))
+	}
+	clock.Advance(time.Hour)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.CleanWait)
+	h.waitHistory(n.UUID, string(stage.Prepared))
+	clock.Advance(stage.DefaultDHCP + time.Second)
+	h.c.CheckTimeouts(h.ctx)
+	f := h.waitFor(n.UUID, statemachine.CleanFailed)
+	if !strings.HasSuffix(f.LastError, ": boot stalled: boot configuration written at 04:04:05, no DHCP request in 600 s") {
+		t.Fatalf("last error %q, want the stall of the attempt begun at 04:04:05", f.LastError)
+	}
+}
