@@ -68,8 +68,10 @@ type Task struct {
 func (t *Task) Driver() *Driver { return t.drv }
 
 // BindDriver binds d as the node's composed driver (see Driver). The
-// conductor calls it; it is not a change of the node and is not recorded
-// by Changes.
+// conductor calls it before a driver call, and a test or tool building a
+// Task by hand may; a driver implementation never does (the binding is
+// the caller's). It is not a change of the node: Changes does not record
+// it and it does not cross the plugin boundary.
 func (t *Task) BindDriver(d *Driver) { t.drv = d }
 
 type dirtySet struct {

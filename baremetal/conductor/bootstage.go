@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"sort"
 	"time"
@@ -52,6 +51,19 @@ func (c *Conductor) ObserveBootStage(r stage.Record) {
 	if r.At.IsZero() {
 		r.At = c.clock.Now()
 	}
+	c.queueBootStage(r, "")
+}
+
+// queuedStage is a boot stage waiting in the conductor's queue, with its
+// node's name when the sender knew it ("" to read it from the store).
+type queuedStage struct {
+	r    stage.Record
+	name string
+}
+
+// queueBootStage queues r for drainBootStages without blocking, or
+// counts it dropped.
+func (c *Conductor) queueBootStage(r stage.Record, name string) {
 	select {
 	case <-c.stopCh:
 		c.metrics.bootStagesDropped.Inc()
@@ -59,7 +71,7 @@ func (c *Conductor) ObserveBootStage(r stage.Record) {
 	default:
 	}
 	select {
-	case c.bootStages <- r:
+	case c.bootStages <- queuedStage{r, name}:
 	default:
 		c.metrics.bootStagesDropped.Inc()
 	}
@@ -68,18 +80,21 @@ func (c *Conductor) ObserveBootStage(r stage.Record) {
 var _ stage.Observer = (*Conductor)(nil)
 
 // drainBootStages records queued boot stages until ctx ends, then what
-// is still queued, and returns.
+// is still queued, and returns. A dequeued record is written whatever
+// ctx says (a record taken as Stop cancels ctx is not lost for want of
+// its node's name).
 func (c *Conductor) drainBootStages(ctx context.Context) {
 	defer c.loops.Done()
+	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
-		case r := <-c.bootStages:
-			c.recordBootStage(ctx, r, "")
+		case q := <-c.bootStages:
+			c.recordBootStage(wctx, q.r, q.name)
 		case <-ctx.Done():
 			for {
 				select {
-				case r := <-c.bootStages:
-					c.recordBootStage(ctx, r, "")
+				case q := <-c.bootStages:
+					c.recordBootStage(wctx, q.r, q.name)
 				default:
 					return
 				}
@@ -94,7 +109,6 @@ func (c *Conductor) recordBootStage(ctx context.Context, r stage.Record, name st
 	if r.Stage == "" {
 		return
 	}
-	c.metrics.bootStages.WithLabelValues(string(r.Stage)).Inc()
 	if r.Node == "" {
 		c.log.Info("boot stage of a machine without a boot configuration", "stage", r.Stage, "mac", r.MAC, "detail", r.Phrase())
 		return
@@ -153,21 +167,22 @@ func (c *Conductor) bootPrepared(ctx context.Context, t *task) {
 	c.recordBootStage(ctx, stage.Record{Node: n.UUID, Stage: stage.Prepared, At: now}, n.Name)
 }
 
-// firstHeartbeat records stage.AgentHeartbeat for the first heartbeat
-// of the node's agent since its ramdisk boot was prepared, and saves the
-// node with the mark that it was recorded (so later heartbeats write no
-// history).
-func (c *Conductor) firstHeartbeat(ctx context.Context, t *task, callbackURL string) {
-	n := t.node
+// markFirstHeartbeat marks in n that its agent heartbeated since its
+// ramdisk boot was prepared, and reports whether this heartbeat is that
+// first one (n was not marked). n is not saved.
+func markFirstHeartbeat(n *baremetal.Node) bool {
 	if _, seen := n.DriverInternalInfo[bootHeartbeatKey]; seen {
-		return
+		return false
 	}
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[bootHeartbeatKey] = true
-	if err := t.save(ctx); err != nil {
-		c.log.Warn("first heartbeat not marked", "node", n.UUID, "error", err)
-		return
-	}
+	return true
+}
+
+// recordFirstHeartbeat records stage.AgentHeartbeat for the heartbeat
+// markFirstHeartbeat found first, once the node carrying the mark is
+// saved (so a later heartbeat writes no history).
+func (c *Conductor) recordFirstHeartbeat(ctx context.Context, n *baremetal.Node, callbackURL string) {
 	addr := ""
 	if u, err := url.Parse(callbackURL); err == nil {
 		addr = u.Hostname()
@@ -267,14 +282,15 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 // NodeForMAC says which enrolled node has a pxe-enabled port with MAC
 // address mac, whatever the node's state: the conductor is the boot
 // server's netboot.Resolver, so that a known machine without a boot
-// configuration boots from its disk instead of the discovery fallback. A
-// malformed address is not found.
+// configuration boots from its disk instead of the discovery fallback.
+// mac is read as a port address is (baremetal.NormalizeMAC); one that is
+// not a port address is not found.
 func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, found bool, err error) {
-	hw, err := net.ParseMAC(mac)
-	if err != nil || len(hw) != 6 {
+	hw, err := baremetal.NormalizeMAC("address", mac)
+	if err != nil {
 		return "", false, nil
 	}
-	p, err := c.store.GetPort(ctx, hw.String())
+	p, err := c.store.GetPort(ctx, hw)
 	if err != nil {
 		if errors.Is(err, baremetal.ErrNotFound) {
 			return "", false, nil
@@ -288,11 +304,15 @@ func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, fo
 }
 
 // recordLookup records a successful agent lookup as a boot stage (the
-// first MAC address the agent sent as its address).
-func (c *Conductor) recordLookup(ctx context.Context, n *baremetal.Node, macs []string) {
+// first MAC address the agent sent as its address). The lookup is on the
+// agent's request path, so the record goes through the bounded queue
+// like the boot server's: no history write before the answer. Order
+// does not need it written at once: bootRecords orders by time, and
+// stage.Prepared, written at once, is older than any lookup.
+func (c *Conductor) recordLookup(n *baremetal.Node, macs []string) {
 	r := stage.Record{Node: n.UUID, Stage: stage.AgentLookup, At: c.clock.Now()}
 	if len(macs) > 0 {
 		r.Addr = macs[0]
 	}
-	c.recordBootStage(ctx, r, n.Name)
+	c.queueBootStage(r, n.Name)
 }

@@ -2,7 +2,6 @@ package conductor_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,7 +12,6 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/storetest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
@@ -32,12 +30,6 @@ import (
 // (fake power), so every ramdisk boot waits until a check fails it.
 func newNetbootClockHarness(t *testing.T, opts conductor.Options) (*harness, *storetest.ManualClock, *netboottest.Store) {
 	t.Helper()
-	clock := newFakeClock()
-	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {fake.Name, agentdeploy.Name}, driver.KindBoot: {fake.Name, pxe.NameIPXE}}})
 	reg.MustRegister(builtin.Bundle(fake.Config{}))
@@ -46,22 +38,9 @@ func newNetbootClockHarness(t *testing.T, opts conductor.Options) (*harness, *st
 	}
 	configs := netboottest.NewStore()
 	reg.MustRegister(pxe.New(configs, pxe.Options{}).Bundle())
-	opts.Hostname, opts.Clock = "netboot-clock", clock
-	opts.CheckProvisionStateInterval, opts.SyncPowerStateInterval, opts.PowerFailureRecoveryInterval = -1, -1, -1
-	c, err := conductor.New(store, reg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Stop(sctx)
-	})
-	return &harness{t: t, store: store, c: c, ctx: ctx}, clock, configs
+	opts.Hostname = "netboot-clock"
+	clock := newFakeClock()
+	return launchOnClock(t, clock, reg, opts), clock, configs
 }
 
 // netbootNode enrolls a manageable fake-hardware node that boots with
@@ -76,6 +55,18 @@ func (h *harness) netbootNode(name, mac string) *baremetal.Node {
 	h.must(h.store.CreatePort(h.ctx, &baremetal.Port{NodeUUID: n.UUID, Address: mac, PXEEnabled: true}))
 	h.must(h.c.Manage(h.ctx, n.UUID))
 	return h.waitFor(n.UUID, statemachine.Manageable)
+}
+
+// netbootCleanWait enrolls a node as netbootNode does, provides it and
+// waits until its clean ramdisk boot is prepared: the node in clean wait,
+// stage.Prepared in its history.
+func (h *harness) netbootCleanWait(name, mac string) *baremetal.Node {
+	h.t.Helper()
+	n := h.netbootNode(name, mac)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.CleanWait)
+	h.waitHistory(n.UUID, string(stage.Prepared))
+	return n
 }
 
 // waitHistory waits until the node's history has an entry of event.
@@ -104,9 +95,7 @@ func TestBootStallFailsCleanWaitEarly(t *testing.T) {
 
 func bootStallFailsCleanWaitEarly(t *testing.T) {
 	h, clock, configs := newNetbootClockHarness(t, conductor.Options{})
-	n := h.netbootNode("stall-1", "52:54:00:00:51:01")
-	h.must(h.c.Provide(h.ctx, n.UUID))
-	h.waitFor(n.UUID, statemachine.CleanWait)
+	n := h.netbootCleanWait("stall-1", "52:54:00:00:51:01")
 	if c, ok := configs.Config(n.UUID); !ok || c.Purpose != "clean" {
 		t.Fatalf("no clean ramdisk configuration: %+v", c)
 	}
@@ -167,10 +156,7 @@ func TestLookupWithoutHeartbeatStalls(t *testing.T) {
 
 func lookupWithoutHeartbeatStalls(t *testing.T) {
 	h, clock, _ := newNetbootClockHarness(t, conductor.Options{})
-	n := h.netbootNode("stall-3", "52:54:00:00:51:03")
-	h.must(h.c.Provide(h.ctx, n.UUID))
-	h.waitFor(n.UUID, statemachine.CleanWait)
-	h.waitHistory(n.UUID, string(stage.Prepared))
+	n := h.netbootCleanWait("stall-3", "52:54:00:00:51:03")
 	// The agent looks the node up; the stall check now waits for its
 	// first heartbeat.
 	if _, err := h.c.AgentBackend().LookupNode(h.ctx, agentclient.LookupQuery{Addresses: []string{"52:54:00:00:51:03"}}); err != nil {
@@ -196,10 +182,7 @@ func TestCallbackTimeoutNamesTheLastBootStage(t *testing.T) {
 func callbackTimeoutNamesLastStage(t *testing.T) {
 	off := stage.Deadlines{DHCP: -1, Fetch: -1, Agent: -1, Heartbeat: -1}
 	h, clock, _ := newNetbootClockHarness(t, conductor.Options{BootStageDeadlines: off})
-	n := h.netbootNode("stall-4", "52:54:00:00:51:04")
-	h.must(h.c.Provide(h.ctx, n.UUID))
-	h.waitFor(n.UUID, statemachine.CleanWait)
-	h.waitHistory(n.UUID, string(stage.Prepared))
+	n := h.netbootCleanWait("stall-4", "52:54:00:00:51:04")
 	h.c.ObserveBootStage(stage.Record{Node: n.UUID, Stage: stage.DHCPOffer, Addr: "192.0.2.24", At: clock.Now().Add(time.Second)})
 	h.waitHistory(n.UUID, string(stage.DHCPOffer))
 	clock.Advance(29 * time.Minute)
@@ -263,9 +246,13 @@ func TestBootStagesDroppedWhenTheQueueIsFull(t *testing.T) {
 	}
 	pr := prometheus.NewRegistry()
 	pr.MustRegister(c.Metrics())
+	n := &baremetal.Node{Name: "boot-queue-1", Driver: builtin.FakeHardware}
+	if err := store.CreateNode(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
 	// Not yet running: the queue fills and then drops, never blocks.
 	for range 10 {
-		c.ObserveBootStage(stage.Record{Stage: stage.DHCPDiscover, MAC: "52:54:00:00:00:01"})
+		c.ObserveBootStage(stage.Record{Node: n.UUID, Stage: stage.DHCPDiscover, MAC: "52:54:00:00:00:01"})
 	}
 	labels := map[string]string{"conductor": "boot-queue"}
 	if m := metricValue(t, pr, "anvil_conductor_boot_stages_dropped_total", labels); m != 6 {
@@ -280,8 +267,18 @@ func TestBootStagesDroppedWhenTheQueueIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop drained the queue; after it, records are dropped.
-	if m := metricValue(t, pr, "anvil_conductor_boot_stages_total", map[string]string{"conductor": "boot-queue", "stage": "dhcp discover"}); m != 4 {
-		t.Errorf("recorded = %v, want the 4 queued", m)
+	hist, err := store.ListHistory(context.Background(), n.UUID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := 0
+	for _, e := range hist {
+		if e.EventType == stage.EventType && e.Event == string(stage.DHCPDiscover) {
+			recorded++
+		}
+	}
+	if recorded != 4 {
+		t.Errorf("recorded = %v, want the 4 queued", recorded)
 	}
 	c.ObserveBootStage(stage.Record{Stage: stage.DHCPDiscover})
 	if m := metricValue(t, pr, "anvil_conductor_boot_stages_dropped_total", labels); m != 7 {
@@ -320,13 +317,42 @@ func TestNoStallCheckWhereTheCallbackTimeoutIsDisabled(t *testing.T) {
 
 func noStallCheckWithoutTimeout(t *testing.T) {
 	h, clock, _ := newNetbootClockHarness(t, conductor.Options{CleanCallbackTimeout: -1})
-	n := h.netbootNode("stall-5", "52:54:00:00:51:05")
-	h.must(h.c.Provide(h.ctx, n.UUID))
-	h.waitFor(n.UUID, statemachine.CleanWait)
-	h.waitHistory(n.UUID, string(stage.Prepared))
+	n := h.netbootCleanWait("stall-5", "52:54:00:00:51:05")
 	clock.Advance(stage.DefaultDHCP + time.Minute)
 	h.c.CheckTimeouts(h.ctx)
 	if got, _ := h.store.GetNode(h.ctx, n.UUID); got.ProvisionState != statemachine.CleanWait {
 		t.Fatalf("clean callback timeout disabled, yet the stalled boot left the node %s (%s)", got.ProvisionState, got.LastError)
+	}
+}
+
+func TestBootStallReadsTheNewestAttempt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, bootStallReadsNewestAttempt)
+}
+
+// The stall check reads a bounded part of the history: the newest
+// entries (ListHistory's limit), so a long earlier attempt does not hide
+// the current one.
+func bootStallReadsNewestAttempt(t *testing.T) {
+	h, clock, _ := newNetbootClockHarness(t, conductor.Options{})
+	n := h.netbootNode("stall-6", "52:54:00:00:51:06")
+	// An earlier attempt whose firmware looped on DHCP, longer than the
+	// part of the history the check reads.
+	old := []string{string(stage.Prepared)}
+	for range 300 {
+		old = append(old, string(stage.DHCPDiscover))
+	}
+	for _, ev := range old {
+		h.must(h.store.AddHistory(h.ctx, &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: ev, EventType: stage.EventType, Severity: baremetal.HistoryInfo}))
+	}
+	clock.Advance(time.Hour)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.CleanWait)
+	h.waitHistory(n.UUID, string(stage.Prepared))
+	clock.Advance(stage.DefaultDHCP + time.Second)
+	h.c.CheckTimeouts(h.ctx)
+	f := h.waitFor(n.UUID, statemachine.CleanFailed)
+	if !strings.HasSuffix(f.LastError, ": boot stalled: boot configuration written at 04:04:05, no DHCP request in 600 s") {
+		t.Fatalf("last error %q, want the stall of the attempt begun at 04:04:05", f.LastError)
 	}
 }

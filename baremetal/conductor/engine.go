@@ -13,7 +13,6 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -66,9 +65,9 @@ type Conductor struct {
 	powerMu       sync.Mutex
 	powerFailures map[string]int
 
-	// bootStages queues the boot stages ObserveBootStage received for
-	// drainBootStages.
-	bootStages chan stage.Record
+	// bootStages queues the boot stages ObserveBootStage received, and
+	// the agent lookups, for drainBootStages.
+	bootStages chan queuedStage
 
 	hbMu      sync.Mutex
 	pendingHB map[string]agentclient.Heartbeat
@@ -116,7 +115,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		stopCh:        make(chan struct{}),
 		powerFailures: make(map[string]int),
 		pendingHB:     make(map[string]agentclient.Heartbeat),
-		bootStages:    make(chan stage.Record, o.BootStageBuffer),
+		bootStages:    make(chan queuedStage, o.BootStageBuffer),
 	}
 	c.metrics.workers.Set(float64(o.Workers))
 	c.hub.onDrop = func(n int) { c.metrics.watchDropped.Add(float64(n)) }

@@ -32,12 +32,6 @@ func newFakeClock() *storetest.ManualClock {
 // power), so agent-based runs wait forever unless aborted or timed out.
 func newClockHarness(t *testing.T, fakeCfg fake.Config) (*harness, *storetest.ManualClock) {
 	t.Helper()
-	clock := newFakeClock()
-	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {fake.Name, agentdeploy.Name}}})
 	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
@@ -46,9 +40,23 @@ func newClockHarness(t *testing.T, fakeCfg fake.Config) (*harness, *storetest.Ma
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(nil)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conductor.New(store, reg, conductor.Options{Hostname: "clock-conductor", Clock: clock,
-		// The tests run the periodic tasks themselves.
-		CheckProvisionStateInterval: -1, SyncPowerStateInterval: -1, PowerFailureRecoveryInterval: -1})
+	clock := newFakeClock()
+	return launchOnClock(t, clock, reg, conductor.Options{Hostname: "clock-conductor"}), clock
+}
+
+// launchOnClock runs a conductor with opts over reg and a store of its
+// own, both on clock, and stops it when the test ends. The tests run the
+// periodic tasks themselves: their intervals are disabled.
+func launchOnClock(t *testing.T, clock *storetest.ManualClock, reg *driver.Registry, opts conductor.Options) *harness {
+	t.Helper()
+	store, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	opts.Clock = clock
+	opts.CheckProvisionStateInterval, opts.SyncPowerStateInterval, opts.PowerFailureRecoveryInterval = -1, -1, -1
+	c, err := conductor.New(store, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +69,7 @@ func newClockHarness(t *testing.T, fakeCfg fake.Config) (*harness, *storetest.Ma
 		defer cancel()
 		c.Stop(sctx)
 	})
-	return &harness{t: t, store: store, c: c, ctx: ctx}, clock
+	return &harness{t: t, store: store, c: c, ctx: ctx}
 }
 
 func (h *harness) must(err error) {

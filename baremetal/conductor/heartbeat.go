@@ -31,7 +31,7 @@ func (b agentBackend) LookupNode(ctx context.Context, q agentclient.LookupQuery)
 		}
 		return agentclient.Node{}, err
 	}
-	b.c.recordLookup(ctx, n, q.Addresses)
+	b.c.recordLookup(n, q.Addresses)
 	return b.c.agentNode(n), nil
 }
 
@@ -153,9 +153,27 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	}
 	t := c.newTask(n)
 	defer t.release()
-	c.firstHeartbeat(ctx, t, hb.CallbackURL)
+	// The first heartbeat of a boot attempt is marked in the node and
+	// recorded as a boot stage once the node is saved: the mark rides on
+	// the save the heartbeat makes anyway, so later heartbeats cost no
+	// extra write or query.
+	first := markFirstHeartbeat(n)
+	save := func() bool {
+		if err := t.save(ctx); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+			return false
+		}
+		if first {
+			c.recordFirstHeartbeat(ctx, n, hb.CallbackURL)
+		}
+		return true
+	}
 	state := n.ProvisionState
 	if !heartbeatAllowed(state, c.fastTrackable(t)) {
+		if first {
+			// Nothing else is saved for this heartbeat: save the mark.
+			save()
+		}
 		return
 	}
 	c.metrics.heartbeats.WithLabelValues(string(n.ProvisionState)).Inc()
@@ -174,19 +192,14 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:
 	default:
 		// Record-only states.
-		if err := t.save(ctx); err != nil {
-			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
-		}
+		save()
 		return
 	}
 	if n.Maintenance {
-		if err := t.save(ctx); err != nil {
-			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
-		}
+		save()
 		return
 	}
-	if err := t.save(ctx); err != nil {
-		c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+	if !save() {
 		return
 	}
 	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {

@@ -20,7 +20,6 @@ type Metrics struct {
 	workers       prometheus.Gauge
 	watchDropped  prometheus.Counter
 
-	bootStages        *prometheus.CounterVec
 	bootStagesDropped prometheus.Counter
 }
 
@@ -68,10 +67,6 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "watch_events_dropped_total",
 			Help: "Events dropped because a Watch or Subscribe consumer fell more than Options.WatchBuffer events behind.", ConstLabels: labels,
 		}),
-		bootStages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "anvil", Subsystem: "conductor", Name: "boot_stages_total",
-			Help: "Network boot stages recorded, by stage (those of machines without a boot configuration included).", ConstLabels: labels,
-		}, []string{"stage"}),
 		bootStagesDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "anvil", Subsystem: "conductor", Name: "boot_stages_dropped_total",
 			Help: "Boot stages dropped because more than Options.BootStageBuffer waited to be recorded, or the conductor was not running.", ConstLabels: labels,
@@ -82,7 +77,7 @@ func newMetrics(host string) *Metrics {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
 		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
-		m.bootStages, m.bootStagesDropped}
+		m.bootStagesDropped}
 }
 
 // Describe implements prometheus.Collector.

@@ -152,9 +152,10 @@ type Options struct {
 	// last_error saying where the boot stopped; not in a state whose
 	// callback timeout is disabled.
 	BootStageDeadlines stage.Deadlines
-	// BootStageBuffer bounds how many boot stages (ObserveBootStage) wait
-	// to be recorded; beyond it they are dropped and counted
-	// (anvil_conductor_boot_stages_dropped_total). Default
+	// BootStageBuffer bounds how many boot stages (those ObserveBootStage
+	// receives and the agents' lookups) wait to be written into node
+	// history; beyond it they are dropped, never waited for, and counted
+	// (anvil_conductor_boot_stages_dropped_total). Zero or negative means
 	// DefaultBootStageBuffer.
 	BootStageBuffer int
 

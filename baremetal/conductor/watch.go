@@ -61,7 +61,9 @@ type Event struct {
 	// PowerState is the node's power state after a power event.
 	PowerState statemachine.PowerState
 	// BootStage is the stage of an EventBootStage, and Detail says what
-	// happened ("DHCP offered 192.0.2.23, boot file undionly.kpxe").
+	// happened ("DHCP offered 192.0.2.23, boot file undionly.kpxe"), as
+	// the node's history entry of the stage does; both are empty in
+	// events of other types.
 	BootStage stage.Stage
 	Detail    string
 	// Error is the failure, for transitions into failure states and

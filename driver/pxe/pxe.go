@@ -48,7 +48,10 @@ type Options struct {
 
 // InternalConfigKey is the driver_internal_info key recording which boot
 // configuration the interface last wrote: "ramdisk", "instance" (a
-// ramdisk deploy's instance) or "local".
+// ramdisk deploy's instance) or "local"; absent once it removed the
+// configuration. The interfaces write it and read it to decide what
+// their clean-ups remove; other code may read it but must not set it.
+// It is not the configuration itself, which is in the ConfigStore.
 const InternalConfigKey = "netboot_config"
 
 // Interfaces are the four network boot interfaces over one ConfigStore.
@@ -133,9 +136,14 @@ func (x *Interfaces) Bundle() driver.Bundle {
 func (b *Boot) Name() string { return b.name }
 
 // NetworkBoot returns the name of the netboot.Interface the
-// configurations of b are written for: the boot server serves b's ramdisk
-// boots, so they have boot stages. (A string, so that the conductor
-// recognises the capability without importing the boot server.)
+// configurations of b are written for ("ipxe", "http-ipxe", ...). Having
+// the method is what counts: the conductor treats any boot interface
+// with a NetworkBoot() string method as one whose ramdisk boots the boot
+// server serves, so after its PrepareRamdisk the conductor records
+// "boot prepared" and the stall check of Options.BootStageDeadlines
+// applies; the value is not read. A boot interface whose machines the
+// boot server does not boot must not have it. (A string, not a
+// netboot.Interface, so that the conductor need not import netboot.)
 func (b *Boot) NetworkBoot() string { return string(b.iface) }
 
 // needsUEFI reports whether b boots through UEFI HTTP boot.
