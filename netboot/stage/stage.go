@@ -210,13 +210,29 @@ func Current(records []Record) []Record {
 	return nil
 }
 
+// MaxSummaryRecords bounds the records Summary names: a firmware caught
+// in a loop (DHCP again and again) would otherwise make a last_error of
+// hundreds of entries.
+const MaxSummaryRecords = 12
+
 // Summary joins the records as "phrase at 15:04:05", oldest first, in the
 // location of their times. Repeated DHCP exchanges (a firmware retrying,
 // or iPXE asking again after the chain load) are kept: they show a loop.
+// Beyond MaxSummaryRecords it names the first record (where the attempt
+// began), how many were left out, and the newest ones (where it stopped).
 func Summary(records []Record) string {
-	parts := make([]string, 0, len(records))
-	for _, r := range records {
+	shown := records
+	omitted := 0
+	if len(records) > MaxSummaryRecords {
+		omitted = len(records) - MaxSummaryRecords
+		shown = append([]Record{records[0]}, records[1+omitted:]...)
+	}
+	parts := make([]string, 0, len(shown)+1)
+	for i, r := range shown {
 		parts = append(parts, r.Phrase()+" at "+r.At.Format("15:04:05"))
+		if i == 0 && omitted > 0 {
+			parts = append(parts, fmt.Sprintf("(%d more stages)", omitted))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

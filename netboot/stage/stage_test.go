@@ -1,6 +1,7 @@
 package stage_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,5 +92,24 @@ func TestRecorderKeepsRecordsInOrderAndCopies(t *testing.T) {
 	got[0].Stage = stage.Ramdisk
 	if r.Records()[0].Stage != stage.DHCPOffer {
 		t.Fatal("Records returned the recorder's own slice")
+	}
+}
+
+func TestSummaryOfALoopNamesTheStartAndTheEnd(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	recs := []stage.Record{{Stage: stage.Prepared, At: t0}}
+	for i := 1; i <= 500; i++ {
+		recs = append(recs, stage.Record{Stage: stage.DHCPOffer, Addr: "192.0.2.23", At: t0.Add(time.Duration(i) * time.Second)})
+	}
+	got := stage.Summary(recs)
+	want := "boot configuration written at 10:00:00, (489 more stages), DHCP offered 192.0.2.23 at 10:08:10"
+	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "DHCP offered 192.0.2.23 at 10:08:20") {
+		t.Fatalf("Summary = %q", got)
+	}
+	if n := strings.Count(got, "DHCP offered"); n != stage.MaxSummaryRecords-1 {
+		t.Fatalf("Summary names %d offers, want %d", n, stage.MaxSummaryRecords-1)
+	}
+	if short := recs[:stage.MaxSummaryRecords]; strings.Contains(stage.Summary(short), "more stages") {
+		t.Fatal("a short attempt lost records")
 	}
 }
