@@ -1,0 +1,205 @@
+package console
+
+// This file is the package's contract: the types and signatures the
+// console implementations (console/ipmisol), the conductor and embedders
+// build on. Bodies marked "contract" are filled in by the implementation.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/anvilmetal/anvil/clock"
+)
+
+// Sentinel errors callers branch on (errors.Is).
+var (
+	// ErrNoSession: no console is running for the node.
+	ErrNoSession = errors.New("console: no console session for the node")
+	// ErrWriterBusy: another client already holds the console's keyboard.
+	ErrWriterBusy = errors.New("console: another client is attached read-write")
+	// ErrTokenInvalid: the token is unknown, expired, or for another node.
+	ErrTokenInvalid = errors.New("console: console token is invalid or expired")
+	// ErrClosed: the manager is closed (the conductor is stopping).
+	ErrClosed = errors.New("console: manager is closed")
+	// ErrPortsExhausted: no free port in Options.PortRange.
+	ErrPortsExhausted = errors.New("console: no free port in the console port range")
+)
+
+// StartError says why a console did not start: the node, the program and
+// what it printed (secrets scrubbed).
+type StartError struct {
+	NodeUUID string
+	Program  string // base name of Command.Path
+	Output   string // the program's last output, scrubbed, at most 4 KiB
+	Err      error
+}
+
+func (e *StartError) Error() string {
+	s := fmt.Sprintf("console: node %s: starting %s: %v", e.NodeUUID, e.Program, e.Err)
+	if e.Output != "" {
+		s += ": " + e.Output
+	}
+	return s
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Command is a program a console runs. Secrets go in Env, never in Args,
+// where ps shows them.
+type Command struct {
+	Path string
+	Args []string
+	Env  []string
+}
+
+// Spec describes one node's console.
+type Spec struct {
+	NodeUUID string
+	// Command is the console itself, run under a pseudo-terminal: its
+	// output is what the machine prints, its input the keyboard. When it
+	// exits while the console is enabled it is started again, with
+	// backoff.
+	Command Command
+	// Before, when set, runs to completion before every start of Command
+	// (ipmitool's "sol deactivate", dropping a stale session); its
+	// failure is logged, not fatal.
+	Before *Command
+	// Port is the TCP port of the raw console (ipmi_terminal_port); 0
+	// takes one from Options.PortRange, or any free port.
+	Port int
+	// IdleTimeout closes an attached client after this long with no byte
+	// in either direction; 0 means Options.IdleTimeout. The console
+	// itself keeps running and recording.
+	IdleTimeout time.Duration
+	// Secrets are scrubbed from every log line, error and transcript
+	// chunk Anvil writes (the BMC password).
+	Secrets []string
+}
+
+// Options configures a Manager. Names follow Ironic's [console] options.
+type Options struct {
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// BindAddress is where raw TCP consoles listen ([console]socat_address;
+	// default 127.0.0.1).
+	BindAddress string
+	// PortRange is [console]port_range ("10000:20000"), inclusive; zero
+	// means any free port.
+	PortRange [2]int
+	// IdleTimeout is [console]terminal_timeout (default 600 s).
+	IdleTimeout time.Duration
+	// SubprocessTimeout is [console]subprocess_timeout (default 10 s): how
+	// long Start waits for the console program to come up, and Before to
+	// finish.
+	SubprocessTimeout time.Duration
+	// KillTimeout is [console]kill_timeout (default 1 s): SIGTERM to the
+	// process group, then SIGKILL after this long.
+	KillTimeout time.Duration
+	// TranscriptBytes bounds each session's in-memory transcript (default
+	// 1 MiB); the oldest chunks go first.
+	TranscriptBytes int
+	// TranscriptDir, when set, also appends each session's transcript to
+	// <dir>/<node-uuid>.log (file mode 0600).
+	TranscriptDir string
+	// TokenTTL is how long an issued token may open a WebSocket (default
+	// 10 minutes).
+	TokenTTL time.Duration
+}
+
+// Mode is how a client attaches.
+type Mode int
+
+const (
+	// ReadOnly clients see the output; any number may attach.
+	ReadOnly Mode = iota
+	// ReadWrite is the one client whose bytes reach the machine.
+	ReadWrite
+)
+
+// Info describes a running console.
+type Info struct {
+	NodeUUID  string
+	Addr      string // host:port of the raw TCP console
+	PID       int    // the console program's PID (0 between restarts)
+	StartedAt time.Time
+}
+
+// URL is the raw console's address as Ironic's socat console reports it
+// (tcp://host:port).
+func (i Info) URL() string { return "tcp://" + i.Addr }
+
+// Chunk is one piece of a transcript.
+type Chunk struct {
+	At    time.Time
+	Input bool // typed by the read-write client, not printed by the machine
+	Data  []byte
+}
+
+// Token lets its holder open one node's console over WebSocket until
+// Expires.
+type Token struct {
+	Value    string
+	NodeUUID string
+	Mode     Mode
+	Expires  time.Time
+}
+
+// Manager owns the running consoles of one process. It is safe for
+// concurrent use. Close stops them all and leaves no child process.
+type Manager struct {
+	contract struct{}
+}
+
+// NewManager returns a Manager with opts' defaults filled in.
+func NewManager(opts Options) *Manager { panic("contract") }
+
+// Start starts the node's console, replacing one already running for it
+// (Ironic's start_console), and returns when the program is up and the
+// TCP port listens, or with a *StartError after SubprocessTimeout.
+func (m *Manager) Start(ctx context.Context, spec Spec) (Info, error) { panic("contract") }
+
+// Stop stops the node's console and waits for its process group to be
+// gone. Stopping a console that is not running is not an error. The
+// transcript stays readable until the next Start.
+func (m *Manager) Stop(ctx context.Context, nodeUUID string) error { panic("contract") }
+
+// Info reports the node's running console.
+func (m *Manager) Info(nodeUUID string) (Info, bool) { panic("contract") }
+
+// Attach connects a client to the node's console. A second ReadWrite
+// client fails with ErrWriterBusy.
+func (m *Manager) Attach(ctx context.Context, nodeUUID string, mode Mode) (*Client, error) {
+	panic("contract")
+}
+
+// Transcript returns a copy of the node's latest session transcript,
+// oldest first, or ErrNoSession when the node never had one.
+func (m *Manager) Transcript(nodeUUID string) ([]Chunk, error) { panic("contract") }
+
+// IssueToken returns a token for the node's console; the node's console
+// must be running.
+func (m *Manager) IssueToken(nodeUUID string, mode Mode) (Token, error) { panic("contract") }
+
+// Handler serves the browser page (GET {node-uuid}?token=T), its assets
+// (GET assets/...) and the WebSocket (GET {node-uuid}/ws?token=T, binary
+// messages of plain bytes both ways) under the prefix it is mounted at
+// with http.StripPrefix.
+func (m *Manager) Handler() http.Handler { panic("contract") }
+
+// Close stops every console and refuses new ones with ErrClosed.
+func (m *Manager) Close() error { panic("contract") }
+
+// Client is one attached console client: Read returns the machine's
+// output from the moment of attaching, Write sends keystrokes (ReadWrite
+// only). A client that falls more than its buffer behind is closed.
+type Client struct {
+	contract struct{}
+}
+
+func (c *Client) Read(p []byte) (int, error)  { panic("contract") }
+func (c *Client) Write(p []byte) (int, error) { panic("contract") }
+func (c *Client) Close() error                { panic("contract") }
