@@ -81,7 +81,7 @@ func ExampleMovesFor() {
 	acquired, released := hashring.MovesFor("c2", before, after, keys)
 	fmt.Println("c2 takes over", acquired, "and gives up", released)
 	// Output:
-	// 78e51061-7311-48a3-82ce-6f447ed4d57b c3 -> c2
-	// 35bf992d-c9e9-4616-a12e-7696a6cecc1b c3 -> c2
-	// c2 takes over [78e51061-7311-48a3-82ce-6f447ed4d57b 35bf992d-c9e9-4616-a12e-7696a6cecc1b] and gives up []
+	// 1e2feb89-414c-443c-9027-c4d1c386bbc4 c3 -> c2
+	// 35bf992d-c9e9-4616-a12e-7696a6cecc1b c3 -> c1
+	// c2 takes over [1e2feb89-414c-443c-9027-c4d1c386bbc4] and gives up []
 }

@@ -6,15 +6,19 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Algorithm selects how a Ring places members and keys.
 type Algorithm uint8
 
 const (
-	// Balanced is Anvil's default: 512 virtual points per unit of weight,
-	// placed with XXH64 and the SplitMix64 finaliser, keys hashed with
-	// XXH64, looked up through a bucket index. See the package
+	// Balanced is Anvil's default: 1,024 virtual points per unit of
+	// weight, placed with XXH64 and the SplitMix64 finaliser, keys hashed
+	// with XXH64; a key goes to the member with the lowest score, its
+	// distance to the member's nearest point times a per-key factor, found
+	// through a bucket index and a short walk. See the package
 	// documentation for why it was chosen and what it measures.
 	Balanced Algorithm = iota
 	// IronicCompatible reproduces tooz's HashRing as Ironic configures
@@ -238,30 +242,6 @@ func (r *Ring) index(name string) (int, bool) {
 	return slices.BinarySearch(r.names, name)
 }
 
-// numPoints returns the number of points on the ring.
-func (r *Ring) numPoints() int {
-	if r.cfg.Algorithm == IronicCompatible {
-		return len(r.ironic.pts)
-	}
-	return len(r.bal.pts)
-}
-
-// start returns the position of the first point that follows key's hash.
-func (r *Ring) start(key string) int {
-	if r.cfg.Algorithm == IronicCompatible {
-		return r.ironic.first(key)
-	}
-	return r.bal.first(key)
-}
-
-// ownerAt returns the member index owning point i.
-func (r *Ring) ownerAt(i int) uint32 {
-	if r.cfg.Algorithm == IronicCompatible {
-		return r.ironic.pts[i].owner
-	}
-	return r.bal.ownerAt(i)
-}
-
 // Get returns the member that owns key: for a conductor ring, the
 // conductor that manages the node whose UUID is key. It allocates nothing.
 // It returns ErrEmptyRing if the ring has no members.
@@ -272,7 +252,7 @@ func (r *Ring) Get(key string) (string, error) {
 	if r.cfg.Algorithm == IronicCompatible {
 		return r.names[r.ironic.pts[r.ironic.first(key)].owner], nil
 	}
-	return r.names[r.bal.ownerAt(r.bal.first(key))], nil
+	return r.names[r.bal.owner(xxhash.Sum64String(key))], nil
 }
 
 // GetN appends to dst up to n distinct members for key, in preference
@@ -312,10 +292,13 @@ func (r *Ring) GetN(dst []string, key string, n int, ignore ...string) ([]string
 		return dst, ErrNoOwner
 	}
 	want := min(n, eligible)
-	points := r.numPoints()
-	i := r.start(key)
+	if r.cfg.Algorithm != IronicCompatible {
+		return r.bal.appendRanked(dst, r.names, xxhash.Sum64String(key), want, seen), nil
+	}
+	points := len(r.ironic.pts)
+	i := r.ironic.first(key)
 	for steps := 0; want > 0 && steps < points; steps++ {
-		m := r.ownerAt(i)
+		m := r.ironic.pts[i].owner
 		if seen[m/64]&(1<<(m%64)) == 0 {
 			seen[m/64] |= 1 << (m % 64)
 			dst = append(dst, r.names[m])
