@@ -209,6 +209,9 @@ type NodeFilter struct {
 	// ConductorAffinityNot matches nodes whose conductor affinity differs
 	// from this conductor ID (the takeover query); 0 disables it.
 	ConductorAffinityNot int64
+	// ConsoleEnabled matches the console_enabled flag when not nil (the
+	// console restore query at start-up and takeover).
+	ConsoleEnabled *bool
 }
 
 // Page bounds a listing: at most Limit items (0 for no limit) that come

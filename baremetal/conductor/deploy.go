@@ -79,6 +79,13 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	t.consumeIntent()
 	n := t.node
+	// An enabled console is stopped, not disabled: it is not exposed to
+	// the next instance's user until the next deploy starts it again.
+	if err := c.parkConsole(ctx, t); err != nil {
+		msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+		t.fail(ctx, msg, false)
+		return err
+	}
 	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.

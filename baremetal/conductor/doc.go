@@ -124,6 +124,45 @@
 // explains when a dead conductor's nodes are released and how each
 // interrupted operation is resumed, restarted, left to wait or failed.
 //
+// # Consoles
+//
+// SetConsoleMode enables or disables a node's serial console and returns
+// once the request is accepted (validation errors come back at once); the
+// node's owner starts or stops the console, because a console is a
+// process of the conductor that runs it. ConsoleInfo reports the mode
+// and, for an enabled console, its type and URL:
+//
+//	if err := cond.SetConsoleMode(ctx, "n1", true); err != nil {
+//		return err // unsupported, invalid driver_info, locked: nothing changed
+//	}
+//	// ... once the node's history (or Watch, EventConsole) says
+//	// "console enabled":
+//	st, err := cond.ConsoleInfo(ctx, "n1")
+//	fmt.Println(st.Enabled, st.Info.URL)
+//
+// console_enabled is the operator's wish and outlives the processes: a
+// conductor that starts again starts the enabled consoles of its nodes; a
+// node's new owner starts the console its old owner ran (once that owner
+// is dead, or has stopped it: two processes never hold one BMC's
+// serial-over-LAN session); a tear-down stops the console but keeps it
+// enabled, so that it is not exposed to the next instance's user, and the
+// next deploy starts it again as the node goes active. A console that
+// cannot be started then is disabled, and last_error says why. Delete
+// stops and disables it. Every one of these lands in the node history
+// (event type "console") and in Watch (EventConsole).
+//
+// Stop and Drain leave consoles alone (console_enabled stays, so the next
+// start or the new owner starts them again): the console processes
+// belong to the embedder's console.Manager, which the console interface
+// (console/ipmisol) starts them through. An embedder closes that manager
+// after the conductor has stopped, so that no console outlives the
+// process and none is stopped under a running operation:
+//
+//	consoles := console.NewManager(console.Options{})
+//	// ... register ipmisol with consoles, build and Launch cond ...
+//	defer consoles.Close() // runs after cond.Stop: no orphan console
+//	defer cond.Stop(ctx)
+//
 // # Running under controller-runtime
 //
 // A Kubernetes operator adds the conductor to its manager:
@@ -152,6 +191,9 @@
 //	ErrDeleteRefused          *VerbError: Delete in a state that forbids it
 //	ErrNodeFailed             *WaitError: WaitFor saw the node fail
 //	ErrNoConductor            *NoConductorError: no live conductor owns the node
+//	ErrConsoleNotEnabled      *ConsoleNotEnabledError: ConsoleInfo of a disabled console
+//	driver.ErrUnsupported     *driver.UnsupportedError: the node has no such
+//	                          interface (SetConsoleMode on no-console)
 //	baremetal.ErrNotFound, baremetal.ErrNodeLocked, baremetal.ErrInvalidInput
 //	                          from the store: unknown node, node locked past the
 //	                          LockPolicy, a field the node cannot have

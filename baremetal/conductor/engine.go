@@ -132,7 +132,9 @@ func (c *Conductor) Store() baremetal.Store { return c.store }
 // Launch registers the conductor, recovers from a previous run of the same
 // hostname (clears its reservations and pending power actions, fails the
 // nodes it left in an active "-ing" state without a pending intent), picks
-// up accepted intents, and starts the worker pool and the periodic tasks.
+// up accepted intents, starts again the enabled consoles of the nodes it
+// owns (a console that does not start is disabled, with last_error), and
+// starts the worker pool and the periodic tasks.
 // The goroutines run until Stop; ctx bounds only the start-up itself, and
 // Launch returns as soon as the conductor runs (Run, and Start, are the
 // blocking forms).
@@ -182,6 +184,7 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	if err := c.recoverNodes(ctx); err != nil {
 		c.log.Warn("start-up recovery incomplete", "error", err)
 	}
+	c.restoreConsoles(ctx)
 	c.startPeriodics(bg)
 	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
 	return nil
@@ -206,7 +209,10 @@ func (c *Conductor) hardwareInterfaces() []baremetal.HardwareInterface {
 // fail or resume), releases the conductor's reservations and unregisters
 // it. Intents still queued stay in the database for the next owner. Last,
 // it ends every Subscribe and closes every Watch channel, waiting for their
-// goroutines to return.
+// goroutines to return. Stop leaves the running consoles alone, their
+// nodes' console_enabled set for the next start or the new owner: the
+// embedder closes its console.Manager after Stop (see "Consoles" in the
+// package doc).
 func (c *Conductor) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.state == lifecycleNew {

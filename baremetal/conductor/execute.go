@@ -60,6 +60,8 @@ func (c *Conductor) execute(ctx context.Context, t *task, in intent) {
 		err = c.doPower(ctx, t, in)
 	case opContinueInspection:
 		err = c.doContinueInspection(ctx, t, in)
+	case opConsole:
+		err = c.doConsole(ctx, t, in)
 	default:
 		t.consumeIntent()
 		err = fmt.Errorf("baremetal: node %s: unknown intent %q", t.uuid(), in.Op)

@@ -26,3 +26,7 @@ func (c *Conductor) CheckOrphanNodes(ctx context.Context) { c.checkOrphanNodes(c
 
 // SyncLocalState runs syncLocalState once.
 func (c *Conductor) SyncLocalState(ctx context.Context) { c.syncLocalState(ctx) }
+
+// ConsoleHostKey is the driver_internal_info key naming the conductor
+// that runs a node's console, for the tests of the console hand-over.
+const ConsoleHostKey = consoleHostKey

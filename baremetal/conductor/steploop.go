@@ -387,6 +387,9 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 		}
 		return t.process(ctx, statemachine.EventDone, moveOpts{})
 	case steps.Deploy:
+		// An enabled console starts as the node goes active; a console
+		// that does not start fails nothing but itself.
+		c.startConsoleInDeploy(ctx, t)
 		return t.process(ctx, statemachine.EventDone, moveOpts{})
 	default:
 		return t.process(ctx, statemachine.EventDone, moveOpts{})

@@ -42,7 +42,8 @@ const EventTakeover EventType = "takeover"
 
 // takeOverInterrupted handles the owned, unreserved nodes left in an
 // active state with no pending intent: a dead (or restarted) conductor
-// was running them.
+// was running them. Then the consoles the dead conductor ran start on
+// their nodes' owners (syncConsoles).
 func (c *Conductor) takeOverInterrupted(ctx context.Context) {
 	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Reserved: new(false)})
 	if err != nil {
@@ -71,6 +72,7 @@ func (c *Conductor) takeOverInterrupted(ctx context.Context) {
 	}
 	close(work)
 	wg.Wait()
+	c.syncConsoles(ctx)
 }
 
 // interrupted says n was left mid-operation: unreserved, no intent waiting
@@ -430,9 +432,10 @@ func (c *Conductor) agentRunsStep(ctx context.Context, t *task, kind steps.Kind,
 // §4.6): active nodes this conductor owns whose conductor affinity names
 // another conductor (or none) are re-prepared here (deploy Prepare and
 // TakeOver, which re-create conductor-local boot configuration) and their
-// affinity set to this conductor. At most PeriodicMaxWorkers nodes are
-// handled per run. It is a periodic task (tests call it through
-// export_test.go).
+// affinity set to this conductor, and their enabled consoles started
+// here. At most PeriodicMaxWorkers nodes are handled per run. Then the
+// consoles of every state move to their owners (syncConsoles). It is a
+// periodic task (tests call it through export_test.go).
 func (c *Conductor) syncLocalState(ctx context.Context) {
 	cl := c.cluster
 	if cl == nil || c.record == nil {
@@ -447,7 +450,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 	done := 0
 	for _, n := range nodes {
 		if done >= c.opts.PeriodicMaxWorkers {
-			return
+			break
 		}
 		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
 		if err != nil {
@@ -456,6 +459,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 		done++
 		c.reprepare(ctx, c.newTask(locked))
 	}
+	c.syncConsoles(ctx)
 }
 
 func (c *Conductor) reprepare(ctx context.Context, t *task) {
@@ -484,6 +488,7 @@ func (c *Conductor) reprepare(ctx context.Context, t *task) {
 	c.countTakeover(c.cluster, "reprepared")
 	c.history(ctx, n.UUID, "takeover", "conductor",
 		fmt.Sprintf("conductor %s (id %d) re-prepared the active node, previously prepared by conductor id %d", c.host, c.record.ID, previous), baremetal.HistoryInfo)
+	c.takeOverConsole(ctx, t)
 }
 
 // agentGone reports whether err from an agent call means no agent answers

@@ -169,6 +169,10 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*barem
 
 // Delete removes node ident, only in the states Ironic allows (enroll,
 // manageable, adopt failed, and available unless RefuseDeletingAvailable).
+// An enabled console is stopped and disabled first; a console that does
+// not stop is logged and recorded in the history, and the node is deleted
+// anyway, as in Ironic. Delete is refused (ErrDeleteRefused) while the
+// console runs on another live conductor, which alone can stop it.
 func (c *Conductor) Delete(ctx context.Context, ident string) error {
 	t, err := c.acquire(ctx, ident)
 	if err != nil {
@@ -183,6 +187,18 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 	if n.Associated() {
 		t.release()
 		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused, Reason: "an instance is associated"}
+	}
+	if n.ConsoleEnabled {
+		if host, elsewhere := c.consoleRunsElsewhere(n); elsewhere {
+			t.release()
+			return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+				Reason: fmt.Sprintf("its console runs on conductor %s, which alone can stop it; retry once the console has moved (at its next console sync) or call Delete there", host)}
+		}
+		c.stopConsoleForDelete(ctx, t)
+		if err := t.save(ctx); err != nil {
+			t.release()
+			return err
+		}
 	}
 	t.release()
 	if err := c.store.DeleteNode(ctx, n.UUID); err != nil {

@@ -324,6 +324,13 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 		conds = append(conds, "(conductor_affinity IS NULL OR conductor_affinity <> ?)")
 		args = append(args, f.ConductorAffinityNot)
 	}
+	if f.ConsoleEnabled != nil {
+		if *f.ConsoleEnabled {
+			conds = append(conds, "console_enabled = TRUE")
+		} else {
+			conds = append(conds, "console_enabled = FALSE")
+		}
+	}
 	if page.Marker != "" {
 		var id int64
 		err := s.r.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), strings.ToLower(page.Marker)).Scan(&id)

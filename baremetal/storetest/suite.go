@@ -457,7 +457,7 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		n := &baremetal.Node{
 			Name: fmt.Sprintf("n%02d", i), ProvisionState: states[i%len(states)],
 			Driver: []string{"ipmi", "redfish"}[i%2], ConductorGroup: []string{"", "rack-1", "rack-2"}[i%3],
-			Maintenance: i%5 == 0, ConductorAffinity: int64(i % 4),
+			Maintenance: i%5 == 0, ConductorAffinity: int64(i % 4), ConsoleEnabled: i%7 == 1,
 		}
 		if i%4 == 0 {
 			n.InstanceUUID = fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i)
@@ -521,6 +521,8 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	check("associated", baremetal.NodeFilter{Associated: new(true)}, func(n *baremetal.Node) bool { return n.InstanceUUID != "" })
 	check("unassociated", baremetal.NodeFilter{Associated: new(false)}, func(n *baremetal.Node) bool { return n.InstanceUUID == "" })
 	check("affinity not", baremetal.NodeFilter{ConductorAffinityNot: 2}, func(n *baremetal.Node) bool { return n.ConductorAffinity != 2 })
+	check("console enabled", baremetal.NodeFilter{ConsoleEnabled: new(true)}, func(n *baremetal.Node) bool { return n.ConsoleEnabled })
+	check("console disabled", baremetal.NodeFilter{ConsoleEnabled: new(false)}, func(n *baremetal.Node) bool { return !n.ConsoleEnabled })
 	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"

@@ -15,6 +15,7 @@ package fake
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -684,8 +685,15 @@ func (f *Console) StopConsole(ctx context.Context, t *driver.Task) error {
 	return nil
 }
 
-// GetConsole returns a fake:// URL when the console is enabled and an
-// empty URL otherwise.
+// ErrConsoleNotStarted is returned by the fake console's GetConsole for a
+// console that was not started: a running console is what a real
+// implementation reports on (its process and port), so a caller asking
+// about a stopped one has lost track of it, and the fake says so rather
+// than hand out an address nothing listens on.
+var ErrConsoleNotStarted = errors.New("console/fake: the console is not started")
+
+// GetConsole returns the fake:// URL of a started console; for a console
+// not started it fails with ErrConsoleNotStarted.
 func (f *Console) GetConsole(ctx context.Context, t *driver.Task) (driver.ConsoleInfo, error) {
 	if err := f.begin(ctx, t, "get_console"); err != nil {
 		return driver.ConsoleInfo{}, err
@@ -693,7 +701,7 @@ func (f *Console) GetConsole(ctx context.Context, t *driver.Task) (driver.Consol
 	if on, _ := t.DriverInternalInfo[ConsoleEnabledKey].(bool); on {
 		return driver.ConsoleInfo{Type: "fake", URL: "fake://console/" + t.NodeUUID}, nil
 	}
-	return driver.ConsoleInfo{Type: "fake"}, nil
+	return driver.ConsoleInfo{}, fmt.Errorf("%w on %s", ErrConsoleNotStarted, t)
 }
 
 // Vendor is the "fake" vendor implementation with two passthru

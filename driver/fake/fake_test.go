@@ -98,3 +98,31 @@ func TestFakeInspectRecordsPropertiesAndPort(t *testing.T) {
 		t.Error("AddPort added a duplicate MAC")
 	}
 }
+
+// TestFakeConsoleReportsOnlyAStartedConsole walks the fake console
+// through start, get and stop: only a started console has an address,
+// the state survives in driver_internal_info (a restarted process reads
+// it back), and a stop makes GetConsole refuse again.
+func TestFakeConsoleReportsOnlyAStartedConsole(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewConsole(fake.Config{})
+	task := newTask()
+	if _, err := c.GetConsole(ctx, task); !errors.Is(err, fake.ErrConsoleNotStarted) {
+		t.Fatalf("GetConsole before start = %v, want ErrConsoleNotStarted", err)
+	}
+	if err := c.StartConsole(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newTask()
+	fresh.DriverInternalInfo = task.Changes().DriverInternalInfo
+	info, err := c.GetConsole(ctx, fresh)
+	if err != nil || info.Type != "fake" || info.URL != "fake://console/"+task.NodeUUID {
+		t.Fatalf("GetConsole after start = %+v, %v", info, err)
+	}
+	if err := c.StopConsole(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetConsole(ctx, fresh); !errors.Is(err, fake.ErrConsoleNotStarted) {
+		t.Errorf("GetConsole after stop = %v, want ErrConsoleNotStarted", err)
+	}
+}
