@@ -78,13 +78,33 @@ func machine() int {
 		fmt.Printf("%s\r\n", b)
 	}
 	fmt.Printf("ANVIL MACHINE pid %d\r\n", os.Getpid())
+	typed := make(chan struct{})
+	if every, err := time.ParseDuration(os.Getenv("MACHINE_BANNER_EVERY")); err == nil {
+		// For a viewer that attaches late (a browser): the banner again
+		// until the first line arrives.
+		go func() {
+			for {
+				select {
+				case <-typed:
+					return
+				case <-time.After(every):
+					fmt.Printf("ANVIL MACHINE pid %d\r\n", os.Getpid())
+				}
+			}
+		}()
+	}
 	if r := os.Getenv("MACHINE_READY"); r != "" {
 		time.Sleep(200 * time.Millisecond)
 		fmt.Printf("%s\r\n", r)
 	}
 	fmt.Print("machine> ")
 	sc := bufio.NewScanner(os.Stdin)
+	first := true
 	for sc.Scan() {
+		if first {
+			close(typed)
+			first = false
+		}
 		line := strings.TrimSpace(sc.Text())
 		switch line {
 		case "exit":
