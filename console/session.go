@@ -101,7 +101,7 @@ func newSession(m *Manager, spec Spec, ln net.Listener) (*session, error) {
 func (s *session) discard() {
 	s.cancel()
 	_ = s.ln.Close()
-	s.tr.close()
+	_ = s.tr.close()
 	close(s.done)
 }
 
@@ -189,7 +189,9 @@ func (s *session) finish() {
 	for c := range s.clients {
 		s.detachLocked(c, io.EOF)
 	}
-	s.tr.close()
+	if err := s.tr.close(); err != nil {
+		s.logger().warn("console transcript file incomplete", "error", err)
+	}
 }
 
 // runBefore runs Spec.Before to completion, bounded by SubprocessTimeout.
