@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/anvilmetal/anvil/console"
 )
 
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	os.Exit(m.Run())
+	// Every goroutine of the package has an owner that stops it: none may
+	// be left once the tests' Managers are closed.
+	goleak.VerifyTestMain(m)
 }
 
 // helper returns the Command that runs this test binary as mode.
