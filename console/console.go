@@ -1,15 +1,9 @@
 package console
 
-// This file is the package's contract: the types and signatures the
-// console implementations (console/ipmisol), the conductor and embedders
-// build on. Bodies marked "contract" are filled in by the implementation.
-
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/anvilmetal/anvil/clock"
@@ -27,7 +21,27 @@ var (
 	ErrClosed = errors.New("console: manager is closed")
 	// ErrPortsExhausted: no free port in Options.PortRange.
 	ErrPortsExhausted = errors.New("console: no free port in the console port range")
+	// ErrReadOnly: a ReadOnly client tried to write.
+	ErrReadOnly = errors.New("console: client is attached read-only")
+	// ErrIdleTimeout: the client was closed after its idle timeout with no
+	// byte in either direction.
+	ErrIdleTimeout = errors.New("console: client idle timeout")
+	// ErrClientTooSlow: the client fell more than its buffer behind the
+	// console's output and was closed so the console does not wait for it.
+	ErrClientTooSlow = errors.New("console: client fell too far behind the output")
 )
+
+// SpecError says which field of a Spec or Options is wrong and what was
+// expected; Start returns it before touching any process or port.
+type SpecError struct {
+	NodeUUID string
+	Field    string // "Spec.Command.Path", "Options.PortRange", ...
+	Want     string
+}
+
+func (e *SpecError) Error() string {
+	return fmt.Sprintf("console: node %s: %s: want %s", e.NodeUUID, e.Field, e.Want)
+}
 
 // StartError says why a console did not start: the node, the program and
 // what it printed (secrets scrubbed).
@@ -76,8 +90,13 @@ type Spec struct {
 	// itself keeps running and recording.
 	IdleTimeout time.Duration
 	// Secrets are scrubbed from every log line, error and transcript
-	// chunk Anvil writes (the BMC password).
+	// chunk Anvil writes (the BMC password), and from what clients see.
 	Secrets []string
+	// Ready, when set, is the text the program prints once it is up
+	// (ipmitool's "[SOL Session operational"): Start waits for it. When
+	// empty the program counts as up once it is still alive 100 ms after
+	// starting.
+	Ready string
 }
 
 // Options configures a Manager. Names follow Ironic's [console] options.
@@ -113,6 +132,16 @@ type Options struct {
 // Mode is how a client attaches.
 type Mode int
 
+func (m Mode) String() string {
+	switch m {
+	case ReadOnly:
+		return "read-only"
+	case ReadWrite:
+		return "read-write"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
 const (
 	// ReadOnly clients see the output; any number may attach.
 	ReadOnly Mode = iota
@@ -147,59 +176,3 @@ type Token struct {
 	Mode     Mode
 	Expires  time.Time
 }
-
-// Manager owns the running consoles of one process. It is safe for
-// concurrent use. Close stops them all and leaves no child process.
-type Manager struct {
-	contract struct{}
-}
-
-// NewManager returns a Manager with opts' defaults filled in.
-func NewManager(opts Options) *Manager { panic("contract") }
-
-// Start starts the node's console, replacing one already running for it
-// (Ironic's start_console), and returns when the program is up and the
-// TCP port listens, or with a *StartError after SubprocessTimeout.
-func (m *Manager) Start(ctx context.Context, spec Spec) (Info, error) { panic("contract") }
-
-// Stop stops the node's console and waits for its process group to be
-// gone. Stopping a console that is not running is not an error. The
-// transcript stays readable until the next Start.
-func (m *Manager) Stop(ctx context.Context, nodeUUID string) error { panic("contract") }
-
-// Info reports the node's running console.
-func (m *Manager) Info(nodeUUID string) (Info, bool) { panic("contract") }
-
-// Attach connects a client to the node's console. A second ReadWrite
-// client fails with ErrWriterBusy.
-func (m *Manager) Attach(ctx context.Context, nodeUUID string, mode Mode) (*Client, error) {
-	panic("contract")
-}
-
-// Transcript returns a copy of the node's latest session transcript,
-// oldest first, or ErrNoSession when the node never had one.
-func (m *Manager) Transcript(nodeUUID string) ([]Chunk, error) { panic("contract") }
-
-// IssueToken returns a token for the node's console; the node's console
-// must be running.
-func (m *Manager) IssueToken(nodeUUID string, mode Mode) (Token, error) { panic("contract") }
-
-// Handler serves the browser page (GET {node-uuid}?token=T), its assets
-// (GET assets/...) and the WebSocket (GET {node-uuid}/ws?token=T, binary
-// messages of plain bytes both ways) under the prefix it is mounted at
-// with http.StripPrefix.
-func (m *Manager) Handler() http.Handler { panic("contract") }
-
-// Close stops every console and refuses new ones with ErrClosed.
-func (m *Manager) Close() error { panic("contract") }
-
-// Client is one attached console client: Read returns the machine's
-// output from the moment of attaching, Write sends keystrokes (ReadWrite
-// only). A client that falls more than its buffer behind is closed.
-type Client struct {
-	contract struct{}
-}
-
-func (c *Client) Read(p []byte) (int, error)  { panic("contract") }
-func (c *Client) Write(p []byte) (int, error) { panic("contract") }
-func (c *Client) Close() error                { panic("contract") }

@@ -1,0 +1,385 @@
+//go:build linux
+
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/console"
+)
+
+// helperEnv selects what the re-executed test binary does: the hermetic
+// "machine" a console talks to, and the other programs the tests need.
+const helperEnv = "ANVIL_CONSOLE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// helper returns the Command that runs this test binary as mode.
+func helper(mode string, env ...string) console.Command {
+	return console.Command{
+		Path: os.Args[0],
+		Args: []string{"-test.run=^TestHelperMachine$"},
+		Env:  append([]string{helperEnv + "=" + mode}, env...),
+	}
+}
+
+// TestHelperMachine is the name the helper command runs under; the work
+// is done by TestMain before any test runs, so in a normal run it only
+// checks that the helper modes are all known.
+func TestHelperMachine(t *testing.T) {
+	for _, mode := range []string{"machine", "spawn", "before", "sleep", "fail", "stubborn", "manager"} {
+		if _, ok := helperModes[mode]; !ok {
+			t.Errorf("helper mode %q is not defined", mode)
+		}
+	}
+}
+
+var helperModes = map[string]func() int{
+	"machine":  machine,
+	"spawn":    spawnThenMachine,
+	"before":   before,
+	"sleep":    sleepForever,
+	"fail":     fail,
+	"stubborn": stubborn,
+	"manager":  managerChild,
+}
+
+func runHelper(mode string) int {
+	f, ok := helperModes[mode]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+		return 2
+	}
+	return f()
+}
+
+// machine prints a banner and a prompt, and answers each line with the
+// line upper-cased. "exit" exits with status 3; "secret" prints the
+// password from MACHINE_SECRET, as a careless BMC might.
+func machine() int {
+	if b := os.Getenv("MACHINE_BANNER"); b != "" {
+		fmt.Printf("%s\r\n", b)
+	}
+	fmt.Printf("ANVIL MACHINE pid %d\r\n", os.Getpid())
+	if r := os.Getenv("MACHINE_READY"); r != "" {
+		time.Sleep(200 * time.Millisecond)
+		fmt.Printf("%s\r\n", r)
+	}
+	fmt.Print("machine> ")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch line {
+		case "exit":
+			return 3
+		case "secret":
+			fmt.Printf("the password is %s\r\n", os.Getenv("MACHINE_SECRET"))
+		default:
+			fmt.Printf("machine got: %s\r\n", strings.ToUpper(line))
+		}
+		fmt.Print("machine> ")
+	}
+	return 0
+}
+
+// spawnThenMachine starts a grandchild (sleepForever) in its own process
+// group's default state, prints its PID, then acts as the machine.
+func spawnThenMachine() int {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=sleep")
+	if err := cmd.Start(); err != nil {
+		fmt.Printf("spawn failed: %v\r\n", err)
+		return 1
+	}
+	fmt.Printf("grandchild %d\r\n", cmd.Process.Pid)
+	return machine()
+}
+
+// before appends one line to BEFORE_FILE.
+func before() int {
+	f, err := os.OpenFile(os.Getenv("BEFORE_FILE"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "before %d\n", time.Now().UnixNano())
+	if os.Getenv("BEFORE_FAIL") != "" {
+		fmt.Printf("before failed with %s\n", os.Getenv("MACHINE_SECRET"))
+		return 1
+	}
+	return 0
+}
+
+// sleepForever sleeps (it dies of SIGHUP, SIGTERM or SIGKILL).
+func sleepForever() int {
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// fail prints an error naming the password, as ipmitool does not but a
+// careless program might, and exits 1.
+func fail() int {
+	fmt.Printf("Error: unable to establish session with password %s\r\n", os.Getenv("MACHINE_SECRET"))
+	return 1
+}
+
+// stubborn ignores SIGTERM and SIGHUP, so only SIGKILL ends it.
+func stubborn() int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
+	return machine()
+}
+
+// managerChild runs a Manager with one console whose program spawns a
+// grandchild, prints "PIDS <console> <grandchild>" and waits to be
+// killed. With MANAGER_CLOSE set it closes the Manager instead and
+// prints "CLOSED".
+func managerChild() int {
+	m := console.NewManager(console.Options{KillTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	info, err := m.Start(ctx, console.Spec{NodeUUID: "orphan-test", Command: helper("spawn")})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	tr := waitTranscript(m, "orphan-test", "machine> ", 10*time.Second)
+	gpid := 0
+	for _, f := range strings.Fields(tr) {
+		if n, err := strconv.Atoi(f); err == nil && strings.Contains(tr, "grandchild "+f) {
+			gpid = n
+			break
+		}
+	}
+	fmt.Printf("PIDS %d %d\n", info.PID, gpid)
+	if os.Getenv("MANAGER_CLOSE") != "" {
+		if err := m.Close(); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Println("CLOSED")
+		return 0
+	}
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// waitTranscript waits until the node's output transcript contains want
+// and returns the whole output.
+func waitTranscript(m *console.Manager, node, want string, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		out := outputOf(m, node)
+		if strings.Contains(out, want) || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func outputOf(m *console.Manager, node string) string {
+	chunks, _ := m.Transcript(node)
+	var b strings.Builder
+	for _, c := range chunks {
+		if !c.Input {
+			b.Write(c.Data)
+		}
+	}
+	return b.String()
+}
+
+func inputOf(m *console.Manager, node string) string {
+	chunks, _ := m.Transcript(node)
+	var b strings.Builder
+	for _, c := range chunks {
+		if c.Input {
+			b.Write(c.Data)
+		}
+	}
+	return b.String()
+}
+
+// reader collects what an io.Reader returns, for checks that wait for
+// some text.
+type reader struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	err  error
+	done chan struct{}
+}
+
+func collect(r io.Reader) *reader {
+	rd := &reader{done: make(chan struct{})}
+	go func() {
+		defer close(rd.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := r.Read(b)
+			rd.mu.Lock()
+			rd.buf.Write(b[:n])
+			if err != nil {
+				rd.err = err
+			}
+			rd.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return rd
+}
+
+func (rd *reader) String() string {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.buf.String()
+}
+
+// waitFor fails the test unless the collected text contains want within
+// d.
+func (rd *reader) waitFor(t *testing.T, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(rd.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %s; got %q", want, d, rd.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitEnd waits for the reader to end and returns its error.
+func (rd *reader) waitEnd(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-rd.done:
+	case <-time.After(d):
+		t.Fatalf("reader still open after %s; got %q", d, rd.String())
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.err
+}
+
+// manualClock is a clock.Clock moved by hand, so idle timeouts and token
+// expiry are decided without waiting.
+type manualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []manualWaiter
+}
+
+type manualWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, manualWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+func (c *manualClock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// alive reports whether pid is a live process (a zombie is not).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	st := s[i+2]
+	return st != 'Z' && st != 'X'
+}
+
+// waitGone fails the test unless pid is gone within d.
+func waitGone(t *testing.T, what string, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still alive after %s", what, pid, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

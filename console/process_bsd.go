@@ -1,0 +1,23 @@
+//go:build unix && !linux
+
+package console
+
+import "syscall"
+
+// consoleAttrs: a new session with the terminal as its controlling
+// terminal. There is no parent-death signal here: the terminal's hangup
+// when this process dies is what ends the program.
+func consoleAttrs() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Setctty: true}
+}
+
+// groupAttrs: a new process group.
+func groupAttrs() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// groupAlive reports whether group pgid has a member (zombies included:
+// without /proc there is no cheap way to tell them apart).
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) != syscall.ESRCH
+}
