@@ -173,6 +173,28 @@ func dialWS(ctx context.Context, srv *httptest.Server, m *console.Manager, mode 
 	return conn, err
 }
 
+// typeUntilReceived types text until the machine has it: ipmitool
+// prints its "SOL Session operational" banner (which Start waits for)
+// just before it puts its terminal in raw mode, and keys typed in between
+// are cooked or flushed by the line discipline.
+func typeUntilReceived(ctx context.Context, t testing.TB, machine *ipmisim.Machine, write func([]byte) error, text string) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		if err := write([]byte(text)); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := machine.WaitTyped(wctx, text)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == 10 {
+			t.Fatalf("typing %q: %v; the machine has %q", text, err, machine.Typed())
+		}
+	}
+}
+
 // refusedWS checks that a read-write WebSocket opened while another
 // client holds the keyboard is closed at once with the reason.
 func refusedWS(ctx context.Context, t *testing.T, srv *httptest.Server, m *console.Manager, where string) {
@@ -266,12 +288,7 @@ func TestConsoleAgainstSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tcp.Write([]byte("typed-over-tcp\r")); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.machine.WaitTyped(ctx, "typed-over-tcp\r"); err != nil {
-		t.Fatal(err)
-	}
+	typeUntilReceived(ctx, t, r.machine, func(p []byte) error { _, err := tcp.Write(p); return err }, "typed-over-tcp\r")
 	if err := r.machine.Print(ctx, []byte("printed-for-tcp\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -311,12 +328,7 @@ func TestConsoleAgainstSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	if err := ws.Write(ctx, websocket.MessageBinary, []byte("typed-over-ws\r")); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.machine.WaitTyped(ctx, "typed-over-ws\r"); err != nil {
-		t.Fatal(err)
-	}
+	typeUntilReceived(ctx, t, r.machine, func(p []byte) error { return ws.Write(ctx, websocket.MessageBinary, p) }, "typed-over-ws\r")
 	// The machine echoes the password (as a careless BMC or a login
 	// prompt might): it must not reach the transcript.
 	if err := r.machine.Print(ctx, []byte("printed-for-ws "+password+"\r\n")); err != nil {
@@ -443,21 +455,8 @@ func TestStaleSessionDropped(t *testing.T) {
 		defer tcp.Close()
 		// Keys typed while a restarted ipmitool is still opening its
 		// session may be dropped (a console between programs has no
-		// terminal); type again until the machine has them.
-		for attempt := 0; ; attempt++ {
-			if _, err := tcp.Write([]byte(label + "\r")); err != nil {
-				t.Fatal(err)
-			}
-			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-			err := r.machine.WaitTyped(wctx, label+"\r")
-			wcancel()
-			if err == nil {
-				break
-			}
-			if attempt == 10 {
-				t.Fatalf("%s: %v", label, err)
-			}
-		}
+		// terminal).
+		typeUntilReceived(ctx, t, r.machine, func(p []byte) error { _, err := tcp.Write(p); return err }, label+"\r")
 		if err := r.machine.Print(ctx, []byte("ack-"+label+"\r\n")); err != nil {
 			t.Fatal(err)
 		}

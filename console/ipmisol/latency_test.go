@@ -29,12 +29,10 @@ func BenchmarkLatency(b *testing.B) {
 	defer cancel()
 
 	measure := func(b *testing.B, send func([]byte) error, recv func() ([]byte, error)) {
-		// Warm up: the first bytes after attaching may wait for the
-		// session; the echo of 'w' proves the path is open.
-		if err := send([]byte("w")); err != nil {
-			b.Fatal(err)
-		}
-		for got := []byte{}; !slices.Contains(got, 'w'); {
+		// Warm up: keys typed just after the banner may be lost (see
+		// typeUntilReceived); the echo of '#' proves the path is open.
+		typeUntilReceived(ctx, b, r.machine, send, "#")
+		for got := []byte{}; !slices.Contains(got, '#'); {
 			p, err := recv()
 			if err != nil {
 				b.Fatal(err)

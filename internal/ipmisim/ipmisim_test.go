@@ -132,11 +132,23 @@ func TestSOLReachesMachine(t *testing.T) {
 		}
 	}
 	waitOut("[SOL Session operational")
-	if _, err := ptmx.Write([]byte("typed-by-user\r")); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WaitTyped(ctx, "typed-by-user\r"); err != nil {
-		t.Fatal(err)
+	// ipmitool prints the banner before it puts its terminal in raw
+	// mode: keys typed in between are cooked (the line discipline turns
+	// "\r" into "\n" and holds the line). Type until the machine has
+	// the raw bytes.
+	for attempt := 0; ; attempt++ {
+		if _, err := ptmx.Write([]byte("typed-by-user\r")); err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
+		err := m.WaitTyped(wctx, "typed-by-user\r")
+		wcancel()
+		if err == nil {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("%v; the machine has %q", err, m.Typed())
+		}
 	}
 	if err := m.Print(ctx, []byte("printed-by-machine\r\n")); err != nil {
 		t.Fatal(err)
