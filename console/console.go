@@ -63,7 +63,9 @@ func (e *StartError) Error() string {
 func (e *StartError) Unwrap() error { return e.Err }
 
 // Command is a program a console runs. Secrets go in Env, never in Args,
-// where ps shows them.
+// where ps shows them. The program's environment is this process's PATH,
+// TERM=xterm, then Env: nothing else of this process's environment (a
+// database password, say) is passed on.
 type Command struct {
 	Path string
 	Args []string

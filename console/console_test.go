@@ -320,6 +320,8 @@ func TestSecretsScrubbed(t *testing.T) {
 				}
 			} else if err != nil {
 				t.Fatal(err)
+			} else {
+				waitTranscript(m, spec.NodeUUID, "machine> ", wait)
 			}
 			if i == 1 {
 				w, err := m.Attach(context.Background(), spec.NodeUUID, console.ReadWrite)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/anvilmetal/anvil/console"
 )
 
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	os.Exit(m.Run())
+	// Every goroutine of the package has an owner that stops it: none may
+	// be left once the tests' Managers are closed.
+	goleak.VerifyTestMain(m)
 }
 
 // helper returns the Command that runs this test binary as mode.
@@ -78,13 +82,33 @@ func machine() int {
 		fmt.Printf("%s\r\n", b)
 	}
 	fmt.Printf("ANVIL MACHINE pid %d\r\n", os.Getpid())
+	typed := make(chan struct{})
+	if every, err := time.ParseDuration(os.Getenv("MACHINE_BANNER_EVERY")); err == nil {
+		// For a viewer that attaches late (a browser): the banner again
+		// until the first line arrives.
+		go func() {
+			for {
+				select {
+				case <-typed:
+					return
+				case <-time.After(every):
+					fmt.Printf("ANVIL MACHINE pid %d\r\n", os.Getpid())
+				}
+			}
+		}()
+	}
 	if r := os.Getenv("MACHINE_READY"); r != "" {
 		time.Sleep(200 * time.Millisecond)
 		fmt.Printf("%s\r\n", r)
 	}
 	fmt.Print("machine> ")
 	sc := bufio.NewScanner(os.Stdin)
+	first := true
 	for sc.Scan() {
+		if first {
+			close(typed)
+			first = false
+		}
 		line := strings.TrimSpace(sc.Text())
 		switch line {
 		case "exit":

@@ -30,8 +30,6 @@ const (
 	// holdFlush is how long output that might be the start of a secret
 	// is held back before it is released as it is.
 	holdFlush = 20 * time.Millisecond
-	// pumpTick is how often an idle pump wakes to release held input.
-	pumpTick = 250 * time.Millisecond
 )
 
 // session is one Start of a node's console: the supervisor of its
@@ -101,7 +99,7 @@ func newSession(m *Manager, spec Spec, ln net.Listener) (*session, error) {
 func (s *session) discard() {
 	s.cancel()
 	_ = s.ln.Close()
-	s.tr.close()
+	_ = s.tr.close()
 	close(s.done)
 }
 
@@ -189,7 +187,9 @@ func (s *session) finish() {
 	for c := range s.clients {
 		s.detachLocked(c, io.EOF)
 	}
-	s.tr.close()
+	if err := s.tr.close(); err != nil {
+		s.logger().warn("console transcript file incomplete", "error", err)
+	}
 }
 
 // runBefore runs Spec.Before to completion, bounded by SubprocessTimeout.
@@ -344,13 +344,15 @@ func (s *session) pump(f *os.File, readyText []byte, seen chan struct{}) {
 	buf := make([]byte, 32<<10)
 	var window []byte
 	for {
+		// Under the lock, so that input's deadline and this one cannot
+		// overtake each other: with nothing held the pump sleeps in Read.
 		s.mu.Lock()
-		wait := pumpTick
+		var deadline time.Time
 		if len(s.outHold) > 0 || len(s.inHold) > 0 {
-			wait = holdFlush
+			deadline = s.heldAt.Add(holdFlush)
 		}
+		_ = f.SetReadDeadline(deadline)
 		s.mu.Unlock()
-		_ = f.SetReadDeadline(time.Now().Add(wait))
 		n, err := f.Read(buf)
 		if n > 0 {
 			// Recorded before Start hears of it, so the ready text is in
@@ -438,6 +440,11 @@ func (s *session) input(c *Client, p []byte) (*os.File, error) {
 	emit, s.inHold = s.scrub.split(s.inHold, p)
 	if len(s.inHold) > 0 {
 		s.heldAt = time.Now()
+		if s.pty != nil {
+			// Wake the pump to release the held keys should no output
+			// come first.
+			_ = s.pty.SetReadDeadline(s.heldAt.Add(holdFlush))
+		}
 	}
 	s.emitLocked(true, emit)
 	return s.pty, nil

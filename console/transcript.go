@@ -95,12 +95,20 @@ func (t *transcript) snapshot() []Chunk {
 	return out
 }
 
-// close closes the file; the chunks stay readable.
-func (t *transcript) close() {
+// close closes the file and returns its first write or close error; the
+// chunks stay readable.
+func (t *transcript) close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.file != nil {
-		_ = t.file.Close()
-		t.file = nil
+	if t.file == nil {
+		return nil
 	}
+	if err := t.file.Close(); err != nil && t.err == nil {
+		t.err = err
+	}
+	t.file = nil
+	if t.err != nil {
+		return fmt.Errorf("%s: %w", t.path, t.err)
+	}
+	return nil
 }
