@@ -9,6 +9,7 @@ import (
 	"github.com/anvilmetal/anvil/console/ipmisol"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
@@ -79,4 +80,17 @@ func TestDefaultConsole(t *testing.T) {
 	if impl, ok := reg.Interface(driver.KindConsole, ipmisol.Name); !ok || impl != c {
 		t.Fatalf("registered console %v", impl)
 	}
+}
+
+// TestConformance runs the driver conformance suite on the interface.
+func TestConformance(t *testing.T) {
+	m := console.NewManager(console.Options{})
+	defer m.Close()
+	c := ipmisol.New(m, ipmisol.Options{})
+	if err := c.Unavailable(); err != nil {
+		t.Skipf("ipmitool is not installed here: %v", err)
+	}
+	drivertest.Run(t, drivertest.Config{Kind: driver.KindConsole, Name: ipmisol.Name, Impl: c, NewTask: func() *driver.Task {
+		return task(map[string]any{"ipmi_address": "192.0.2.10", "ipmi_username": "admin", "ipmi_password": "pw", "ipmi_cipher_suite": "3"})
+	}})
 }
