@@ -7,13 +7,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/creack/pty"
 
 	"github.com/anvilmetal/anvil/console"
+	"github.com/anvilmetal/anvil/console/ipmisol"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
 
 // BenchmarkLatency measures keystroke-to-echo latency through the whole
@@ -21,10 +26,12 @@ import (
 // activate, ipmi_sim's SOL, the Machine (which echoes it) and back. One
 // sample per iteration; run with -benchtime=300x for 300 samples. It
 // reports the p50 and p99 in microseconds, raw TCP and WebSocket.
+//
+// DirectPTY is the baseline: the same ipmitool under a pseudo-terminal
+// the benchmark holds itself, without the console package.
 func BenchmarkLatency(b *testing.B) {
 	r := newRig(b, console.Options{})
 	r.machine.SetEcho(true)
-	info := r.start(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -66,6 +73,42 @@ func BenchmarkLatency(b *testing.B) {
 		fmt.Printf("%s: %d samples p50 %s p99 %s max %s\n", b.Name(), len(samples), p50.Round(time.Microsecond), p99.Round(time.Microsecond), samples[len(samples)-1].Round(time.Microsecond))
 	}
 
+	b.Run("DirectPTY", func(b *testing.B) {
+		info, err := ipmitool.ParseInfo(driver.ReadDriverInfo(r.task, driver.KindConsole, ipmisol.Name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl, err := ipmitool.New(info, ipmitool.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sol, err := cl.SOL(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, sol.Activate.Path, sol.Activate.Args...)
+		cmd.Env = sol.Activate.Env
+		ptmx, err := pty.Start(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { // end the session, so the next run (and the console) can open one
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = ptmx.Close()
+			deact := exec.CommandContext(ctx, sol.Deactivate.Path, sol.Deactivate.Args...)
+			deact.Env = sol.Deactivate.Env
+			_ = deact.Run()
+		}()
+		readUntil(b, ptmx, ipmitool.SOLReady, 15*time.Second)
+		buf := make([]byte, 256)
+		measure(b, func(p []byte) error { _, err := ptmx.Write(p); return err }, func() ([]byte, error) {
+			n, err := ptmx.Read(buf)
+			return buf[:n], err
+		})
+	})
+
+	info := r.start(b)
 	b.Run("TCP", func(b *testing.B) {
 		conn, err := net.Dial("tcp", info.Addr)
 		if err != nil {
