@@ -18,7 +18,11 @@ type Config struct {
 	// EnabledInterfaces lists the enabled implementations per kind
 	// (enabled_<kind>_interfaces). A kind with an empty list is computed:
 	// for every enabled hardware type, its first supported implementation
-	// that is registered, de-duplicated.
+	// that is registered, de-duplicated; except console, whose computed
+	// list is no-console alone (Ironic's enabled_console_interfaces
+	// default): a console runs a program and listens on a TCP port of the
+	// conductor host for every node, so it is enabled by name, never by
+	// being registered.
 	EnabledInterfaces map[Kind][]string
 	// DefaultInterfaces overrides the computed default implementation per
 	// kind (default_<kind>_interface). It must be enabled and supported by
@@ -288,7 +292,8 @@ func (r *Registry) Source(kind Kind, name string) (string, bool) {
 
 // Enabled returns the effective configuration, computing empty enabled
 // lists from the enabled hardware types (Ironic's rule: the first
-// supported implementation of each enabled hardware type).
+// supported implementation of each enabled hardware type; no-console for
+// console, see Config.EnabledInterfaces).
 func (r *Registry) Enabled() Enabled {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -303,6 +308,13 @@ func (r *Registry) enabledLocked() Enabled {
 			continue
 		}
 		var computed []string
+		if k == KindConsole {
+			if _, ok := r.impls[k][NoConsole]; ok {
+				computed = []string{NoConsole}
+			}
+			e.Interfaces[k] = computed
+			continue
+		}
 		for _, hn := range r.cfg.EnabledHardwareTypes {
 			h, ok := r.hw[hn]
 			if !ok {

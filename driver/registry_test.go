@@ -408,3 +408,31 @@ func TestConfigWarningsReportDuplicates(t *testing.T) {
 		t.Errorf("clean config warns: %v", w)
 	}
 }
+
+// A console implementation a hardware type lists first is not the
+// default until it is enabled by name: an empty enabled console list is
+// no-console alone, as Ironic's enabled_console_interfaces default.
+func TestConsoleDefaultsToNoConsoleUntilEnabled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		enabled []string
+		want    string
+	}{
+		{"computed", nil, driver.NoConsole},
+		{"enabled by name", []string{fake.Name, driver.NoConsole}, fake.Name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := newRegistry(t, driver.Config{
+				EnabledHardwareTypes: []string{builtin.FakeHardware},
+				EnabledInterfaces:    map[driver.Kind][]string{driver.KindConsole: tc.enabled},
+			})
+			if got := reg.Enabled().Interfaces[driver.KindConsole]; tc.enabled == nil && !slices.Equal(got, []string{driver.NoConsole}) {
+				t.Fatalf("computed console list %v, want [no-console]", got)
+			}
+			got, err := reg.DefaultInterface(builtin.FakeHardware, driver.KindConsole)
+			if err != nil || got != tc.want {
+				t.Fatalf("default console %q (%v), want %q (fake-hardware lists fake first)", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -12,12 +12,24 @@
 // reason unless ANVIL_TEST_IPMI_SIM=1 is set, and fails when it is set but
 // ipmi_sim or ipmitool is missing.
 //
+// With Options.SOL the BMC also has a serial-over-LAN device: ipmi_sim
+// connects it to a TCP address, where a Machine (NewMachine) stands for
+// the machine's serial port, so that a test reads what was typed into
+// "ipmitool sol activate" and writes what the machine prints.
+//
 // # Usage
 //
 //	func TestPower(t *testing.T) {
 //		ipmisim.Require(t)
 //		bmc := ipmisim.Start(t, ipmisim.Options{})
 //		// bmc.Port, bmc.Username, bmc.Password; bmc.Power(), bmc.Boot()
+//	}
+//
+//	func TestConsole(t *testing.T) {
+//		ipmisim.Require(t)
+//		m := ipmisim.NewMachine(t)
+//		bmc := ipmisim.Start(t, ipmisim.Options{SOL: m.Addr()})
+//		// ipmitool ... sol activate; m.Print(ctx, "login: "), m.WaitTyped(ctx, "root\r")
 //	}
 package ipmisim
 
@@ -74,6 +86,13 @@ type Options struct {
 	Password string
 	// PoweredOn starts the simulated machine powered on.
 	PoweredOn bool
+	// SOL, when set, is a TCP address ("127.0.0.1:port") that ipmi_sim
+	// connects its serial-over-LAN device to, relaying the bytes of an
+	// activated SOL session ("ipmitool sol activate") without telnet
+	// processing (lan.conf's sol "tcp:host:port"; ipmi_sim connects at
+	// start and keeps trying while nothing listens). A Machine listens
+	// there; a QEMU -serial tcp server would do as well.
+	SOL string
 }
 
 // BMC is one running simulator.
@@ -154,6 +173,11 @@ func Launch(ctx context.Context, dir string, opts Options) (*BMC, error) {
 	if len(opts.Password) > 16 {
 		return nil, errors.New("ipmisim: password longer than 16 characters")
 	}
+	if opts.SOL != "" {
+		if _, _, err := net.SplitHostPort(opts.SOL); err != nil || strings.ContainsAny(opts.SOL, "\" \n") {
+			return nil, fmt.Errorf("ipmisim: Options.SOL %q is not a host:port", opts.SOL)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		port, err := freeUDPPort()
 		if err != nil {
@@ -199,8 +223,8 @@ set_working_mc 0x20
     guid a1b2c3d4e5f6%020x
   endlan
   chassis_control "%s"
-  user 2 true "%s" "%s" admin 10 none md2 md5 straight
-`, port, port, port, filepath.Join(dir, "chassis"), opts.Username, opts.Password),
+%s  user 2 true "%s" "%s" admin 10 none md2 md5 straight
+`, port, port, port, filepath.Join(dir, "chassis"), solLine(opts.SOL), opts.Username, opts.Password),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -232,6 +256,15 @@ set_working_mc 0x20
 		return nil, err
 	}
 	return b, nil
+}
+
+// solLine is lan.conf's sol directive for a TCP serial device at addr,
+// or nothing.
+func solLine(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return fmt.Sprintf("  sol \"tcp:%s\" 115200\n", addr)
 }
 
 func (b *BMC) waitReady(ctx context.Context) error {

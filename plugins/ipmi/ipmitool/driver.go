@@ -17,9 +17,18 @@ import (
 const (
 	HardwareType = "ipmi"
 	ImplIPMITool = "ipmitool"
+	// ImplSocatConsole is the serial-over-LAN console interface. It runs
+	// on the conductor host (package console/ipmisol), not in this
+	// plugin: a console is a long-running ipmitool process and a TCP
+	// port there.
+	ImplSocatConsole = "ipmitool-socat"
 )
 
 // HardwareTypeDef returns the ipmi hardware type with Ironic's lists.
+// Its console list names ipmitool-socat before no-console, as Ironic's
+// does; nodes still default to no-console until the embedder enables
+// ipmitool-socat (driver.Config.EnabledInterfaces), because an enabled
+// console list left empty is computed as no-console alone.
 func HardwareTypeDef() driver.HardwareType {
 	return driver.HardwareType{
 		Name: HardwareType,
@@ -29,7 +38,7 @@ func HardwareTypeDef() driver.HardwareType {
 			driver.KindManagement: {ImplIPMITool, driver.Noop},
 			driver.KindPower:      {ImplIPMITool},
 			driver.KindVendor:     {ImplIPMITool, driver.NoVendor},
-			driver.KindConsole:    {driver.NoConsole},
+			driver.KindConsole:    {ImplSocatConsole, driver.NoConsole},
 		},
 	}
 }

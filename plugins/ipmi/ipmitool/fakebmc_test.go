@@ -166,6 +166,8 @@ func (f *fakeBMC) command(command []string) (string, string, error) {
 		return "Chassis Power Control: " + map[bool]string{true: "Up/On", false: "Down/Off"}[f.power] + "\n", stderr, nil
 	case strings.HasPrefix(cmd, "chassis bootdev "):
 		return "Set Boot Device to " + command[2] + "\n", stderr, nil
+	case cmd == "raw 0x06 0x01": // Get Device ID, as ipmi_sim answers it
+		return " 00 03 09 08 02 9f 91 12 00 02 0f 00 00 00 00\n", stderr + "RAW REQ (channel=0x0 netfn=0x6 lun=0x0 cmd=0x1 data_len=0)\nRAW RSP (15 bytes)\n", nil
 	case cmd == "sel clear":
 		return "Clearing SEL.  Please allow a few seconds to erase.\n", stderr, nil
 	case cmd == "raw 0x06 0x37":

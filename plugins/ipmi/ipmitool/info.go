@@ -32,7 +32,7 @@ func Properties() []Property {
 		{"ipmi_priv_level", "Privilege level to request for the session: ADMINISTRATOR (default), CALLBACK, OPERATOR or USER.", false},
 		{"ipmi_protocol_version", "IPMI protocol version: \"2.0\" (default, the lanplus interface) or \"1.5\" (the lan interface).", false},
 		{"ipmi_cipher_suite", "Cipher suite number for IPMI 2.0 sessions, such as 3 or 17. Optional; when unset suite 3 is tried, then 17 if the BMC refuses suite 3's algorithms.", false},
-		{"ipmi_terminal_port", "TCP port on the conductor host for the node's serial-over-LAN console. Optional; only validated here.", false},
+		{"ipmi_terminal_port", "TCP port on the conductor host for the node's serial-over-LAN console (console interface ipmitool-socat). Optional; when unset the conductor picks one from its console port range.", false},
 	}
 	sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
 	return p

@@ -31,6 +31,12 @@ node (` + "`driver_internal_info.bmc_machine_identity`" + `, ` + "`ipmi-guid:<gu
 recorded at first contact) and refuse with a ` + "`*driver.IdentityMismatchError`" + `
 when it differs. A BMC without Get System GUID reports none, which is accepted.
 
+Serial console: the hardware type lists ` + "`ipmitool-socat`" + ` then ` + "`no-console`" + `, as
+Ironic, but the plugin does not serve ` + "`ipmitool-socat`" + `: it runs in the embedding
+process (package ` + "`console/ipmisol`" + `), because a console is a long-running
+` + "`ipmitool sol activate`" + ` and a TCP port there. Nodes keep ` + "`no-console`" + ` until the
+embedder enables ` + "`ipmitool-socat`" + ` by name. ` + "`ipmi_terminal_port`" + ` is its TCP port.
+
 Requires the ` + "`ipmitool`" + ` program (Debian/Ubuntu: ` + "`apt-get install -y ipmitool`" + `).
 Without it the plugin still starts and describes itself with every
 implementation marked unavailable (the host's ` + "`Status.Unavailable`" + ` and
