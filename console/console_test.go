@@ -616,6 +616,10 @@ func TestNoOrphans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -647,6 +651,9 @@ func TestNoOrphans(t *testing.T) {
 				t.Fatalf("console %d or grandchild %d not running", consolePID, grandPID)
 			}
 			if tt.close {
+				if _, err := io.WriteString(in, "close\n"); err != nil {
+					t.Fatal(err)
+				}
 				select {
 				case l := <-lines:
 					if l != "CLOSED" {

@@ -173,8 +173,8 @@ func stubborn() int {
 
 // managerChild runs a Manager with one console whose program spawns a
 // grandchild, prints "PIDS <console> <grandchild>" and waits to be
-// killed. With MANAGER_CLOSE set it closes the Manager instead and
-// prints "CLOSED".
+// killed. With MANAGER_CLOSE set it closes the Manager instead, once a
+// line arrives on its standard input, and prints "CLOSED".
 func managerChild() int {
 	m := console.NewManager(console.Options{KillTimeout: 200 * time.Millisecond})
 	ctx := context.Background()
@@ -193,6 +193,11 @@ func managerChild() int {
 	}
 	fmt.Printf("PIDS %d %d\n", info.PID, gpid)
 	if os.Getenv("MANAGER_CLOSE") != "" {
+		// Close only once the parent has seen both processes alive.
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
 		if err := m.Close(); err != nil {
 			fmt.Println("ERROR", err)
 			return 1

@@ -29,7 +29,9 @@ func ExampleConductor_SetConsoleMode() {
 		return
 	}
 	defer store.Close()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	// Ironic enables no-console alone unless told otherwise.
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindConsole: {fake.Name, driver.NoConsole}}})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		fmt.Println(err)
 		return

@@ -355,9 +355,13 @@ func TestConsoleInfo(t *testing.T) {
 func TestSetConsoleModeLocked(t *testing.T) {
 	t.Parallel()
 	store := openStore(t, false)
-	h := newHarness(t, store, fake.Config{}, conductor.Options{
-		LockPolicy: &baremetal.LockPolicy{Attempts: 2, Interval: time.Millisecond, Clock: clock.System()}})
-	n := h.enroll("console-locked", nil)
+	// The fake console is enabled by name: a computed console list is
+	// no-console alone, as Ironic's enabled_console_interfaces default.
+	h, _ := launchConsoleConductor(t, store, "console-locked-host", newConsoleRec())
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("console-locked"), Driver: builtin.FakeHardware, ConsoleInterface: fake.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.ReserveNode(h.ctx, n.UUID, "elsewhere"); err != nil {
 		t.Fatal(err)
 	}
