@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/anvilmetal/anvil/driver/plugin"
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
@@ -41,6 +42,8 @@ import (
 const (
 	grpcSocketEnv     = "ANVIL_PLUGIN_TEST_GRPC_SOCKET"
 	grpcClientCertEnv = "ANVIL_PLUGIN_TEST_GRPC_CLIENT_CERT"
+	// grpcTunedEnv makes the server use the plugin transport's options.
+	grpcTunedEnv = "ANVIL_PLUGIN_TEST_GRPC_TUNED"
 )
 
 // bareServer answers Invoke with a fixed power-state result and nothing
@@ -55,6 +58,19 @@ func (bareServer) Invoke(context.Context, *pb.InvokeRequest) (*pb.InvokeResponse
 	return bareResponse, nil
 }
 
+// Session answers each call at once, in the order received.
+func (bareServer) Session(stream pb.Driver_SessionServer) error {
+	for {
+		call, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if err := stream.Send(&pb.SessionReply{Id: call.Id, Response: bareResponse}); err != nil {
+			return nil
+		}
+	}
+}
+
 // serveBareGRPC is the server process's main.
 func serveBareGRPC(path string) int {
 	fail := func(err error) int {
@@ -66,6 +82,9 @@ func serveBareGRPC(path string) int {
 		return fail(err)
 	}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20)}
+	if os.Getenv(grpcTunedEnv) != "" {
+		opts = plugin.ServerOptions()
+	}
 	hello := "plain"
 	if clientPEM := os.Getenv(grpcClientCertEnv); clientPEM != "" {
 		pool := x509.NewCertPool()
@@ -129,8 +148,9 @@ type bareGRPC struct {
 
 // startBareGRPC starts the test binary as a bare gRPC server on a Unix
 // socket in a fresh directory and connects to it, with mutual TLS when
-// withTLS is set.
-func startBareGRPC(b *testing.B, withTLS bool) *bareGRPC {
+// withTLS is set, and with gRPC's default options or, when tuned is set,
+// the plugin transport's (plugin.DialOptions, plugin.ServerOptions).
+func startBareGRPC(b *testing.B, withTLS, tuned bool) *bareGRPC {
 	b.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -139,6 +159,9 @@ func startBareGRPC(b *testing.B, withTLS bool) *bareGRPC {
 	sock := filepath.Join(b.TempDir(), "grpc.sock")
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), grpcSocketEnv+"="+sock)
+	if tuned {
+		cmd.Env = append(cmd.Env, grpcTunedEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	var clientCert tls.Certificate
 	if withTLS {
@@ -180,8 +203,11 @@ func startBareGRPC(b *testing.B, withTLS bool) *bareGRPC {
 		creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{clientCert}, RootCAs: pool,
 			MinVersion: tls.VersionTLS12, ServerName: "localhost"})
 	}
-	s.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))}
+	if tuned {
+		opts = plugin.DialOptions()
+	}
+	s.conn, err = grpc.NewClient("unix://"+sock, append(opts, grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		b.Fatal(err)
 	}

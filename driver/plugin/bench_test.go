@@ -20,9 +20,12 @@ import (
 // implementation in process and through a real plugin process, and the
 // floor under the plugin call in the same run: a bare gRPC unary call
 // carrying the same request and response bytes to another process over a
-// Unix socket, in plaintext and with mutual TLS as go-plugin's AutoMTLS
-// sets it up. Each reports the p50 and p99 latency of the individual
-// calls and the CPU time per call of both processes.
+// Unix socket, with gRPC's defaults in plaintext and with mutual TLS as
+// go-plugin's AutoMTLS sets it up, and the same bytes as one call of a
+// bare Session stream with the plugin transport's options, the floor of
+// what the plugin call does, in plaintext and with mutual TLS. Each reports the p50 and p99
+// latency of the individual calls and the CPU time per call of both
+// processes.
 func BenchmarkPowerStateRead(b *testing.B) {
 	ctx := context.Background()
 	task := &driver.Task{NodeUUID: nodeUUID, HardwareType: builtin.FakeHardware,
@@ -35,12 +38,31 @@ func BenchmarkPowerStateRead(b *testing.B) {
 			return err
 		})
 	})
-	bare := func(withTLS bool) func(*testing.B) {
+	bare := func(withTLS, session bool) func(*testing.B) {
 		return func(b *testing.B) {
-			s := startBareGRPC(b, withTLS)
+			s := startBareGRPC(b, withTLS, session)
 			req := bareRequest(b, task)
+			invoke := func() (*pb.InvokeResponse, error) { return s.client.Invoke(ctx, req) }
+			if session {
+				stream, err := s.client.Session(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var id uint64
+				invoke = func() (*pb.InvokeResponse, error) {
+					id++
+					if err := stream.Send(&pb.SessionCall{Id: id, Request: req}); err != nil {
+						return nil, err
+					}
+					r, err := stream.Recv()
+					if err != nil {
+						return nil, err
+					}
+					return r.Response, nil
+				}
+			}
 			call := func() error {
-				resp, err := s.client.Invoke(ctx, req)
+				resp, err := invoke()
 				if err == nil && string(resp.ResultJson) != `"power on"` {
 					err = fmt.Errorf("bare gRPC server answered %q", resp.ResultJson)
 				}
@@ -54,8 +76,10 @@ func BenchmarkPowerStateRead(b *testing.B) {
 			latencies(b, s.cmd.Process.Pid, call)
 		}
 	}
-	b.Run("grpc-unix", bare(false))
-	b.Run("grpc-unix-mtls", bare(true))
+	b.Run("grpc-unix", bare(false, false))
+	b.Run("grpc-unix-mtls", bare(true, false))
+	b.Run("grpc-unix-session", bare(false, true))
+	b.Run("grpc-unix-session-mtls", bare(true, true))
 	b.Run("plugin", func(b *testing.B) {
 		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{pluginDir(b, map[string]string{"anvil-driver-fake": bins.fake})}})
 		defer host.Close()

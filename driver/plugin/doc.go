@@ -41,7 +41,10 @@
 // host. Their hclog JSON output on stderr is re-levelled into the host's
 // *slog.Logger (HostConfig.Logger): hclog stays inside the plugin
 // boundary, and an embedder configures only log/slog. gRPC message limits are raised to
-// 64 MiB for inventories and BIOS registries.
+// 64 MiB for inventories and BIOS registries, and the flow-control window
+// is a static 16 MiB: gRPC's bandwidth estimator would add a ping each way
+// to almost every call, and a Unix socket has no bandwidth-delay product to
+// learn.
 //
 // # Usage
 //
@@ -73,9 +76,16 @@
 // A vendor never sees the wire: Serve and Host speak it, and the
 // generated gRPC code is internal (driver/plugin/internal/proto, whose
 // package doc gives the command that regenerates it). The transport is
-// one gRPC service with two calls, Describe and
+// one gRPC service: Describe, and
 // Invoke(kind, implementation, operation, task, args_json) returning
-// (result_json, changes, error). What travels in Invoke is fixed by the
+// (result_json, changes, error), which the host sends as calls of one
+// long-lived Session stream per plugin process (each call and reply
+// tagged with an id, a deadline travelling as the time left, a
+// cancellation as a message of its own), because a gRPC stream's setup
+// and teardown were about half of a unary call's cost over a Unix
+// socket. A plugin built before Session existed answers it with
+// UNIMPLEMENTED, having run nothing, and then gets its calls as unary
+// Invoke: the same messages either way. What travels in Invoke is fixed by the
 // operation table in operations.go: every operation name, the kind it
 // goes to, the capability it needs, the arguments it reads from args_json
 // and the JSON shape of its result. The capability table
@@ -99,4 +109,5 @@
 // needs a "since" protocol version on the capability it belongs to;
 // renaming or removing one, or changing an argument's meaning, breaks
 // N-1 peers and needs a new ProtocolVersion.
+
 package plugin

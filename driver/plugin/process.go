@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -45,11 +45,38 @@ type Status struct {
 
 // instance is one running plugin process.
 type instance struct {
-	client  *goplugin.Client
-	rpc     pb.DriverClient
+	client *goplugin.Client
+	rpc    pb.DriverClient
+	// session carries the calls; nil, or unary set, when the plugin
+	// serves no Session and calls go as unary Invoke.
+	session *session
+	unary   atomic.Bool
 	version int
 	pid     int
 	gen     int
+}
+
+// invoke sends one call on the session, or as a unary Invoke to a plugin
+// that serves no Session.
+func (inst *instance) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, error) {
+	if s := inst.session; s != nil && !inst.unary.Load() {
+		resp, err := s.invoke(ctx, req)
+		if !unimplemented(err) {
+			return resp, err
+		}
+		inst.unary.Store(true)
+		s.close()
+	}
+	return inst.rpc.Invoke(ctx, req)
+}
+
+// kill ends the session, so that the plugin's graceful shutdown does not
+// wait for it, and then the process.
+func (inst *instance) kill() {
+	if inst.session != nil {
+		inst.session.close()
+	}
+	inst.client.Kill()
 }
 
 // Plugin is one supervised plugin executable. Calls start the process on
@@ -178,8 +205,7 @@ func (p *Plugin) startLocked() (*instance, error) {
 		StartTimeout:     p.host.cfg.StartTimeout,
 		SyncStdout:       stdoutWarner{logger},
 		SyncStderr:       io.Discard,
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize))},
+		GRPCDialOptions:  dialOptions(),
 	})
 	proto, err := client.Client()
 	if err != nil {
@@ -197,6 +223,11 @@ func (p *Plugin) startLocked() (*instance, error) {
 	p.gen++
 	p.starts++
 	inst := &instance{client: client, rpc: raw.(pb.DriverClient), version: client.NegotiatedVersion(), gen: p.gen}
+	// A plugin built before Session existed answers its first call with
+	// UNIMPLEMENTED, and invoke then sends calls as unary Invoke.
+	if inst.session, err = openSession(inst.rpc, &p.host.wg); err != nil {
+		inst.session = nil
+	}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
@@ -220,7 +251,7 @@ func (p *Plugin) crashed(inst *instance, err error) {
 	p.host.wg.Add(1)
 	go func() {
 		defer p.host.wg.Done()
-		inst.client.Kill()
+		inst.kill()
 	}()
 }
 
@@ -239,7 +270,7 @@ func (p *Plugin) stop() {
 	p.cur = nil
 	p.mu.Unlock()
 	if inst != nil {
-		inst.client.Kill()
+		inst.kill()
 	}
 }
 
@@ -313,7 +344,7 @@ func (p *Plugin) invokeOnce(ctx context.Context, req *pb.InvokeRequest) (*pb.Inv
 	if err != nil {
 		return nil, 0, err
 	}
-	resp, err := inst.rpc.Invoke(ctx, req)
+	resp, err := inst.invoke(ctx, req)
 	if err != nil {
 		if cerr := p.transportError(ctx, inst, req.Kind+"/"+req.Implementation+" "+req.Operation, err); cerr != nil {
 			return nil, 0, cerr
