@@ -22,8 +22,9 @@ import (
 // carrying the same request and response bytes to another process over a
 // Unix socket, with gRPC's defaults in plaintext and with mutual TLS as
 // go-plugin's AutoMTLS sets it up, and the same bytes as one call of a
-// bare Session stream with the plugin transport's options, the floor of
-// what the plugin call does, in plaintext and with mutual TLS. Each reports the p50 and p99
+// bare Session stream with the plugin transport's options, in plaintext
+// as the plugin call on Linux (see "Transport security" in the package
+// documentation), the floor of what it does, and with mutual TLS. Each reports the p50 and p99
 // latency of the individual calls and the CPU time per call of both
 // processes.
 func BenchmarkPowerStateRead(b *testing.B) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -54,6 +55,9 @@ type instance struct {
 	version int
 	pid     int
 	gen     int
+	// sockDir is the private directory of the plugin's socket, removed
+	// with the process ("" when go-plugin chose it).
+	sockDir string
 }
 
 // invoke sends one call on the session, or as a unary Invoke to a plugin
@@ -77,6 +81,22 @@ func (inst *instance) kill() {
 		inst.session.close()
 	}
 	inst.client.Kill()
+	if inst.sockDir != "" {
+		os.RemoveAll(inst.sockDir)
+	}
+}
+
+// environWithout returns the host's environment without key, which the
+// caller sets.
+func environWithout(key string) []string {
+	env := os.Environ()
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // Plugin is one supervised plugin executable. Calls start the process on
@@ -193,23 +213,49 @@ func (p *Plugin) startLocked() (*instance, error) {
 	if p.sum != nil {
 		secure = &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()}
 	}
+	// Where the kernel authenticates the two ends (see "Transport
+	// security" in the package documentation), the plugin listens in a
+	// directory only the host's user can enter, and the connection
+	// accepts only the child the host started.
+	dial := dialOptions()
+	var sockDir string
+	if kernelAuthenticated {
+		var err error
+		if sockDir, err = os.MkdirTemp("", "anvil-plugin-"); err != nil {
+			return nil, fmt.Errorf("plugin %s (%s): socket directory: %w", p.name, p.path, err)
+		}
+		cmd.Env = append(environWithout(goplugin.EnvUnixSocketDir), goplugin.EnvUnixSocketDir+"="+sockDir)
+		dial = append(dial, grpc.WithTransportCredentials(hostCreds(func() int {
+			if cmd.Process == nil {
+				return -1
+			}
+			return cmd.Process.Pid
+		})))
+	}
 	logger := p.host.log.Named(p.name)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake(),
 		VersionedPlugins: pluginSets(HostProtocolVersions(), nil),
 		Cmd:              cmd,
+		SkipHostEnv:      kernelAuthenticated, // cmd.Env holds it
 		SecureConfig:     secure,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		AutoMTLS:         !kernelAuthenticated,
 		Logger:           logger,
 		StartTimeout:     p.host.cfg.StartTimeout,
 		SyncStdout:       stdoutWarner{logger},
 		SyncStderr:       io.Discard,
-		GRPCDialOptions:  dialOptions(),
+		GRPCDialOptions:  dial,
 	})
+	kill := func() {
+		client.Kill()
+		if sockDir != "" {
+			os.RemoveAll(sockDir)
+		}
+	}
 	proto, err := client.Client()
 	if err != nil {
-		client.Kill()
+		kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			return nil, &ChecksumError{Path: p.path, Want: hex.EncodeToString(p.sum), Got: "changed"}
 		}
@@ -217,12 +263,12 @@ func (p *Plugin) startLocked() (*instance, error) {
 	}
 	raw, err := proto.Dispense(dispenseName)
 	if err != nil {
-		client.Kill()
+		kill()
 		return nil, fmt.Errorf("plugin %s (%s): dispense: %w", p.name, p.path, err)
 	}
 	p.gen++
 	p.starts++
-	inst := &instance{client: client, rpc: raw.(pb.DriverClient), version: client.NegotiatedVersion(), gen: p.gen}
+	inst := &instance{client: client, rpc: raw.(pb.DriverClient), version: client.NegotiatedVersion(), gen: p.gen, sockDir: sockDir}
 	// A plugin built before Session existed answers its first call with
 	// UNIMPLEMENTED, and invoke then sends calls as unary Invoke.
 	if inst.session, err = openSession(inst.rpc, &p.host.wg); err != nil {

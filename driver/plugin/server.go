@@ -27,6 +27,10 @@ const (
 	probeValue = "protocol-versions"
 )
 
+// autoMTLSClientCertEnv is where go-plugin's AutoMTLS hands a plugin the
+// host's certificate; go-plugin then serves TLS.
+const autoMTLSClientCertEnv = "PLUGIN_CLIENT_CERT"
+
 // probeAnswer is what a probed plugin prints.
 type probeAnswer struct {
 	Name             string `json:"anvil_driver_plugin"`
@@ -85,7 +89,13 @@ func Serve(cfg ServeConfig) {
 		HandshakeConfig:  hs,
 		VersionedPlugins: pluginSets(versions, srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, serverOptions()...)...)
+			opts = append(opts, serverOptions()...)
+			// A host that asked for no TLS (no client certificate) is
+			// authenticated by the kernel (see "Transport security").
+			if kernelAuthenticated && os.Getenv(autoMTLSClientCertEnv) == "" {
+				opts = append(opts, grpc.Creds(pluginCreds()))
+			}
+			return grpc.NewServer(opts...)
 		},
 		Logger: logger,
 	})
