@@ -54,3 +54,50 @@ func TestFleetbenchRetriesConcurrencyLimits(t *testing.T) {
 		t.Errorf("8 clients with limits of 1 never met a limit: %+v", rep.Phases)
 	}
 }
+
+// TestFleetbenchThroughPlugin builds the fake plugin and runs the small
+// fleet in process and through it, as -plugin does: both runs finish
+// without failures and the comparison is reported.
+func TestFleetbenchThroughPlugin(t *testing.T) {
+	ctx := context.Background()
+	bin, err := buildFakePlugin(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := comparePlugin(ctx, config{nodes: 4, clients: 2, workers: 8}, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range []*Report{cmp.InProcess, cmp.Plugin} {
+		if rep.Failures != 0 || len(rep.Phases) != 5 {
+			t.Fatalf("mode %s: %d failures, %d phases: %+v", rep.Mode, rep.Failures, len(rep.Phases), rep.Phases)
+		}
+	}
+	if cmp.InProcess.Mode != "fake" || cmp.Plugin.Mode != "fake+plugin" || cmp.TotalWallRatio <= 0 {
+		t.Errorf("comparison = modes %q and %q, ratio %v", cmp.InProcess.Mode, cmp.Plugin.Mode, cmp.TotalWallRatio)
+	}
+}
+
+// TestFleetbenchPluginDelay checks that the fake delay reaches the plugin
+// process (through driver_info), so the concurrency-limit test's
+// workload means the same in both modes.
+func TestFleetbenchPluginDelay(t *testing.T) {
+	ctx := context.Background()
+	bin, err := buildFakePlugin(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(ctx, config{nodes: 2, clients: 2, workers: 4, fakeDelay: 50 * time.Millisecond, pluginBin: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failures != 0 {
+		t.Fatalf("%d failures: %+v", rep.Failures, rep.Phases)
+	}
+	// Deploying runs several fake operations, each waiting 50 ms.
+	for _, p := range rep.Phases {
+		if p.Name == "deploy" && p.WallSec < 0.1 {
+			t.Errorf("deploy took %v s: the plugin did not wait", p.WallSec)
+		}
+	}
+}
