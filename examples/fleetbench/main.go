@@ -28,12 +28,14 @@
 // (plugins/fake, built with go build unless -plugin-bin names the
 // executable) as a separate process through the driver plugin host, as an
 // operator's plugin directory would; the registry, the conductor and the
-// workload are the same. It runs the workload twice in the one invocation,
-// in process and then through the plugin, each on a fresh database, and
-// prints both reports and the ratio of their total wall times, so the
-// plugin's cost is always quoted against a baseline measured on the same
-// machine at the same time. Its CPU figures add the plugin process's CPU
-// time (plugin_cpu_s) to the host's.
+// workload are the same. It runs the workload four times in the one
+// invocation, each on a fresh database: in process, through the plugin,
+// through the plugin, in process (so that warm-up and any drift of the
+// machine's load fall on both sides alike), and prints the four reports
+// and the ratio of the plugin runs' total wall time to the in-process
+// runs', so the plugin's cost is always quoted against a baseline
+// measured on the same machine at the same time. Its CPU figures add the
+// plugin process's CPU time (plugin_cpu_s) to the host's.
 //
 // Usage:
 //
@@ -55,6 +57,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,7 +173,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "fleetbench:", err)
 			os.Exit(1)
 		}
-		out, failures = cmp, cmp.InProcess.Failures+cmp.Plugin.Failures
+		out = cmp
+		for _, r := range append(slices.Clone(cmp.InProcess), cmp.Plugin...) {
+			failures += r.Failures
+		}
 	} else {
 		rep, err := run(context.Background(), cfg)
 		if err != nil {
@@ -189,21 +195,21 @@ func main() {
 }
 
 // Comparison is what fleetbench -plugin prints: the same workload in
-// process and through the fake plugin process, measured one after the
-// other in one invocation.
+// process and through the fake plugin process, measured in the order
+// in process, plugin, plugin, in process in one invocation.
 type Comparison struct {
-	InProcess *Report `json:"in_process"`
-	Plugin    *Report `json:"plugin"`
-	// TotalWallRatio is the plugin run's total wall time over the
-	// in-process run's.
+	InProcess []*Report `json:"in_process"`
+	Plugin    []*Report `json:"plugin"`
+	// TotalWallRatio is the plugin runs' total wall time over the
+	// in-process runs'.
 	TotalWallRatio float64 `json:"total_wall_ratio"`
 	// TotalCPURatio compares CPU time the same way, the plugin process's
 	// included.
 	TotalCPURatio float64 `json:"total_cpu_ratio"`
 }
 
-// comparePlugin runs the workload in process and then through the fake
-// plugin at bin (built first when bin is empty).
+// comparePlugin runs the workload in process, twice through the fake
+// plugin at bin (built first when bin is empty), and in process again.
 func comparePlugin(ctx context.Context, cfg config, bin string) (*Comparison, error) {
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "anvil-fleetbench-plugin-")
@@ -215,18 +221,27 @@ func comparePlugin(ctx context.Context, cfg config, bin string) (*Comparison, er
 			return nil, err
 		}
 	}
-	in, err := run(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("in process: %w", err)
+	c := &Comparison{}
+	var inWall, inCPU, outWall, outCPU float64
+	for _, viaPlugin := range []bool{false, true, true, false} {
+		rc := cfg
+		if viaPlugin {
+			rc.pluginBin = bin
+		}
+		rep, err := run(ctx, rc)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", map[bool]string{false: "in process", true: "through the plugin"}[viaPlugin], err)
+		}
+		if viaPlugin {
+			c.Plugin = append(c.Plugin, rep)
+			outWall, outCPU = outWall+rep.TotalWallSec, outCPU+rep.TotalCPUSec
+		} else {
+			c.InProcess = append(c.InProcess, rep)
+			inWall, inCPU = inWall+rep.TotalWallSec, inCPU+rep.TotalCPUSec
+		}
 	}
-	cfg.pluginBin = bin
-	out, err := run(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("through the plugin: %w", err)
-	}
-	c := &Comparison{InProcess: in, Plugin: out}
-	if in.TotalWallSec > 0 && in.TotalCPUSec > 0 {
-		c.TotalWallRatio, c.TotalCPURatio = round(out.TotalWallSec/in.TotalWallSec), round(out.TotalCPUSec/in.TotalCPUSec)
+	if inWall > 0 && inCPU > 0 {
+		c.TotalWallRatio, c.TotalCPURatio = round(outWall/inWall), round(outCPU/inCPU)
 	}
 	return c, nil
 }

@@ -68,13 +68,17 @@ func TestFleetbenchThroughPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rep := range []*Report{cmp.InProcess, cmp.Plugin} {
-		if rep.Failures != 0 || len(rep.Phases) != 5 {
-			t.Fatalf("mode %s: %d failures, %d phases: %+v", rep.Mode, rep.Failures, len(rep.Phases), rep.Phases)
-		}
+	if len(cmp.InProcess) != 2 || len(cmp.Plugin) != 2 || cmp.TotalWallRatio <= 0 || cmp.TotalCPURatio <= 0 {
+		t.Fatalf("comparison = %d in-process and %d plugin runs, ratios %v and %v", len(cmp.InProcess), len(cmp.Plugin), cmp.TotalWallRatio, cmp.TotalCPURatio)
 	}
-	if cmp.InProcess.Mode != "fake" || cmp.Plugin.Mode != "fake+plugin" || cmp.TotalWallRatio <= 0 {
-		t.Errorf("comparison = modes %q and %q, ratio %v", cmp.InProcess.Mode, cmp.Plugin.Mode, cmp.TotalWallRatio)
+	for i, rep := range append(cmp.InProcess, cmp.Plugin...) {
+		want := "fake"
+		if i >= 2 {
+			want = "fake+plugin"
+		}
+		if rep.Failures != 0 || len(rep.Phases) != 5 || rep.Mode != want {
+			t.Fatalf("mode %s (want %s): %d failures, %d phases: %+v", rep.Mode, want, rep.Failures, len(rep.Phases), rep.Phases)
+		}
 	}
 }
 
