@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"syscall"
@@ -12,11 +13,20 @@ import (
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
 
 // BenchmarkPowerStateRead measures one GetPowerState of the fake power
-// implementation in process and through a real plugin process, and
-// reports the p50 and p99 latency of the individual calls.
+// implementation in process and through a real plugin process, and the
+// floor under the plugin call in the same run: a bare gRPC unary call
+// carrying the same request and response bytes to another process over a
+// Unix socket, with gRPC's defaults in plaintext and with mutual TLS as
+// go-plugin's AutoMTLS sets it up, and the same bytes as one call of a
+// bare Session stream with the plugin transport's options, in plaintext
+// as the plugin call on Linux (see "Transport security" in the package
+// documentation), the floor of what it does, and with mutual TLS. Each reports the p50 and p99
+// latency of the individual calls and the CPU time per call of both
+// processes.
 func BenchmarkPowerStateRead(b *testing.B) {
 	ctx := context.Background()
 	task := &driver.Task{NodeUUID: nodeUUID, HardwareType: builtin.FakeHardware,
@@ -24,11 +34,53 @@ func BenchmarkPowerStateRead(b *testing.B) {
 		DriverInternalInfo: map[string]any{fake.PowerStateKey: string(driver.PowerOn)}}
 
 	b.Run("in-process", func(b *testing.B) {
-		latencies(b, func() error {
+		latencies(b, 0, func() error {
 			_, err := fake.NewPower(fake.Config{}).GetPowerState(ctx, task)
 			return err
 		})
 	})
+	bare := func(withTLS, session bool) func(*testing.B) {
+		return func(b *testing.B) {
+			s := startBareGRPC(b, withTLS, session)
+			req := bareRequest(b, task)
+			invoke := func() (*pb.InvokeResponse, error) { return s.client.Invoke(ctx, req) }
+			if session {
+				stream, err := s.client.Session(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var id uint64
+				invoke = func() (*pb.InvokeResponse, error) {
+					id++
+					if err := stream.Send(&pb.SessionCall{Id: id, Request: req}); err != nil {
+						return nil, err
+					}
+					r, err := stream.Recv()
+					if err != nil {
+						return nil, err
+					}
+					return r.Response, nil
+				}
+			}
+			call := func() error {
+				resp, err := invoke()
+				if err == nil && string(resp.ResultJson) != `"power on"` {
+					err = fmt.Errorf("bare gRPC server answered %q", resp.ResultJson)
+				}
+				return err
+			}
+			for range 100 { // warm the connection
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			latencies(b, s.cmd.Process.Pid, call)
+		}
+	}
+	b.Run("grpc-unix", bare(false, false))
+	b.Run("grpc-unix-mtls", bare(true, false))
+	b.Run("grpc-unix-session", bare(false, true))
+	b.Run("grpc-unix-session-mtls", bare(true, true))
 	b.Run("plugin", func(b *testing.B) {
 		host := plugin.NewHost(plugin.HostConfig{Dirs: []string{pluginDir(b, map[string]string{"anvil-driver-fake": bins.fake})}})
 		defer host.Close()
@@ -49,19 +101,35 @@ func BenchmarkPowerStateRead(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		latencies(b, func() error {
+		latencies(b, host.Plugins()[0].Status().PID, func() error {
 			_, err := p.GetPowerState(ctx, task)
 			return err
 		})
 	})
 }
 
+// bareRequest returns the InvokeRequest a power proxy sends for task, the
+// payload of the bare gRPC baseline.
+func bareRequest(b *testing.B, task *driver.Task) *pb.InvokeRequest {
+	info, err := json.Marshal(task.DriverInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	internal, err := json.Marshal(task.DriverInternalInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &pb.InvokeRequest{Kind: string(driver.KindPower), Implementation: fake.Name, Operation: "get_power_state",
+		Task: &pb.Task{NodeUuid: task.NodeUUID, HardwareType: task.HardwareType, DriverInfoJson: info, DriverInternalInfoJson: internal}}
+}
+
 // latencies runs op b.N times and reports p50 and p99 in microseconds,
-// and the host process's CPU time per call (user+system, a figure that
-// depends less on how loaded the machine is than wall-clock latency).
-func latencies(b *testing.B, op func() error) {
+// and the CPU time per call (user+system, a figure that depends less on
+// how loaded the machine is than wall-clock latency) of this process and,
+// when peer is not 0, of the process peer serving the calls.
+func latencies(b *testing.B, peer int, op func() error) {
 	d := make([]time.Duration, 0, b.N)
-	cpuStart := processCPU()
+	cpuStart, peerStart := processCPU(), processCPUOf(peer)
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -72,6 +140,9 @@ func latencies(b *testing.B, op func() error) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((processCPU()-cpuStart).Nanoseconds())/1e3/float64(b.N), "host-cpu-µs/op")
+	if peer != 0 {
+		b.ReportMetric(float64((processCPUOf(peer)-peerStart).Nanoseconds())/1e3/float64(b.N), "peer-cpu-µs/op")
+	}
 	slices.Sort(d)
 	pct := func(p float64) float64 {
 		return float64(d[min(len(d)-1, int(float64(len(d))*p))].Nanoseconds()) / 1e3

@@ -45,6 +45,9 @@ func unmarshalMap(b []byte) (map[string]any, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
+	if m, ok := decodeObjectFast(b); ok {
+		return m, nil
+	}
 	var m map[string]any
 	// Numbers float64 would change (step arguments such as
 	// 9007199254740993 or 1.0) cross the process boundary exactly.
@@ -167,9 +170,12 @@ func decodeChanges(in *pb.Changes) (driver.Changes, error) {
 		if f.b == nil {
 			continue
 		}
-		m := map[string]any{}
-		if err := jsonexact.Decode(f.b, &m); err != nil {
-			return c, err
+		m, ok := decodeObjectFast(f.b)
+		if !ok {
+			m = map[string]any{}
+			if err := jsonexact.Decode(f.b, &m); err != nil {
+				return c, err
+			}
 		}
 		*f.dst = m
 	}

@@ -9,7 +9,8 @@
 //
 // The host side is a Host. Discover scans plugin directories for
 // executables named anvil-driver-<name>, checks an optional SHA-256 pin,
-// starts each one (gRPC only, AutoMTLS on, a fixed handshake cookie,
+// starts each one (gRPC only, the connection authenticated as described
+// under "Transport security", a fixed handshake cookie,
 // protocol versions ProtocolVersion and PreviousProtocolVersion offered
 // through go-plugin's VersionedPlugins) and asks it to describe itself:
 // name, version, hardware types, implementations per kind with their
@@ -41,7 +42,10 @@
 // host. Their hclog JSON output on stderr is re-levelled into the host's
 // *slog.Logger (HostConfig.Logger): hclog stays inside the plugin
 // boundary, and an embedder configures only log/slog. gRPC message limits are raised to
-// 64 MiB for inventories and BIOS registries.
+// 64 MiB for inventories and BIOS registries, and the flow-control window
+// is a static 16 MiB: gRPC's bandwidth estimator would add a ping each way
+// to almost every call, and a Unix socket has no bandwidth-delay product to
+// learn.
 //
 // # Usage
 //
@@ -73,9 +77,16 @@
 // A vendor never sees the wire: Serve and Host speak it, and the
 // generated gRPC code is internal (driver/plugin/internal/proto, whose
 // package doc gives the command that regenerates it). The transport is
-// one gRPC service with two calls, Describe and
+// one gRPC service: Describe, and
 // Invoke(kind, implementation, operation, task, args_json) returning
-// (result_json, changes, error). What travels in Invoke is fixed by the
+// (result_json, changes, error), which the host sends as calls of one
+// long-lived Session stream per plugin process (each call and reply
+// tagged with an id, a deadline travelling as the time left, a
+// cancellation as a message of its own), because a gRPC stream's setup
+// and teardown were about half of a unary call's cost over a Unix
+// socket. A plugin built before Session existed answers it with
+// UNIMPLEMENTED, having run nothing, and then gets its calls as unary
+// Invoke: the same messages either way. What travels in Invoke is fixed by the
 // operation table in operations.go: every operation name, the kind it
 // goes to, the capability it needs, the arguments it reads from args_json
 // and the JSON shape of its result. The capability table
@@ -99,4 +110,42 @@
 // needs a "since" protocol version on the capability it belongs to;
 // renaming or removing one, or changing an argument's meaning, breaks
 // N-1 peers and needs a new ProtocolVersion.
+//
+// # Transport security
+//
+// On Linux the host does not use go-plugin's AutoMTLS. It creates a
+// directory of its own for each plugin process with os.MkdirTemp (mode
+// 0700, owned by the host's user), has the plugin listen on its Unix
+// socket there (go-plugin's PLUGIN_UNIX_SOCKET_DIR), and both ends
+// authenticate the connection with the kernel's peer credentials
+// (SO_PEERCRED) instead of certificates: the host accepts only the process
+// it started, the plugin only its parent, both running as the same user.
+// The traffic is not encrypted. This is a deliberate decision, for these
+// reasons:
+//
+//   - Authentication is kept, and is stronger: a certificate proved that
+//     the peer received a secret through the host's pipe or environment;
+//     the kernel names the peer process itself, and a process cannot
+//     forge it.
+//   - Nobody who could read or alter the plaintext is kept out by TLS.
+//     Unix socket traffic cannot be captured by other users; only the
+//     host's user and root can enter the directory, and both can already
+//     read every secret the calls carry where it is kept (the store's
+//     rows or the PostgreSQL password, the host's memory).
+//   - Plugins are stateless: a process that reached one anyway would
+//     learn nothing and could do only what running the plugin executable
+//     itself allows.
+//   - TLS cost each call a record encryption and decryption on both ends
+//     (about a fifth of the transport's CPU time per call: compare
+//     BenchmarkPowerStateRead's grpc-unix-session and
+//     grpc-unix-session-mtls rows), and each start a P-521 key generation
+//     on each side.
+//
+// A plugin that the host started without a client certificate (this
+// host) serves with the peer check; one given a certificate (a host using
+// AutoMTLS) serves TLS as before, so plugins and hosts of either kind work
+// together, and a plugin built before this change still gets a host that
+// checks who it is talking to. Outside Linux (go-plugin listens on TCP on
+// Windows, and the peer credentials are not read elsewhere) AutoMTLS
+// stays on.
 package plugin

@@ -1,12 +1,14 @@
 package plugin
 
 import (
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/anvilmetal/anvil/driver"
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // FuzzDecodeInvoke feeds arbitrary bytes to the decoding a plugin applies
@@ -41,6 +43,28 @@ func FuzzDecodeInvoke(f *testing.F) {
 			if resp.Error != nil && decodeError("fuzz", resp.Error) == nil {
 				t.Error("an error message decoded to nil")
 			}
+		}
+	})
+}
+
+// FuzzDecodeObjectFast checks that the fast object decoder, on every
+// input it accepts, decodes exactly what jsonexact.Decode does.
+func FuzzDecodeObjectFast(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[true,false,null,"x\n\"y\\/"],"c":{"d":-0.5e-7}}`, `{"n":9007199254740993,"f":1.0,"z":-0,"e":1E400}`,
+		` { "a" : [ ] , "a" : { } } `, `{"u":"\u00e9"}`, `{"x":"` + "\xff" + `"}`, `[1]`, `{"a":1}x`, `{"a":01}`, `{"deep":[[[[[[[[[[1]]]]]]]]]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := decodeObjectFast(data)
+		if !ok {
+			return
+		}
+		var want map[string]any
+		if err := jsonexact.Decode(data, &want); err != nil {
+			t.Fatalf("fast path accepted %q, jsonexact refuses it: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoding %q: fast path %#v, jsonexact %#v", data, got, want)
 		}
 	})
 }

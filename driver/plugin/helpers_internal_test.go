@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
 )
@@ -30,6 +32,11 @@ func (c *recordingClient) Invoke(ctx context.Context, in *pb.InvokeRequest, _ ..
 		return &pb.InvokeResponse{}, nil
 	}
 	return c.serve.Invoke(ctx, in)
+}
+
+// Session is not served: a plugin made by newTestPlugin has no session.
+func (c *recordingClient) Session(context.Context, ...grpc.CallOption) (pb.Driver_SessionClient, error) {
+	return nil, status.Error(codes.Unimplemented, "recordingClient serves no Session")
 }
 
 // newTestPlugin returns a Plugin whose running instance is rpc, so that

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(hostModeEnv); dir != "" {
 		os.Exit(runAsHost(dir))
 	}
+	if sock := os.Getenv(grpcSocketEnv); sock != "" {
+		os.Exit(serveBareGRPC(sock))
+	}
 	dir, err := os.MkdirTemp("", "anvil-plugin-bins-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

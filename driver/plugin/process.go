@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,11 +46,57 @@ type Status struct {
 
 // instance is one running plugin process.
 type instance struct {
-	client  *goplugin.Client
-	rpc     pb.DriverClient
+	client *goplugin.Client
+	rpc    pb.DriverClient
+	// session carries the calls; nil, or unary set, when the plugin
+	// serves no Session and calls go as unary Invoke.
+	session *session
+	unary   atomic.Bool
 	version int
 	pid     int
 	gen     int
+	// sockDir is the private directory of the plugin's socket, removed
+	// with the process ("" when go-plugin chose it).
+	sockDir string
+}
+
+// invoke sends one call on the session, or as a unary Invoke to a plugin
+// that serves no Session.
+func (inst *instance) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, error) {
+	if s := inst.session; s != nil && !inst.unary.Load() {
+		resp, err := s.invoke(ctx, req)
+		if !unimplemented(err) {
+			return resp, err
+		}
+		inst.unary.Store(true)
+		s.close()
+	}
+	return inst.rpc.Invoke(ctx, req)
+}
+
+// kill ends the session, so that the plugin's graceful shutdown does not
+// wait for it, and then the process.
+func (inst *instance) kill() {
+	if inst.session != nil {
+		inst.session.close()
+	}
+	inst.client.Kill()
+	if inst.sockDir != "" {
+		os.RemoveAll(inst.sockDir)
+	}
+}
+
+// environWithout returns the host's environment without key, which the
+// caller sets.
+func environWithout(key string) []string {
+	env := os.Environ()
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // Plugin is one supervised plugin executable. Calls start the process on
@@ -166,24 +213,49 @@ func (p *Plugin) startLocked() (*instance, error) {
 	if p.sum != nil {
 		secure = &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()}
 	}
+	// Where the kernel authenticates the two ends (see "Transport
+	// security" in the package documentation), the plugin listens in a
+	// directory only the host's user can enter, and the connection
+	// accepts only the child the host started.
+	dial := dialOptions()
+	var sockDir string
+	if kernelAuthenticated {
+		var err error
+		if sockDir, err = os.MkdirTemp("", "anvil-plugin-"); err != nil {
+			return nil, fmt.Errorf("plugin %s (%s): socket directory: %w", p.name, p.path, err)
+		}
+		cmd.Env = append(environWithout(goplugin.EnvUnixSocketDir), goplugin.EnvUnixSocketDir+"="+sockDir)
+		dial = append(dial, grpc.WithTransportCredentials(hostCreds(func() int {
+			if cmd.Process == nil {
+				return -1
+			}
+			return cmd.Process.Pid
+		})))
+	}
 	logger := p.host.log.Named(p.name)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake(),
 		VersionedPlugins: pluginSets(HostProtocolVersions(), nil),
 		Cmd:              cmd,
+		SkipHostEnv:      kernelAuthenticated, // cmd.Env holds it
 		SecureConfig:     secure,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		AutoMTLS:         !kernelAuthenticated,
 		Logger:           logger,
 		StartTimeout:     p.host.cfg.StartTimeout,
 		SyncStdout:       stdoutWarner{logger},
 		SyncStderr:       io.Discard,
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize))},
+		GRPCDialOptions:  dial,
 	})
+	kill := func() {
+		client.Kill()
+		if sockDir != "" {
+			os.RemoveAll(sockDir)
+		}
+	}
 	proto, err := client.Client()
 	if err != nil {
-		client.Kill()
+		kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			return nil, &ChecksumError{Path: p.path, Want: hex.EncodeToString(p.sum), Got: "changed"}
 		}
@@ -191,12 +263,17 @@ func (p *Plugin) startLocked() (*instance, error) {
 	}
 	raw, err := proto.Dispense(dispenseName)
 	if err != nil {
-		client.Kill()
+		kill()
 		return nil, fmt.Errorf("plugin %s (%s): dispense: %w", p.name, p.path, err)
 	}
 	p.gen++
 	p.starts++
-	inst := &instance{client: client, rpc: raw.(pb.DriverClient), version: client.NegotiatedVersion(), gen: p.gen}
+	inst := &instance{client: client, rpc: raw.(pb.DriverClient), version: client.NegotiatedVersion(), gen: p.gen, sockDir: sockDir}
+	// A plugin built before Session existed answers its first call with
+	// UNIMPLEMENTED, and invoke then sends calls as unary Invoke.
+	if inst.session, err = openSession(inst.rpc, &p.host.wg); err != nil {
+		inst.session = nil
+	}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
@@ -220,7 +297,7 @@ func (p *Plugin) crashed(inst *instance, err error) {
 	p.host.wg.Add(1)
 	go func() {
 		defer p.host.wg.Done()
-		inst.client.Kill()
+		inst.kill()
 	}()
 }
 
@@ -239,7 +316,7 @@ func (p *Plugin) stop() {
 	p.cur = nil
 	p.mu.Unlock()
 	if inst != nil {
-		inst.client.Kill()
+		inst.kill()
 	}
 }
 
@@ -313,7 +390,7 @@ func (p *Plugin) invokeOnce(ctx context.Context, req *pb.InvokeRequest) (*pb.Inv
 	if err != nil {
 		return nil, 0, err
 	}
-	resp, err := inst.rpc.Invoke(ctx, req)
+	resp, err := inst.invoke(ctx, req)
 	if err != nil {
 		if cerr := p.transportError(ctx, inst, req.Kind+"/"+req.Implementation+" "+req.Operation, err); cerr != nil {
 			return nil, 0, cerr

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +26,10 @@ const (
 	probeEnv   = "ANVIL_DRIVER_PLUGIN_PROBE"
 	probeValue = "protocol-versions"
 )
+
+// autoMTLSClientCertEnv is where go-plugin's AutoMTLS hands a plugin the
+// host's certificate; go-plugin then serves TLS.
+const autoMTLSClientCertEnv = "PLUGIN_CLIENT_CERT"
 
 // probeAnswer is what a probed plugin prints.
 type probeAnswer struct {
@@ -84,7 +89,13 @@ func Serve(cfg ServeConfig) {
 		HandshakeConfig:  hs,
 		VersionedPlugins: pluginSets(versions, srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize))...)
+			opts = append(opts, serverOptions()...)
+			// A host that asked for no TLS (no client certificate) is
+			// authenticated by the kernel (see "Transport security").
+			if kernelAuthenticated && os.Getenv(autoMTLSClientCertEnv) == "" {
+				opts = append(opts, grpc.Creds(pluginCreds()))
+			}
+			return grpc.NewServer(opts...)
 		},
 		Logger: logger,
 	})
@@ -229,6 +240,69 @@ func (s *server) Invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeR
 		}
 	}
 	return resp, nil
+}
+
+// Session serves the calls of one Session stream, each in its own
+// goroutine as gRPC serves unary calls, and sends every reply as it is
+// ready. It returns when the host ends the stream, after its calls
+// returned: a reply is never sent after the handler returned.
+func (s *server) Session(stream pb.Driver_SessionServer) error {
+	ctx := stream.Context()
+	var (
+		sendMu sync.Mutex
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		cancel = map[uint64]context.CancelFunc{}
+	)
+	defer func() {
+		mu.Lock()
+		for _, c := range cancel {
+			c()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	for {
+		call, err := stream.Recv()
+		if err != nil {
+			return nil // the host ended the stream or went away
+		}
+		if call.Cancel {
+			mu.Lock()
+			if c, ok := cancel[call.Id]; ok {
+				c()
+				delete(cancel, call.Id)
+			}
+			mu.Unlock()
+			continue
+		}
+		if call.Request == nil { // answered as a call of no implementation
+			call.Request = &pb.InvokeRequest{}
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		if call.TimeoutNs > 0 {
+			cctx, ccancel = context.WithTimeout(ctx, time.Duration(call.TimeoutNs))
+		}
+		mu.Lock()
+		cancel[call.Id] = ccancel
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := s.Invoke(cctx, call.Request)
+			if err != nil {
+				resp = &pb.InvokeResponse{Error: encodeError(err)}
+			}
+			mu.Lock()
+			delete(cancel, call.Id)
+			mu.Unlock()
+			ccancel()
+			sendMu.Lock()
+			// A failed send means the stream is gone; Recv sees it too.
+			_ = stream.Send(&pb.SessionReply{Id: call.Id, Response: resp})
+			sendMu.Unlock()
+		}()
+	}
 }
 
 // dispatch runs one operation on impl. The result must be JSON-encodable.

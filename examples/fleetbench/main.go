@@ -24,12 +24,26 @@
 // retried after a short back-off, inside the phase's wall time, and the
 // phase reports how many retries there were (limit_retries).
 //
+// -plugin serves the fake implementations from the real fake plugin
+// (plugins/fake, built with go build unless -plugin-bin names the
+// executable) as a separate process through the driver plugin host, as an
+// operator's plugin directory would; the registry, the conductor and the
+// workload are the same. It runs the workload four times in the one
+// invocation, each on a fresh database: in process, through the plugin,
+// through the plugin, in process (so that warm-up and any drift of the
+// machine's load fall on both sides alike), and prints the four reports
+// and the ratio of the plugin runs' total wall time to the in-process
+// runs', so the plugin's cost is always quoted against a baseline
+// measured on the same machine at the same time. Its CPU figures add the
+// plugin process's CPU time (plugin_cpu_s) to the host's.
+//
 // Usage:
 //
-//	go run ./examples/fleetbench -nodes 1000 [-clients 16] [-sync-full] [-db DSN] [-agent]
+//	go run ./examples/fleetbench -nodes 1000 [-clients 16] [-sync-full] [-db DSN] [-agent] [-plugin [-plugin-bin PATH]]
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,9 +53,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +73,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -73,18 +91,23 @@ type config struct {
 	// fakeDelay makes every fake-hardware operation wait (tests only:
 	// it keeps nodes in cleaning and deploying long enough to overlap).
 	fakeDelay time.Duration
+	// pluginBin, when set, is the anvil-driver-fake executable serving
+	// the fake implementations out of process instead of in process.
+	pluginBin string
 }
 
 // Phase is one phase's figures.
 type Phase struct {
-	Name       string  `json:"phase"`
-	Nodes      int     `json:"nodes"`
-	WallSec    float64 `json:"wall_s"`
-	NodesPerS  float64 `json:"nodes_per_s"`
-	CPUSec     float64 `json:"cpu_s"`
-	Failures   int     `json:"failures"`
-	IronicWall float64 `json:"ironic_wall_s,omitempty"`
-	Speedup    float64 `json:"speedup_vs_ironic,omitempty"`
+	Name      string  `json:"phase"`
+	Nodes     int     `json:"nodes"`
+	WallSec   float64 `json:"wall_s"`
+	NodesPerS float64 `json:"nodes_per_s"`
+	CPUSec    float64 `json:"cpu_s"`
+	// PluginCPUSec is the plugin process's share of CPUSec (plugin mode).
+	PluginCPUSec float64 `json:"plugin_cpu_s,omitempty"`
+	Failures     int     `json:"failures"`
+	IronicWall   float64 `json:"ironic_wall_s,omitempty"`
+	Speedup      float64 `json:"speedup_vs_ironic,omitempty"`
 	// LimitRetries counts verbs refused by a concurrency limit and
 	// retried (their back-off is part of the wall time).
 	LimitRetries int `json:"limit_retries,omitempty"`
@@ -102,7 +125,12 @@ type Report struct {
 	Phases       []Phase `json:"phases"`
 	TotalWallSec float64 `json:"total_wall_s"`
 	TotalCPUSec  float64 `json:"total_cpu_s"`
+	// PluginCPUSec is the plugin process's share of TotalCPUSec.
+	PluginCPUSec float64 `json:"plugin_cpu_s,omitempty"`
+	// PeakRSSMiB is the benchmark process's; a plugin process's memory is
+	// PluginRSSMiB.
 	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+	PluginRSSMiB float64 `json:"plugin_rss_mib,omitempty"`
 	Failures     int     `json:"failures"`
 }
 
@@ -121,6 +149,8 @@ func main() {
 	flag.BoolVar(&cfg.agent, "agent", false, "deploy with the direct interface and simulated agents over HTTP")
 	flag.IntVar(&cfg.maxConcurrentDeploy, "max-concurrent-deploy", 0, "nodes deploying at once before deploys are refused and retried (0: Ironic's 250; negative: no limit)")
 	flag.IntVar(&cfg.maxConcurrentClean, "max-concurrent-clean", 0, "nodes cleaning at once before provide and undeploy are refused and retried (0: Ironic's 50; negative: no limit)")
+	withPlugin := flag.Bool("plugin", false, "run the workload in process and then with the fake implementations served by the fake plugin process; print both and the ratio")
+	pluginBin := flag.String("plugin-bin", "", "with -plugin: the anvil-driver-fake executable to use (default: go build ./plugins/fake)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -135,26 +165,148 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := run(context.Background(), cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fleetbench:", err)
-		os.Exit(1)
+	var out any
+	failures := 0
+	if *withPlugin {
+		cmp, err := comparePlugin(context.Background(), cfg, *pluginBin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench:", err)
+			os.Exit(1)
+		}
+		out = cmp
+		for _, r := range append(slices.Clone(cmp.InProcess), cmp.Plugin...) {
+			failures += r.Failures
+		}
+	} else {
+		rep, err := run(context.Background(), cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench:", err)
+			os.Exit(1)
+		}
+		out, failures = rep, rep.Failures
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	enc.Encode(rep)
-	if rep.Failures > 0 {
+	enc.Encode(out)
+	if failures > 0 {
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func cpuSeconds() float64 {
+// Comparison is what fleetbench -plugin prints: the same workload in
+// process and through the fake plugin process, measured in the order
+// in process, plugin, plugin, in process in one invocation.
+type Comparison struct {
+	InProcess []*Report `json:"in_process"`
+	Plugin    []*Report `json:"plugin"`
+	// TotalWallRatio is the plugin runs' total wall time over the
+	// in-process runs'.
+	TotalWallRatio float64 `json:"total_wall_ratio"`
+	// TotalCPURatio compares CPU time the same way, the plugin process's
+	// included.
+	TotalCPURatio float64 `json:"total_cpu_ratio"`
+}
+
+// comparePlugin runs the workload in process, twice through the fake
+// plugin at bin (built first when bin is empty), and in process again.
+func comparePlugin(ctx context.Context, cfg config, bin string) (*Comparison, error) {
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "anvil-fleetbench-plugin-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = buildFakePlugin(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	c := &Comparison{}
+	var inWall, inCPU, outWall, outCPU float64
+	for _, viaPlugin := range []bool{false, true, true, false} {
+		rc := cfg
+		if viaPlugin {
+			rc.pluginBin = bin
+		}
+		rep, err := run(ctx, rc)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", map[bool]string{false: "in process", true: "through the plugin"}[viaPlugin], err)
+		}
+		if viaPlugin {
+			c.Plugin = append(c.Plugin, rep)
+			outWall, outCPU = outWall+rep.TotalWallSec, outCPU+rep.TotalCPUSec
+		} else {
+			c.InProcess = append(c.InProcess, rep)
+			inWall, inCPU = inWall+rep.TotalWallSec, inCPU+rep.TotalCPUSec
+		}
+	}
+	if inWall > 0 && inCPU > 0 {
+		c.TotalWallRatio, c.TotalCPURatio = round(outWall/inWall), round(outCPU/inCPU)
+	}
+	return c, nil
+}
+
+// buildFakePlugin builds plugins/fake into dir as anvil-driver-fake with
+// the go command, from within the module, and returns its path.
+func buildFakePlugin(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, plugin.ExecutablePrefix+fake.Name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/anvilmetal/anvil/plugins/fake")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the fake plugin (run from the module, or pass -plugin-bin): %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+func hostCPUSeconds() float64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// processCPUSeconds returns the user+system CPU time of process pid from
+// /proc/<pid>/stat (0 for pid 0 or where there is no /proc).
+func processCPUSeconds(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// utime and stime are fields 14 and 15, in clock ticks of 1/100 s,
+	// counted after the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return float64(ut+st) / 100
+}
+
+// processRSSMiB returns the peak resident memory of process pid from
+// /proc/<pid>/status (0 where there is none).
+func processRSSMiB(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kib / 1024
+		}
+	}
+	return 0
 }
 
 func peakRSSMiB() float64 {
@@ -201,13 +353,30 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			driver.KindDeploy: {fake.Name, agentdeploy.Name},
 			driver.KindPower:  {fake.Name, simfleet.PowerName},
 		}})
-	fakeCfg := fake.Config{}
-	if cfg.fakeDelay > 0 {
-		fakeCfg.Delays = map[string]time.Duration{"*": cfg.fakeDelay}
+	var pluginPID int
+	if cfg.pluginBin != "" {
+		rep.Mode += "+plugin"
+		host := plugin.NewHost(plugin.HostConfig{Logger: slog.New(slog.DiscardHandler)})
+		defer host.Close()
+		p, err := host.Load(ctx, cfg.pluginBin)
+		if err != nil {
+			return nil, err
+		}
+		if err := host.Register(reg); err != nil {
+			return nil, err
+		}
+		pluginPID = p.Status().PID
+	} else {
+		fakeCfg := fake.Config{}
+		if cfg.fakeDelay > 0 {
+			fakeCfg.Delays = map[string]time.Duration{"*": cfg.fakeDelay}
+		}
+		if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
+			return nil, err
+		}
 	}
-	if err := reg.Register(builtin.Bundle(fakeCfg)); err != nil {
-		return nil, err
-	}
+	// cpuSeconds counts the plugin process's CPU time with the host's.
+	cpuSeconds := func() float64 { return hostCPUSeconds() + processCPUSeconds(pluginPID) }
 	agentSettings := conductor.AgentSettings{}
 	var fleet *simfleet.Fleet
 	// In agent mode the agent API's listener is bound before the
@@ -294,6 +463,10 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	node := func(i int) *baremetal.Node {
 		n := &baremetal.Node{Name: fmt.Sprintf("bench-%s-%06d", runID, i), Driver: builtin.FakeHardware,
 			InstanceInfo: map[string]any{"image_source": "http://images.example.com/img.qcow2", "image_checksum": "0123456789abcdef0123456789abcdef"}}
+		if cfg.pluginBin != "" && cfg.fakeDelay > 0 {
+			// The plugin process takes its delay from driver_info.
+			n.DriverInfo = map[string]any{fake.DelayKey: cfg.fakeDelay.String()}
+		}
 		if cfg.agent {
 			n.PowerInterface, n.DeployInterface = simfleet.PowerName, agentdeploy.Name
 		} else {
@@ -314,10 +487,10 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		}},
 		{"undeploy", statemachine.Available, cond.Undeploy},
 	}
-	totalStart, totalCPU := time.Now(), cpuSeconds()
+	totalStart, totalCPU, totalPluginCPU := time.Now(), cpuSeconds(), processCPUSeconds(pluginPID)
 
 	// Enroll: 16 clients creating nodes one by one.
-	start, cpu := time.Now(), cpuSeconds()
+	start, cpu, pcpu := time.Now(), cpuSeconds(), processCPUSeconds(pluginPID)
 	var mu sync.Mutex
 	failures := 0
 	parallel(cfg.nodes, cfg.clients, func(i int) {
@@ -331,10 +504,12 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		}
 		uuids[i] = n.UUID
 	})
-	rep.Phases = append(rep.Phases, phaseFigures("enroll", cfg.nodes, time.Since(start), cpuSeconds()-cpu, failures))
+	p := phaseFigures("enroll", cfg.nodes, time.Since(start), cpuSeconds()-cpu, failures)
+	p.PluginCPUSec = round(processCPUSeconds(pluginPID) - pcpu)
+	rep.Phases = append(rep.Phases, p)
 
 	for _, ph := range phases {
-		start, cpu := time.Now(), cpuSeconds()
+		start, cpu, pcpu := time.Now(), cpuSeconds(), processCPUSeconds(pluginPID)
 		failures, retries := 0, 0
 		parallel(cfg.nodes, cfg.clients, func(i int) {
 			u := uuids[i]
@@ -366,11 +541,14 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		})
 		p := phaseFigures(ph.name, cfg.nodes, time.Since(start), cpuSeconds()-cpu, failures)
 		p.LimitRetries = retries
+		p.PluginCPUSec = round(processCPUSeconds(pluginPID) - pcpu)
 		rep.Phases = append(rep.Phases, p)
 	}
 	rep.TotalWallSec = time.Since(totalStart).Seconds()
 	rep.TotalCPUSec = cpuSeconds() - totalCPU
+	rep.PluginCPUSec = round(processCPUSeconds(pluginPID) - totalPluginCPU)
 	rep.PeakRSSMiB = peakRSSMiB()
+	rep.PluginRSSMiB = round(processRSSMiB(pluginPID))
 	for i := range rep.Phases {
 		rep.Failures += rep.Phases[i].Failures
 		if cfg.nodes == 1000 && !cfg.agent {

@@ -903,6 +903,135 @@ func (x *Error) GetDetailJson() []byte {
 	return nil
 }
 
+// SessionCall is one message from the host on a Session stream: a call,
+// or the cancellation of an earlier one.
+type SessionCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's id, unique within the stream; its reply carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The call; absent when cancel is set.
+	Request *InvokeRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// Time left before the caller's deadline, in nanoseconds; 0 for none.
+	// The plugin cancels the call's context when it passes, as gRPC does
+	// with a unary call's deadline.
+	TimeoutNs int64 `protobuf:"varint,3,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// Cancels call id: the caller gave up on it and reads no reply.
+	Cancel        bool `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionCall) Reset() {
+	*x = SessionCall{}
+	mi := &file_driver_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCall) ProtoMessage() {}
+
+func (x *SessionCall) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCall.ProtoReflect.Descriptor instead.
+func (*SessionCall) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SessionCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionCall) GetRequest() *InvokeRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *SessionCall) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *SessionCall) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+// SessionReply answers the SessionCall with the same id.
+type SessionReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response      *InvokeResponse        `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionReply) Reset() {
+	*x = SessionReply{}
+	mi := &file_driver_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionReply) ProtoMessage() {}
+
+func (x *SessionReply) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
+func (*SessionReply) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SessionReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionReply) GetResponse() *InvokeResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -998,10 +1127,20 @@ const file_driver_proto_rawDesc = "" +
 	"\x12BMC_AUTHENTICATION\x10\t\x12\x13\n" +
 	"\x0fBMC_UNREACHABLE\x10\n" +
 	"\x12\x15\n" +
-	"\x11IDENTITY_MISMATCH\x10\v2\xb4\x01\n" +
+	"\x11IDENTITY_MISMATCH\x10\v\"\x92\x01\n" +
+	"\vSessionCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12<\n" +
+	"\arequest\x18\x02 \x01(\v2\".anvil.driver.plugin.InvokeRequestR\arequest\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x03 \x01(\x03R\ttimeoutNs\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"_\n" +
+	"\fSessionReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12?\n" +
+	"\bresponse\x18\x02 \x01(\v2#.anvil.driver.plugin.InvokeResponseR\bresponse2\x88\x02\n" +
 	"\x06Driver\x12W\n" +
 	"\bDescribe\x12$.anvil.driver.plugin.DescribeRequest\x1a%.anvil.driver.plugin.DescribeResponse\x12Q\n" +
-	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponseB@Z>github.com/anvilmetal/anvil/driver/plugin/internal/proto;protob\x06proto3"
+	"\x06Invoke\x12\".anvil.driver.plugin.InvokeRequest\x1a#.anvil.driver.plugin.InvokeResponse\x12R\n" +
+	"\aSession\x12 .anvil.driver.plugin.SessionCall\x1a!.anvil.driver.plugin.SessionReply(\x010\x01B@Z>github.com/anvilmetal/anvil/driver/plugin/internal/proto;protob\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -1016,7 +1155,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_driver_proto_goTypes = []any{
 	(Error_Code)(0),          // 0: anvil.driver.plugin.Error.Code
 	(*DescribeRequest)(nil),  // 1: anvil.driver.plugin.DescribeRequest
@@ -1030,27 +1169,33 @@ var file_driver_proto_goTypes = []any{
 	(*InvokeRequest)(nil),    // 9: anvil.driver.plugin.InvokeRequest
 	(*InvokeResponse)(nil),   // 10: anvil.driver.plugin.InvokeResponse
 	(*Error)(nil),            // 11: anvil.driver.plugin.Error
-	nil,                      // 12: anvil.driver.plugin.Task.InterfacesEntry
+	(*SessionCall)(nil),      // 12: anvil.driver.plugin.SessionCall
+	(*SessionReply)(nil),     // 13: anvil.driver.plugin.SessionReply
+	nil,                      // 14: anvil.driver.plugin.Task.InterfacesEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	3,  // 0: anvil.driver.plugin.DescribeResponse.hardware_types:type_name -> anvil.driver.plugin.HardwareType
 	6,  // 1: anvil.driver.plugin.DescribeResponse.implementations:type_name -> anvil.driver.plugin.Implementation
 	4,  // 2: anvil.driver.plugin.HardwareType.supported:type_name -> anvil.driver.plugin.Supported
 	5,  // 3: anvil.driver.plugin.Implementation.properties:type_name -> anvil.driver.plugin.Property
-	12, // 4: anvil.driver.plugin.Task.interfaces:type_name -> anvil.driver.plugin.Task.InterfacesEntry
+	14, // 4: anvil.driver.plugin.Task.interfaces:type_name -> anvil.driver.plugin.Task.InterfacesEntry
 	7,  // 5: anvil.driver.plugin.InvokeRequest.task:type_name -> anvil.driver.plugin.Task
 	8,  // 6: anvil.driver.plugin.InvokeResponse.changes:type_name -> anvil.driver.plugin.Changes
 	11, // 7: anvil.driver.plugin.InvokeResponse.error:type_name -> anvil.driver.plugin.Error
 	0,  // 8: anvil.driver.plugin.Error.code:type_name -> anvil.driver.plugin.Error.Code
-	1,  // 9: anvil.driver.plugin.Driver.Describe:input_type -> anvil.driver.plugin.DescribeRequest
-	9,  // 10: anvil.driver.plugin.Driver.Invoke:input_type -> anvil.driver.plugin.InvokeRequest
-	2,  // 11: anvil.driver.plugin.Driver.Describe:output_type -> anvil.driver.plugin.DescribeResponse
-	10, // 12: anvil.driver.plugin.Driver.Invoke:output_type -> anvil.driver.plugin.InvokeResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	9,  // 9: anvil.driver.plugin.SessionCall.request:type_name -> anvil.driver.plugin.InvokeRequest
+	10, // 10: anvil.driver.plugin.SessionReply.response:type_name -> anvil.driver.plugin.InvokeResponse
+	1,  // 11: anvil.driver.plugin.Driver.Describe:input_type -> anvil.driver.plugin.DescribeRequest
+	9,  // 12: anvil.driver.plugin.Driver.Invoke:input_type -> anvil.driver.plugin.InvokeRequest
+	12, // 13: anvil.driver.plugin.Driver.Session:input_type -> anvil.driver.plugin.SessionCall
+	2,  // 14: anvil.driver.plugin.Driver.Describe:output_type -> anvil.driver.plugin.DescribeResponse
+	10, // 15: anvil.driver.plugin.Driver.Invoke:output_type -> anvil.driver.plugin.InvokeResponse
+	13, // 16: anvil.driver.plugin.Driver.Session:output_type -> anvil.driver.plugin.SessionReply
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -1065,7 +1210,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Driver_Describe_FullMethodName = "/anvil.driver.plugin.Driver/Describe"
 	Driver_Invoke_FullMethodName   = "/anvil.driver.plugin.Driver/Invoke"
+	Driver_Session_FullMethodName  = "/anvil.driver.plugin.Driver/Session"
 )
 
 // DriverClient is the client API for Driver service.
@@ -42,6 +43,14 @@ type DriverClient interface {
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
 	// Invoke runs one operation of one implementation against a task.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
+	// Session runs many Invoke calls, concurrently, over one stream: each
+	// SessionCall carries an InvokeRequest and each SessionReply the
+	// InvokeResponse of the call with the same id, in any order. It saves
+	// each call the setup and teardown of a gRPC stream. A host uses it when
+	// the plugin serves it and falls back to Invoke on UNIMPLEMENTED (a
+	// plugin built before it existed); what an operation carries is the
+	// same on both.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionCall, SessionReply], error)
 }
 
 type driverClient struct {
@@ -72,6 +81,19 @@ func (c *driverClient) Invoke(ctx context.Context, in *InvokeRequest, opts ...gr
 	return out, nil
 }
 
+func (c *driverClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionCall, SessionReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[0], Driver_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionCall, SessionReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_SessionClient = grpc.BidiStreamingClient[SessionCall, SessionReply]
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -82,6 +104,14 @@ type DriverServer interface {
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
 	// Invoke runs one operation of one implementation against a task.
 	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
+	// Session runs many Invoke calls, concurrently, over one stream: each
+	// SessionCall carries an InvokeRequest and each SessionReply the
+	// InvokeResponse of the call with the same id, in any order. It saves
+	// each call the setup and teardown of a gRPC stream. A host uses it when
+	// the plugin serves it and falls back to Invoke on UNIMPLEMENTED (a
+	// plugin built before it existed); what an operation carries is the
+	// same on both.
+	Session(grpc.BidiStreamingServer[SessionCall, SessionReply]) error
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -97,6 +127,9 @@ func (UnimplementedDriverServer) Describe(context.Context, *DescribeRequest) (*D
 }
 func (UnimplementedDriverServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
+}
+func (UnimplementedDriverServer) Session(grpc.BidiStreamingServer[SessionCall, SessionReply]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -155,6 +188,13 @@ func _Driver_Invoke_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverServer).Session(&grpc.GenericServerStream[SessionCall, SessionReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_SessionServer = grpc.BidiStreamingServer[SessionCall, SessionReply]
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -171,6 +211,13 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Driver_Invoke_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Session",
+			Handler:       _Driver_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "driver.proto",
 }
