@@ -389,15 +389,38 @@ func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, er
 
 // UpdateNode implements baremetal.NodeStore.
 func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string) error {
-	return s.updateNode(ctx, n, holder, nil)
+	return s.updateNode(ctx, n, holder, nil, false)
 }
 
 // UpdateNodeRecording implements baremetal.RecordingNodeStore: the
 // compare-and-swap update and the history row it records commit in one
 // transaction, or neither does.
 func (s *Store) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
-	if e == nil {
-		return s.updateNode(ctx, n, holder, nil)
+	if err := checkEntryOf(n, e); err != nil {
+		return err
+	}
+	return s.updateNode(ctx, n, holder, e, false)
+}
+
+// UpdateNodeReleasing implements baremetal.ReleasingNodeStore: the
+// compare-and-swap update (fenced by holder's reservation), the history
+// row and the release are one statement on PostgreSQL and one
+// transaction on SQLite.
+func (s *Store) UpdateNodeReleasing(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+	if err := checkHolder(holder); err != nil {
+		return err
+	}
+	if err := checkEntryOf(n, e); err != nil {
+		return err
+	}
+	return s.updateNode(ctx, n, holder, e, true)
+}
+
+// checkEntryOf fills e's node (when e is not nil and names none) and
+// checks it is n.
+func checkEntryOf(n *baremetal.Node, e *baremetal.HistoryEntry) error {
+	if e == nil || n == nil {
+		return nil
 	}
 	if e.NodeUUID == "" {
 		e.NodeUUID = n.UUID
@@ -405,12 +428,13 @@ func (s *Store) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, hold
 	if !strings.EqualFold(e.NodeUUID, n.UUID) {
 		return &baremetal.InvalidFieldError{Kind: "history", Ident: e.NodeUUID, Field: "node_uuid", Expected: "the UUID of the node updated (" + n.UUID + ")"}
 	}
-	return s.updateNode(ctx, n, holder, e)
+	return nil
 }
 
 // updateNode is UpdateNode, adding the history entry e in the same
-// transaction when e is not nil.
-func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+// transaction when e is not nil, and clearing holder's reservation with
+// the write when release is set.
+func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry, release bool) error {
 	if err := checkUpdate(n); err != nil {
 		return err
 	}
@@ -442,6 +466,9 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 	stmt := s.st.update
 	if holder != "" {
 		stmt = s.st.updateHeld
+		if release {
+			stmt = s.st.updateRelease
+		}
 		args = append(args, holder)
 	}
 	var version, updated int64
@@ -453,7 +480,10 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 		})
 	} else if s.st.recordUpdate != nil {
 		rec := s.st.recordUpdate
-		if holder != "" {
+		switch {
+		case release:
+			rec = s.st.recordUpdateRelease
+		case holder != "":
 			rec = s.st.recordUpdateHeld
 		}
 		// One statement: the history values follow the update's.
@@ -485,8 +515,14 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 	if e != nil {
 		e.ID, e.Event, e.Message = histID, hist.event, hist.message
 	}
+	if release {
+		n.Reservation = ""
+	}
 	s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "update", ProvisionState: n.ProvisionState,
 		TargetProvisionState: n.TargetProvisionState, Reservation: n.Reservation, Version: n.Version})
+	if release {
+		s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "release"})
+	}
 	return nil
 }
 

@@ -28,6 +28,11 @@ type statements struct {
 	// updateHeld with the history insert in the same statement.
 	recordUpdate     *sqlx.Stmt
 	recordUpdateHeld *sqlx.Stmt
+	// updateRelease is updateHeld that also clears the reservation, and
+	// recordUpdateRelease (PostgreSQL only) its form with the history
+	// insert.
+	updateRelease       *sqlx.Stmt
+	recordUpdateRelease *sqlx.Stmt
 }
 
 func (st *statements) close() {
@@ -39,8 +44,9 @@ func (st *statements) close() {
 
 // updateSQL builds the compare-and-swap update of every caller-written
 // column. provision_updated_at is stamped when either provision state
-// changes and otherwise never moves back.
-func (s *Store) updateSQL(held bool) string {
+// changes and otherwise never moves back. release (with held) also clears
+// the reservation the statement checks.
+func (s *Store) updateSQL(held, release bool) string {
 	var b strings.Builder
 	b.WriteString("UPDATE nodes SET ")
 	for _, c := range nodeCols {
@@ -49,6 +55,9 @@ func (s *Store) updateSQL(held bool) string {
 	}
 	fmt.Fprintf(&b, "provision_updated_at = CASE WHEN provision_state <> ? OR COALESCE(target_provision_state, '') <> ? THEN CAST(? AS BIGINT) "+
 		"ELSE NULLIF(%s(COALESCE(provision_updated_at, 0), COALESCE(CAST(? AS BIGINT), 0)), 0) END, ", s.d.greatest)
+	if release {
+		b.WriteString("reservation = NULL, ")
+	}
 	b.WriteString("version = version + 1, updated_at = ? WHERE uuid = ? AND version = ?")
 	if held {
 		b.WriteString(" AND reservation = ?")
@@ -62,8 +71,8 @@ func (s *Store) updateSQL(held bool) string {
 // data-modifying WITH): one round trip and one commit, and the row is
 // inserted only when the update matched. Its parameters are the update's,
 // then the history row's values without the node reference.
-func (s *Store) recordUpdateSQL(held bool) string {
-	upd := strings.TrimSuffix(s.updateSQL(held), " RETURNING version, updated_at, provision_updated_at")
+func (s *Store) recordUpdateSQL(held, release bool) string {
+	upd := strings.TrimSuffix(s.updateSQL(held, release), " RETURNING version, updated_at, provision_updated_at")
 	return "WITH u AS (" + upd + " RETURNING id, version, updated_at, provision_updated_at), " +
 		"h AS (INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) " +
 		"SELECT ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT), u.id FROM u RETURNING id) " +
@@ -99,10 +108,13 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.st.release, err = prep(s.w, "UPDATE nodes SET reservation = NULL WHERE uuid = ? AND reservation = ?"); err != nil {
 		return err
 	}
-	if s.st.update, err = prep(s.w, s.updateSQL(false)); err != nil {
+	if s.st.update, err = prep(s.w, s.updateSQL(false, false)); err != nil {
 		return err
 	}
-	if s.st.updateHeld, err = prep(s.w, s.updateSQL(true)); err != nil {
+	if s.st.updateHeld, err = prep(s.w, s.updateSQL(true, false)); err != nil {
+		return err
+	}
+	if s.st.updateRelease, err = prep(s.w, s.updateSQL(true, true)); err != nil {
 		return err
 	}
 	if s.st.touch, err = prep(s.w, "UPDATE nodes SET provision_updated_at = ? WHERE uuid = ? RETURNING provision_state, COALESCE(target_provision_state, ''), version"); err != nil {
@@ -119,10 +131,13 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.d.name == postgresDialect.name {
-		if s.st.recordUpdate, err = prep(s.w, s.recordUpdateSQL(false)); err != nil {
+		if s.st.recordUpdate, err = prep(s.w, s.recordUpdateSQL(false, false)); err != nil {
 			return err
 		}
-		if s.st.recordUpdateHeld, err = prep(s.w, s.recordUpdateSQL(true)); err != nil {
+		if s.st.recordUpdateHeld, err = prep(s.w, s.recordUpdateSQL(true, false)); err != nil {
+			return err
+		}
+		if s.st.recordUpdateRelease, err = prep(s.w, s.recordUpdateSQL(true, true)); err != nil {
 			return err
 		}
 	}
