@@ -380,16 +380,17 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	if !c.fastTrackable(t) {
 		wipeAgent(n)
 	}
+	// The run ends with this transition, which releases the node.
 	switch kind {
 	case steps.Clean:
 		if n.TargetProvisionState == statemachine.Manageable || n.Retired {
-			return t.process(ctx, statemachine.EventManage, moveOpts{})
+			return t.process(ctx, statemachine.EventManage, moveOpts{release: true})
 		}
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	case steps.Deploy:
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	default:
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	}
 }
 
