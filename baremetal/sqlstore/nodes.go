@@ -151,11 +151,15 @@ func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error 
 			}
 			var rows *sql.Rows
 			var err error
-			if end-start == insertBatch {
+			switch end - start {
+			case insertBatch:
 				// Full batches reuse one prepared statement: parsing a
 				// 13,000-parameter INSERT costs more than running it.
 				rows, err = tx.StmtxContext(ctx, s.st.insertFull).QueryContext(ctx, bind...)
-			} else {
+			case 1:
+				// So does CreateNode, enrolling nodes one by one.
+				rows, err = tx.StmtxContext(ctx, s.st.insertOne).QueryContext(ctx, bind...)
+			default:
 				rows, err = tx.QueryContext(ctx, s.d.q(insertNodesSQL(end-start)), bind...)
 			}
 			if err != nil {
@@ -355,7 +359,12 @@ func (s *Store) ListNodes(ctx context.Context, f baremetal.NodeFilter, page bare
 	if page.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", page.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
+	var rows *sql.Rows
+	if st := s.readStmt(ctx, s.d.q(q)); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = s.r.QueryContext(ctx, s.d.q(q), args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: listing nodes: %w", err)
 	}
@@ -381,7 +390,14 @@ func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, er
 		return 0, err
 	}
 	var n int
-	if err := s.r.QueryRowxContext(ctx, s.d.q("SELECT COUNT(*) FROM nodes"+where), args...).Scan(&n); err != nil {
+	q := s.d.q("SELECT COUNT(*) FROM nodes" + where)
+	var row *sqlx.Row
+	if st := s.readStmt(ctx, q); st != nil {
+		row = st.QueryRowxContext(ctx, args...)
+	} else {
+		row = s.r.QueryRowxContext(ctx, q, args...)
+	}
+	if err := row.Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlstore: counting nodes: %w", err)
 	}
 	return n, nil

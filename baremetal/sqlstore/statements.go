@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -33,6 +34,13 @@ type statements struct {
 	// insert.
 	updateRelease       *sqlx.Stmt
 	recordUpdateRelease *sqlx.Stmt
+	// insertOne is insertNodesSQL(1): enrolling one node at a time.
+	insertOne *sqlx.Stmt
+
+	// dynMu guards dyn, the prepared forms of queries built at run time
+	// (SQLite only; pgx caches prepared statements by text itself).
+	dynMu sync.Mutex
+	dyn   map[string]*sqlx.Stmt
 }
 
 func (st *statements) close() {
@@ -40,6 +48,46 @@ func (st *statements) close() {
 		_ = s.Close()
 	}
 	st.all = nil
+	st.dynMu.Lock()
+	for _, s := range st.dyn {
+		_ = s.Close()
+	}
+	st.dyn = nil
+	st.dynMu.Unlock()
+}
+
+// maxDynStmts bounds the cache of prepared run-time queries: filters
+// come from a fixed set of call sites, so a handful of texts recur.
+const maxDynStmts = 64
+
+// readStmt returns q (already in the dialect's form) prepared on the read
+// pool, or nil to run it unprepared. A listing filter's SQL is rebuilt on
+// every call but recurs with the same text (the concurrency-limit count
+// of every verb, the periodic listings), and parsing it is a good part of
+// a small query's cost on SQLite, whose driver keeps no statement cache;
+// on PostgreSQL pgx caches prepared statements by text already.
+func (s *Store) readStmt(ctx context.Context, q string) *sqlx.Stmt {
+	if s.d.name != sqliteDialect.name {
+		return nil
+	}
+	s.st.dynMu.Lock()
+	defer s.st.dynMu.Unlock()
+	if st, ok := s.st.dyn[q]; ok {
+		return st
+	}
+	if len(s.st.dyn) >= maxDynStmts {
+		return nil
+	}
+	st, err := s.r.PreparexContext(ctx, q)
+	if err != nil {
+		// The query itself reports the error when it runs unprepared.
+		return nil
+	}
+	if s.st.dyn == nil {
+		s.st.dyn = map[string]*sqlx.Stmt{}
+	}
+	s.st.dyn[q] = st
+	return st
 }
 
 // updateSQL builds the compare-and-swap update of every caller-written
@@ -121,6 +169,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.st.insertFull, err = prep(s.w, insertNodesSQL(insertBatch)); err != nil {
+		return err
+	}
+	if s.st.insertOne, err = prep(s.w, insertNodesSQL(1)); err != nil {
 		return err
 	}
 	const histCols = "INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) "
