@@ -103,6 +103,23 @@ func (t *task) save(ctx context.Context) error {
 	return nil
 }
 
+// saveRecording is save that also appends h to the node's history, in
+// the same transaction when the store offers baremetal.RecordingNodeStore.
+func (t *task) saveRecording(ctx context.Context, h *baremetal.HistoryEntry) error {
+	rs, ok := t.c.store.(baremetal.RecordingNodeStore)
+	if !ok {
+		if err := t.save(ctx); err != nil {
+			return err
+		}
+		t.c.addHistory(ctx, h)
+		return nil
+	}
+	if err := rs.UpdateNodeRecording(ctx, t.node, t.c.host, h); err != nil {
+		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+	}
+	return nil
+}
+
 // driver resolves the node's composed driver.
 func (t *task) driver() (*driver.Driver, error) {
 	if t.drv != nil {
