@@ -439,6 +439,9 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 		return
 	}
 	t := c.newTask(n)
+	if n == j.node && j.portsLoaded {
+		t.ports, t.portsLoaded = j.ports, true
+	}
 	defer t.release()
 	in, ok := readIntent(n)
 	if !ok {
