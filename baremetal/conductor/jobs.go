@@ -17,6 +17,11 @@ type job struct {
 	// node is set when the job is handed over with the reservation
 	// already held by this conductor (the verb just took it).
 	node *baremetal.Node
+	// ports, when portsLoaded, are node's ports as the verb read them
+	// under that same reservation, so the worker needs not read them
+	// again.
+	ports       []*baremetal.Port
+	portsLoaded bool
 }
 
 type jobKind int
@@ -49,7 +54,7 @@ func newJobQueue() *jobQueue {
 }
 
 func (q *jobQueue) push(j job) bool {
-	j.node = nil
+	j.node, j.ports, j.portsLoaded = nil, nil, false
 	q.mu.Lock()
 	if q.closed || q.queued[j.key()] {
 		q.mu.Unlock()

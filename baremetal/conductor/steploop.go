@@ -144,10 +144,12 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 		}
 		switch a.Kind {
 		case steps.RunStep:
-			if err := t.save(ctx); err != nil {
+			// The progress naming the step and the history line of its
+			// start commit together.
+			if err := t.saveRecording(ctx, c.stepHistory(t, EventStepStart, kind, a.Step, "")); err != nil {
 				return err
 			}
-			c.stepEvent(t, EventStepStart, kind, a.Step, "")
+			c.publishStep(t, EventStepStart, kind, a.Step, "")
 			start := c.clock.Now()
 			res, err := c.executeStep(ctx, t, kind, a.Step)
 			out := c.classify(t, kind, res, err)
@@ -284,13 +286,25 @@ func waitState(kind steps.Kind) statemachine.State {
 }
 
 func (c *Conductor) stepEvent(t *task, typ EventType, kind steps.Kind, s steps.Step, errText string) {
+	c.addHistory(context.Background(), c.stepHistory(t, typ, kind, s, errText))
+	c.publishStep(t, typ, kind, s, errText)
+}
+
+// stepHistory is the history entry of a step's start or end.
+func (c *Conductor) stepHistory(t *task, typ EventType, kind steps.Kind, s steps.Step, errText string) *baremetal.HistoryEntry {
 	msg := fmt.Sprintf("%s step %s %s", kind, s.Key(), map[EventType]string{EventStepStart: "started", EventStepEnd: "finished"}[typ])
 	sev := baremetal.HistoryInfo
 	if errText != "" {
 		msg += ": " + errText
 		sev = baremetal.HistoryError
 	}
-	c.history(context.Background(), t.uuid(), string(typ)+" "+s.Key(), string(kind), msg, sev)
+	// The store masks secrets in history messages itself.
+	return &baremetal.HistoryEntry{NodeUUID: t.uuid(), Event: truncEvent(string(typ) + " " + s.Key()), EventType: string(kind),
+		Message: msg, Severity: sev, Conductor: c.host}
+}
+
+// publishStep tells watchers a step started or ended.
+func (c *Conductor) publishStep(t *task, typ EventType, kind steps.Kind, s steps.Step, errText string) {
 	c.publish(Event{Type: typ, NodeUUID: t.uuid(), NodeName: t.node.Name, To: t.node.ProvisionState,
 		StepKind: string(kind), Step: s.Key(), Error: errText})
 }
@@ -380,19 +394,20 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	if !c.fastTrackable(t) {
 		wipeAgent(n)
 	}
+	// The run ends with this transition, which releases the node.
 	switch kind {
 	case steps.Clean:
 		if n.TargetProvisionState == statemachine.Manageable || n.Retired {
-			return t.process(ctx, statemachine.EventManage, moveOpts{})
+			return t.process(ctx, statemachine.EventManage, moveOpts{release: true})
 		}
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	case steps.Deploy:
 		// An enabled console starts as the node goes active; a console
 		// that does not start fails nothing but itself.
 		c.startConsoleInDeploy(ctx, t)
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	default:
-		return t.process(ctx, statemachine.EventDone, moveOpts{})
+		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
 	}
 }
 

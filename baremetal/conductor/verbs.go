@@ -225,6 +225,10 @@ type verb struct {
 	// limit is the concurrency limit the verb is subject to, checked
 	// before the reservation is taken (zero for most verbs: none).
 	limit actionLimit
+	// read is the node as the verb already read it (unlocked, like
+	// accept's own read), which accept then uses instead of reading it
+	// again; nil: accept reads it.
+	read *baremetal.Node
 }
 
 func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error) {
@@ -245,9 +249,11 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 	if err := c.checkRunning(); err != nil {
 		return err
 	}
-	n, err := c.store.GetNode(ctx, ident)
-	if err != nil {
-		return err
+	n := v.read
+	if n == nil {
+		if n, err = c.store.GetNode(ctx, ident); err != nil {
+			return err
+		}
 	}
 	if err := c.checkServed(n); err != nil {
 		return err
@@ -281,6 +287,9 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 			return err
 		}
 	}
+	// A verb without work ends with its transition, which releases the
+	// node.
+	v.move.release = v.noWork
 	if !v.noWork {
 		if t.node.DriverInternalInfo == nil {
 			t.node.DriverInternalInfo = map[string]any{}
@@ -295,7 +304,7 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		return nil
 	}
 	handed = true
-	c.submit(job{uuid: t.node.UUID, kind: jobIntent, node: t.node})
+	c.submit(job{uuid: t.node.UUID, kind: jobIntent, node: t.node, ports: t.ports, portsLoaded: t.portsLoaded})
 	return nil
 }
 
@@ -308,9 +317,9 @@ func (c *Conductor) Manage(ctx context.Context, ident string) error {
 		return err
 	}
 	if n.ProvisionState == statemachine.Enroll {
-		return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, op: opVerify})
+		return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, op: opVerify, read: n})
 	}
-	return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, noWork: true})
+	return c.accept(ctx, ident, verb{name: "manage", event: statemachine.EventManage, noWork: true, read: n})
 }
 
 // Inspect runs hardware inspection on a manageable (or inspect failed)

@@ -15,7 +15,8 @@ const maxBatch = 64
 // writeOp is one hot write (reserve, release, update, touch) waiting for
 // the SQLite writer. run executes its statements through the writeTx it is
 // given and must not use the store's connections in any other way: while
-// it runs, its batch may hold the only write connection.
+// it runs, its batch may hold the only write connection. An op that is
+// not atomic runs exactly one statement.
 type writeOp struct {
 	ctx  context.Context
 	run  func(w writeTx) error
@@ -44,8 +45,9 @@ func (w writeTx) stmt(st *sqlx.Stmt) *sqlx.Stmt {
 // time and each commit costs system calls (WAL append, lock handling) that
 // dominate a one-row update. When several goroutines write at once, one
 // of them (the leader) runs the queued statements in a single
-// transaction, each under its own savepoint so that one failing statement
-// does not undo the others, and commits once; then it hands the
+// transaction, each op of several statements under its own savepoint so
+// that one failing op does not undo the others (a single statement is
+// undone alone anyway), and commits once; then it hands the
 // leadership to the oldest waiting op, so no caller runs other callers'
 // work for long. A lone writer runs its statement at once, in autocommit,
 // without any hand-off. There is no background goroutine.
@@ -145,6 +147,13 @@ func (b *batcher) run(batch []*writeOp) {
 	for i, op := range batch {
 		if err := op.ctx.Err(); err != nil {
 			errs[i] = err
+			continue
+		}
+		if !op.atomic {
+			// A single statement needs no savepoint: SQLite undoes a
+			// failing statement alone (from its statement journal) and
+			// the transaction goes on. That saves two statements per op.
+			errs[i] = op.run(writeTx{ctx: op.ctx, tx: tx})
 			continue
 		}
 		if _, err := tx.Exec("SAVEPOINT op"); err != nil {

@@ -12,9 +12,11 @@ import (
 )
 
 // TestGroupCommitIsolatesFailures runs many concurrent writes, half of
-// them doomed (stale versions, foreign reservations), so that batches mix
-// failures with successes: every failure must come back typed and write
-// nothing, and every success must be stored.
+// them doomed (stale versions, foreign reservations, and renames onto
+// another node's name, which fail inside the statement after it matched
+// the row), so that batches mix failures with successes: every failure
+// must come back typed and write nothing, and every success must be
+// stored.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	s := openSQLite(t, filepath.Join(t.TempDir(), "batch.db"), nil)
 	ctx := context.Background()
@@ -29,7 +31,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
-		go func(n *baremetal.Node, holder string) {
+		go func(n *baremetal.Node, holder, taken string) {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
 				locked, err := s.ReserveNode(ctx, n.UUID, holder)
@@ -42,6 +44,12 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 				stale.Extra = map[string]any{"stale": true}
 				if err := s.UpdateNode(ctx, stale, holder); !errors.Is(err, baremetal.ErrConflict) {
 					t.Errorf("stale write = %v, want ErrConflict", err)
+					return
+				}
+				dup := locked.Clone()
+				dup.Name, dup.Extra = taken, map[string]any{"dup": true}
+				if err := s.UpdateNode(ctx, dup, holder); !errors.Is(err, baremetal.ErrDuplicate) {
+					t.Errorf("rename onto %s = %v, want ErrDuplicate", taken, err)
 					return
 				}
 				if err := s.UpdateNode(ctx, locked.Clone(), "someone-else"); !errors.Is(err, baremetal.ErrConflict) {
@@ -62,7 +70,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 					return
 				}
 			}
-		}(nodes[w], fmt.Sprintf("h%d", w))
+		}(nodes[w], fmt.Sprintf("h%d", w), nodes[(w+1)%workers].Name)
 	}
 	wg.Wait()
 	for _, n := range nodes {
@@ -70,7 +78,8 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Version != rounds+1 || got.Extra["round"] != float64(rounds-1) || got.Extra["stale"] != nil || got.Reservation != "" {
+		if got.Version != rounds+1 || got.Extra["round"] != float64(rounds-1) || got.Extra["stale"] != nil || got.Extra["dup"] != nil ||
+			got.Name != n.Name || got.Reservation != "" {
 			t.Fatalf("node %s after the run: version %d extra %v reservation %q", got.Name, got.Version, got.Extra, got.Reservation)
 		}
 	}

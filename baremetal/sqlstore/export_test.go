@@ -50,3 +50,11 @@ func ExplainListForTest(ctx context.Context, s *Store, f baremetal.NodeFilter, p
 	}
 	return strings.Join(plan, "; "), rows.Err()
 }
+
+// QueryStringsForTest runs q on the writer connection and returns the
+// first column of every row as text.
+func QueryStringsForTest(ctx context.Context, s *Store, q string) ([]string, error) {
+	var out []string
+	err := s.w.SelectContext(ctx, &out, q)
+	return out, err
+}

@@ -18,8 +18,8 @@ import (
 func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	ctx := context.Background()
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 3 {
-		t.Fatalf("fresh database at schema version %d, %v; want 3", v, err)
+	if err != nil || v != 4 {
+		t.Fatalf("fresh database at schema version %d, %v; want 4", v, err)
 	}
 	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
 		t.Fatalf("schema unusable after up: %v", err)
@@ -39,7 +39,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatal("nodes table still there after migrating down")
 	}
 	results, err := p.Up(ctx)
-	if err != nil || len(results) != 3 {
+	if err != nil || len(results) != 4 {
 		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
 	}
 	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {

@@ -151,11 +151,15 @@ func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error 
 			}
 			var rows *sql.Rows
 			var err error
-			if end-start == insertBatch {
+			switch end - start {
+			case insertBatch:
 				// Full batches reuse one prepared statement: parsing a
 				// 13,000-parameter INSERT costs more than running it.
 				rows, err = tx.StmtxContext(ctx, s.st.insertFull).QueryContext(ctx, bind...)
-			} else {
+			case 1:
+				// So does CreateNode, enrolling nodes one by one.
+				rows, err = tx.StmtxContext(ctx, s.st.insertOne).QueryContext(ctx, bind...)
+			default:
 				rows, err = tx.QueryContext(ctx, s.d.q(insertNodesSQL(end-start)), bind...)
 			}
 			if err != nil {
@@ -362,7 +366,12 @@ func (s *Store) ListNodes(ctx context.Context, f baremetal.NodeFilter, page bare
 	if page.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", page.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
+	var rows *sql.Rows
+	if st := s.readStmt(ctx, s.d.q(q)); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = s.r.QueryContext(ctx, s.d.q(q), args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: listing nodes: %w", err)
 	}
@@ -388,7 +397,14 @@ func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, er
 		return 0, err
 	}
 	var n int
-	if err := s.r.QueryRowxContext(ctx, s.d.q("SELECT COUNT(*) FROM nodes"+where), args...).Scan(&n); err != nil {
+	q := s.d.q("SELECT COUNT(*) FROM nodes" + where)
+	var row *sqlx.Row
+	if st := s.readStmt(ctx, q); st != nil {
+		row = st.QueryRowxContext(ctx, args...)
+	} else {
+		row = s.r.QueryRowxContext(ctx, q, args...)
+	}
+	if err := row.Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlstore: counting nodes: %w", err)
 	}
 	return n, nil
@@ -396,15 +412,38 @@ func (s *Store) CountNodes(ctx context.Context, f baremetal.NodeFilter) (int, er
 
 // UpdateNode implements baremetal.NodeStore.
 func (s *Store) UpdateNode(ctx context.Context, n *baremetal.Node, holder string) error {
-	return s.updateNode(ctx, n, holder, nil)
+	return s.updateNode(ctx, n, holder, nil, false)
 }
 
 // UpdateNodeRecording implements baremetal.RecordingNodeStore: the
 // compare-and-swap update and the history row it records commit in one
 // transaction, or neither does.
 func (s *Store) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
-	if e == nil {
-		return s.updateNode(ctx, n, holder, nil)
+	if err := checkEntryOf(n, e); err != nil {
+		return err
+	}
+	return s.updateNode(ctx, n, holder, e, false)
+}
+
+// UpdateNodeReleasing implements baremetal.ReleasingNodeStore: the
+// compare-and-swap update (fenced by holder's reservation), the history
+// row and the release are one statement on PostgreSQL and one
+// transaction on SQLite.
+func (s *Store) UpdateNodeReleasing(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+	if err := checkHolder(holder); err != nil {
+		return err
+	}
+	if err := checkEntryOf(n, e); err != nil {
+		return err
+	}
+	return s.updateNode(ctx, n, holder, e, true)
+}
+
+// checkEntryOf fills e's node (when e is not nil and names none) and
+// checks it is n.
+func checkEntryOf(n *baremetal.Node, e *baremetal.HistoryEntry) error {
+	if e == nil || n == nil {
+		return nil
 	}
 	if e.NodeUUID == "" {
 		e.NodeUUID = n.UUID
@@ -412,12 +451,13 @@ func (s *Store) UpdateNodeRecording(ctx context.Context, n *baremetal.Node, hold
 	if !strings.EqualFold(e.NodeUUID, n.UUID) {
 		return &baremetal.InvalidFieldError{Kind: "history", Ident: e.NodeUUID, Field: "node_uuid", Expected: "the UUID of the node updated (" + n.UUID + ")"}
 	}
-	return s.updateNode(ctx, n, holder, e)
+	return nil
 }
 
 // updateNode is UpdateNode, adding the history entry e in the same
-// transaction when e is not nil.
-func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry) error {
+// transaction when e is not nil, and clearing holder's reservation with
+// the write when release is set.
+func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string, e *baremetal.HistoryEntry, release bool) error {
 	if err := checkUpdate(n); err != nil {
 		return err
 	}
@@ -449,6 +489,9 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 	stmt := s.st.update
 	if holder != "" {
 		stmt = s.st.updateHeld
+		if release {
+			stmt = s.st.updateRelease
+		}
 		args = append(args, holder)
 	}
 	var version, updated int64
@@ -460,7 +503,10 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 		})
 	} else if s.st.recordUpdate != nil {
 		rec := s.st.recordUpdate
-		if holder != "" {
+		switch {
+		case release:
+			rec = s.st.recordUpdateRelease
+		case holder != "":
 			rec = s.st.recordUpdateHeld
 		}
 		// One statement: the history values follow the update's.
@@ -492,8 +538,14 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 	if e != nil {
 		e.ID, e.Event, e.Message = histID, hist.event, hist.message
 	}
+	if release {
+		n.Reservation = ""
+	}
 	s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "update", ProvisionState: n.ProvisionState,
 		TargetProvisionState: n.TargetProvisionState, Reservation: n.Reservation, Version: n.Version})
+	if release {
+		s.notify(baremetal.NodeChange{UUID: n.UUID, Op: "release"})
+	}
 	return nil
 }
 

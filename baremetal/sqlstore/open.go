@@ -354,4 +354,6 @@ func isUUID(s string) bool {
 var (
 	_ baremetal.Store              = (*Store)(nil)
 	_ baremetal.NodeChangeNotifier = (*Store)(nil)
+	_ baremetal.RecordingNodeStore = (*Store)(nil)
+	_ baremetal.ReleasingNodeStore = (*Store)(nil)
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -28,6 +29,18 @@ type statements struct {
 	// updateHeld with the history insert in the same statement.
 	recordUpdate     *sqlx.Stmt
 	recordUpdateHeld *sqlx.Stmt
+	// updateRelease is updateHeld that also clears the reservation, and
+	// recordUpdateRelease (PostgreSQL only) its form with the history
+	// insert.
+	updateRelease       *sqlx.Stmt
+	recordUpdateRelease *sqlx.Stmt
+	// insertOne is insertNodesSQL(1): enrolling one node at a time.
+	insertOne *sqlx.Stmt
+
+	// dynMu guards dyn, the prepared forms of queries built at run time
+	// (SQLite only; pgx caches prepared statements by text itself).
+	dynMu sync.Mutex
+	dyn   map[string]*sqlx.Stmt
 }
 
 func (st *statements) close() {
@@ -35,12 +48,53 @@ func (st *statements) close() {
 		_ = s.Close()
 	}
 	st.all = nil
+	st.dynMu.Lock()
+	for _, s := range st.dyn {
+		_ = s.Close()
+	}
+	st.dyn = nil
+	st.dynMu.Unlock()
+}
+
+// maxDynStmts bounds the cache of prepared run-time queries: filters
+// come from a fixed set of call sites, so a handful of texts recur.
+const maxDynStmts = 64
+
+// readStmt returns q (already in the dialect's form) prepared on the read
+// pool, or nil to run it unprepared. A listing filter's SQL is rebuilt on
+// every call but recurs with the same text (the concurrency-limit count
+// of every verb, the periodic listings), and parsing it is a good part of
+// a small query's cost on SQLite, whose driver keeps no statement cache;
+// on PostgreSQL pgx caches prepared statements by text already.
+func (s *Store) readStmt(ctx context.Context, q string) *sqlx.Stmt {
+	if s.d.name != sqliteDialect.name {
+		return nil
+	}
+	s.st.dynMu.Lock()
+	defer s.st.dynMu.Unlock()
+	if st, ok := s.st.dyn[q]; ok {
+		return st
+	}
+	if len(s.st.dyn) >= maxDynStmts {
+		return nil
+	}
+	st, err := s.r.PreparexContext(ctx, q)
+	if err != nil {
+		// The query itself reports the error when it runs unprepared.
+		return nil
+	}
+	if s.st.dyn == nil {
+		s.st.dyn = map[string]*sqlx.Stmt{}
+	}
+	s.st.dyn[q] = st
+	return st
 }
 
 // updateSQL builds the compare-and-swap update of every caller-written
 // column. provision_updated_at is stamped when either provision state
-// changes and otherwise never moves back.
-func (s *Store) updateSQL(held bool) string {
+// changes and otherwise never moves back. release (with held) also clears
+// the reservation the statement checks.
+func (s *Store) updateSQL(held, release bool) string {
 	var b strings.Builder
 	b.WriteString("UPDATE nodes SET ")
 	for _, c := range nodeCols {
@@ -49,6 +103,9 @@ func (s *Store) updateSQL(held bool) string {
 	}
 	fmt.Fprintf(&b, "provision_updated_at = CASE WHEN provision_state <> ? OR COALESCE(target_provision_state, '') <> ? THEN CAST(? AS BIGINT) "+
 		"ELSE NULLIF(%s(COALESCE(provision_updated_at, 0), COALESCE(CAST(? AS BIGINT), 0)), 0) END, ", s.d.greatest)
+	if release {
+		b.WriteString("reservation = NULL, ")
+	}
 	b.WriteString("version = version + 1, updated_at = ? WHERE uuid = ? AND version = ?")
 	if held {
 		b.WriteString(" AND reservation = ?")
@@ -62,8 +119,8 @@ func (s *Store) updateSQL(held bool) string {
 // data-modifying WITH): one round trip and one commit, and the row is
 // inserted only when the update matched. Its parameters are the update's,
 // then the history row's values without the node reference.
-func (s *Store) recordUpdateSQL(held bool) string {
-	upd := strings.TrimSuffix(s.updateSQL(held), " RETURNING version, updated_at, provision_updated_at")
+func (s *Store) recordUpdateSQL(held, release bool) string {
+	upd := strings.TrimSuffix(s.updateSQL(held, release), " RETURNING version, updated_at, provision_updated_at")
 	return "WITH u AS (" + upd + " RETURNING id, version, updated_at, provision_updated_at), " +
 		"h AS (INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) " +
 		"SELECT ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT), u.id FROM u RETURNING id) " +
@@ -99,16 +156,22 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.st.release, err = prep(s.w, "UPDATE nodes SET reservation = NULL WHERE uuid = ? AND reservation = ?"); err != nil {
 		return err
 	}
-	if s.st.update, err = prep(s.w, s.updateSQL(false)); err != nil {
+	if s.st.update, err = prep(s.w, s.updateSQL(false, false)); err != nil {
 		return err
 	}
-	if s.st.updateHeld, err = prep(s.w, s.updateSQL(true)); err != nil {
+	if s.st.updateHeld, err = prep(s.w, s.updateSQL(true, false)); err != nil {
+		return err
+	}
+	if s.st.updateRelease, err = prep(s.w, s.updateSQL(true, true)); err != nil {
 		return err
 	}
 	if s.st.touch, err = prep(s.w, "UPDATE nodes SET provision_updated_at = ? WHERE uuid = ? RETURNING provision_state, COALESCE(target_provision_state, ''), version"); err != nil {
 		return err
 	}
 	if s.st.insertFull, err = prep(s.w, insertNodesSQL(insertBatch)); err != nil {
+		return err
+	}
+	if s.st.insertOne, err = prep(s.w, insertNodesSQL(1)); err != nil {
 		return err
 	}
 	const histCols = "INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) "
@@ -119,10 +182,13 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	if s.d.name == postgresDialect.name {
-		if s.st.recordUpdate, err = prep(s.w, s.recordUpdateSQL(false)); err != nil {
+		if s.st.recordUpdate, err = prep(s.w, s.recordUpdateSQL(false, false)); err != nil {
 			return err
 		}
-		if s.st.recordUpdateHeld, err = prep(s.w, s.recordUpdateSQL(true)); err != nil {
+		if s.st.recordUpdateHeld, err = prep(s.w, s.recordUpdateSQL(true, false)); err != nil {
+			return err
+		}
+		if s.st.recordUpdateRelease, err = prep(s.w, s.recordUpdateSQL(true, true)); err != nil {
 			return err
 		}
 	}

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"BreakDeadReservations", testBreakDead},
 		{"History", testHistory},
 		{"UpdateRecordsHistory", testUpdateRecording},
+		{"UpdateReleases", testUpdateReleasing},
 		{"Inventory", testInventory},
 		{"InventoryLarge", testInventoryLarge},
 		{"InventoryConcurrentSaves", testInventoryConcurrentSaves},

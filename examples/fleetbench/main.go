@@ -7,7 +7,9 @@
 // By default nodes use fake-hardware with the fake deploy interface, as
 // Ironic's run did, on a SQLite file with the embedded default durability
 // (WAL, synchronous=NORMAL). -sync-full fsyncs every commit
-// (synchronous=FULL, as Ironic's SQLite does); -db takes a PostgreSQL DSN.
+// (synchronous=FULL, as Ironic's SQLite does); -db takes a PostgreSQL DSN,
+// and -pg-synchronous-commit sets synchronous_commit for the run's own
+// sessions (the headline figures keep the server's default, on).
 // -agent deploys with the direct interface and simulated agents over HTTP
 // instead, cleaning with the agent's steps.
 //
@@ -39,7 +41,7 @@
 //
 // Usage:
 //
-//	go run ./examples/fleetbench -nodes 1000 [-clients 16] [-sync-full] [-db DSN] [-agent] [-plugin [-plugin-bin PATH]]
+//	go run ./examples/fleetbench -nodes 1000 [-clients 16] [-sync-full] [-db DSN] [-pg-synchronous-commit off] [-agent] [-plugin [-plugin-bin PATH]]
 package main
 
 import (
@@ -52,6 +54,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +86,10 @@ type config struct {
 	workers  int
 	db       string
 	syncFull bool
-	agent    bool
+	// pgSyncCommit is PostgreSQL's synchronous_commit for the
+	// benchmark's own sessions ("": the server's setting).
+	pgSyncCommit string
+	agent        bool
 	// maxConcurrentDeploy and maxConcurrentClean are the conductor's
 	// concurrency limits (0: Ironic's defaults, negative: none).
 	maxConcurrentDeploy int
@@ -146,6 +152,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 64, "conductor worker pool size")
 	flag.StringVar(&cfg.db, "db", "", "SQLite file path or PostgreSQL DSN; default: a SQLite file in a temporary directory")
 	flag.BoolVar(&cfg.syncFull, "sync-full", false, "SQLite synchronous=FULL (fsync every commit) instead of NORMAL")
+	flag.StringVar(&cfg.pgSyncCommit, "pg-synchronous-commit", "", "PostgreSQL synchronous_commit for this run's sessions only (on, off, ...; default: the server's)")
 	flag.BoolVar(&cfg.agent, "agent", false, "deploy with the direct interface and simulated agents over HTTP")
 	flag.IntVar(&cfg.maxConcurrentDeploy, "max-concurrent-deploy", 0, "nodes deploying at once before deploys are refused and retried (0: Ironic's 250; negative: no limit)")
 	flag.IntVar(&cfg.maxConcurrentClean, "max-concurrent-clean", 0, "nodes cleaning at once before provide and undeploy are refused and retried (0: Ironic's 50; negative: no limit)")
@@ -325,8 +332,17 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	var store *sqlstore.Store
 	var err error
 	if strings.HasPrefix(cfg.db, "postgres://") || strings.HasPrefix(cfg.db, "postgresql://") {
-		store, err = sqlstore.OpenPostgres(ctx, cfg.db, sqlstore.Options{})
-		rep.Database, rep.Durability = "postgresql", "postgresql default (synchronous_commit=on)"
+		dsn, durability := cfg.db, "postgresql default (synchronous_commit=on)"
+		if cfg.pgSyncCommit != "" {
+			// pgx sends an unknown DSN parameter as a run-time setting of
+			// each session; the server's configuration is untouched.
+			if dsn, err = withParam(dsn, "synchronous_commit", cfg.pgSyncCommit); err != nil {
+				return nil, err
+			}
+			durability = "postgresql, synchronous_commit=" + cfg.pgSyncCommit + " for this run's sessions"
+		}
+		store, err = sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
+		rep.Database, rep.Durability = "postgresql", durability
 	} else {
 		path := cfg.db
 		if path == "" {
@@ -560,6 +576,18 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	}
 	rep.TotalWallSec, rep.TotalCPUSec, rep.PeakRSSMiB = round(rep.TotalWallSec), round(rep.TotalCPUSec), round(rep.PeakRSSMiB)
 	return rep, nil
+}
+
+// withParam sets a query parameter of a PostgreSQL URL.
+func withParam(dsn, key, value string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("-db: %w", err)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
