@@ -47,6 +47,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -341,6 +344,15 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			}
 			durability = "postgresql, synchronous_commit=" + cfg.pgSyncCommit + " for this run's sessions"
 		}
+		// Each run gets a schema of its own, dropped afterwards: rows
+		// left by earlier runs (and their dead versions, where the
+		// server runs without autovacuum, as these test machines do)
+		// would otherwise slow every later run.
+		var dropSchema func()
+		if dsn, dropSchema, err = freshSchema(ctx, dsn); err != nil {
+			return nil, err
+		}
+		defer dropSchema()
 		store, err = sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
 		rep.Database, rep.Durability = "postgresql", durability
 	} else {
@@ -588,6 +600,38 @@ func withParam(dsn, key, value string) (string, error) {
 	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// freshSchema creates an empty schema for one run and returns the DSN
+// that uses it and the function that drops it.
+func freshSchema(ctx context.Context, dsn string) (string, func(), error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	schema := "anvil_fleetbench_" + hex.EncodeToString(b[:])
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("-db: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("-db: creating schema %s: %w", schema, err)
+	}
+	drop := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := db.ExecContext(dctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			fmt.Fprintf(os.Stderr, "fleetbench: dropping schema %s: %v\n", schema, err)
+		}
+		db.Close()
+	}
+	out, err := withParam(dsn, "search_path", schema)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	return out, drop, nil
 }
 
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
