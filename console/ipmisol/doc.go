@@ -14,8 +14,10 @@
 // What each call does:
 //
 //	Validate      the ipmi_* driver_info (ipmi_terminal_port: an
-//	              optional port 1-65535) and that ipmitool is installed;
-//	              no BMC contact
+//	              optional port 1-65535), console_idle_timeout (optional
+//	              whole seconds >= 1, overriding Options.IdleTimeout for
+//	              the node) and that ipmitool is installed; no BMC
+//	              contact
 //	StartConsole  negotiates the cipher suite when ipmi_cipher_suite is
 //	              unset (ipmi_sim has only suite 3), then Manager.Start
 //	              with "sol deactivate" before and "sol activate" as the

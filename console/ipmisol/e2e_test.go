@@ -427,6 +427,31 @@ func TestIdleClientClosed(t *testing.T) {
 	}
 }
 
+// A node's driver_info console_idle_timeout overrides the interface's
+// (and the Manager's) idle timeout: with both at ten minutes, a node
+// set to one second has its silent client closed after about a second,
+// and the console keeps running.
+func TestNodeIdleTimeout(t *testing.T) {
+	r := newRig(t, console.Options{IdleTimeout: 10 * time.Minute})
+	r.c = ipmisol.New(r.m, ipmisol.Options{IdleTimeout: 10 * time.Minute})
+	r.task.DriverInfo[ipmisol.IdleTimeoutKey] = 1.0
+	info := r.start(t)
+	tcp, err := net.Dial("tcp", info.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	start := time.Now()
+	_ = tcp.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_, err = io.Copy(io.Discard, tcp)
+	if took := time.Since(start); err != nil || took < 900*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("idle client: %v after %s, want closed (EOF) after about 1s", err, took)
+	}
+	if now, ok := r.m.Info(nodeUUID); !ok || !alive(now.PID) {
+		t.Fatalf("the console stopped with its idle client: %+v", now)
+	}
+}
+
 // A stale SOL session on the BMC (held by another ipmitool, or left by a
 // killed console) is dropped by the "sol deactivate" run before each
 // start: a second StartConsole, a start beside a foreign session, and the

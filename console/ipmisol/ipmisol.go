@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os/exec"
 	"strconv"
@@ -32,6 +33,12 @@ const (
 	InternalAllocatedPort = "allocated_ipmi_terminal_port"
 )
 
+// IdleTimeoutKey is the optional driver_info key (whole seconds, at
+// least 1) that overrides Options.IdleTimeout for one node's console: a
+// node whose operators leave a client attached for long (a serial log
+// watched all day) or one that should free its console sooner.
+const IdleTimeoutKey = "console_idle_timeout"
+
 // DeactivateTimeout bounds the "sol deactivate" StopConsole runs.
 const DeactivateTimeout = 10 * time.Second
 
@@ -46,7 +53,9 @@ type Options struct {
 	// when the Manager listens on a wildcard address.
 	Host string
 	// IdleTimeout overrides the Manager's idle timeout for these
-	// consoles; zero keeps the Manager's ([console]terminal_timeout).
+	// consoles; zero keeps the Manager's ([console]terminal_timeout). A
+	// node's driver_info console_idle_timeout (IdleTimeoutKey) overrides
+	// both for that node.
 	IdleTimeout time.Duration
 	// Logger receives what StopConsole cannot return (a failed sol
 	// deactivate); default slog.Default(). The BMC password never reaches
@@ -91,14 +100,15 @@ func (c *Console) Bundle() driver.Bundle {
 }
 
 // Properties returns the ipmi driver_info properties (ipmi_terminal_port
-// among them).
+// among them) and console_idle_timeout.
 func (c *Console) Properties() []driver.Property {
 	ps := ipmitool.Properties()
-	out := make([]driver.Property, 0, len(ps))
+	out := make([]driver.Property, 0, len(ps)+1)
 	for _, p := range ps {
 		out = append(out, driver.Property{Name: p.Name, Description: p.Description, Required: p.Required})
 	}
-	return out
+	return append(out, driver.Property{Name: IdleTimeoutKey,
+		Description: "Seconds a client attached to the node's console may stay silent before it is disconnected; overrides the conductor's console idle timeout for this node. Optional."})
 }
 
 // Unavailable returns a *driver.UnavailableError when ipmitool is not
@@ -119,12 +129,32 @@ func (c *Console) Validate(ctx context.Context, t *driver.Task) error {
 	return c.Unavailable()
 }
 
-func (c *Console) info(t *driver.Task) (ipmitool.Info, error) {
-	return ipmitool.ParseInfo(driver.ReadDriverInfo(t, driver.KindConsole, Name))
+// maxIdleSeconds bounds console_idle_timeout: beyond 68 years the
+// nanoseconds of a time.Duration would not hold it anyway.
+const maxIdleSeconds = math.MaxInt32
+
+// consoleInfo is the console's reading of driver_info: the ipmi_* keys
+// and the node's idle timeout (zero: the interface's or Manager's).
+type consoleInfo struct {
+	ipmitool.Info
+	idle time.Duration
+}
+
+func (c *Console) info(t *driver.Task) (consoleInfo, error) {
+	r := driver.ReadDriverInfo(t, driver.KindConsole, Name)
+	info, err := ipmitool.ParseInfo(r)
+	if err != nil {
+		return consoleInfo{Info: info}, err
+	}
+	ci := consoleInfo{Info: info}
+	if n, ok := r.Int(IdleTimeoutKey, false, 1, maxIdleSeconds); ok {
+		ci.idle = time.Duration(n) * time.Second
+	}
+	return ci, r.Err()
 }
 
 // client returns an ipmitool client for the node.
-func (c *Console) client(t *driver.Task) (*ipmitool.Client, ipmitool.Info, error) {
+func (c *Console) client(t *driver.Task) (*ipmitool.Client, consoleInfo, error) {
 	info, err := c.info(t)
 	if err != nil {
 		return nil, info, err
@@ -132,7 +162,7 @@ func (c *Console) client(t *driver.Task) (*ipmitool.Client, ipmitool.Info, error
 	if err := c.Unavailable(); err != nil {
 		return nil, info, err
 	}
-	cl, err := ipmitool.New(info, c.opts.IPMI)
+	cl, err := ipmitool.New(info.Info, c.opts.IPMI)
 	if err != nil {
 		return nil, info, c.wrap(t, "connect", err)
 	}
@@ -162,6 +192,9 @@ func (c *Console) StartConsole(ctx context.Context, t *driver.Task) error {
 		Ready:       ipmitool.SOLReady,
 		Port:        info.TerminalPort,
 		IdleTimeout: c.opts.IdleTimeout,
+	}
+	if info.idle > 0 {
+		spec.IdleTimeout = info.idle
 	}
 	if info.Password != "" {
 		spec.Secrets = []string{info.Password}

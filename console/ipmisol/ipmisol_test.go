@@ -50,6 +50,39 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// console_idle_timeout is optional whole seconds of at least 1: anything
+// else is an InvalidParameterError naming the node and the key, and the
+// key is listed among the interface's properties.
+func TestValidateIdleTimeout(t *testing.T) {
+	c := ipmisol.New(new(console.Manager), ipmisol.Options{})
+	if err := c.Unavailable(); err != nil {
+		t.Skipf("ipmitool is not installed here: %v", err)
+	}
+	for _, v := range []any{1.0, 30.0, "600"} {
+		di := map[string]any{"ipmi_address": "192.0.2.10", ipmisol.IdleTimeoutKey: v}
+		if err := c.Validate(context.Background(), task(di)); err != nil {
+			t.Errorf("%s %v: %v", ipmisol.IdleTimeoutKey, v, err)
+		}
+	}
+	for _, v := range []any{0.0, -5.0, 1.5, "ten", "10s", true, 1e12} {
+		di := map[string]any{"ipmi_address": "192.0.2.10", ipmisol.IdleTimeoutKey: v}
+		err := c.Validate(context.Background(), task(di))
+		var ip *driver.InvalidParameterError
+		if !errors.As(err, &ip) || ip.Node != nodeUUID || ip.Key != ipmisol.IdleTimeoutKey || ip.Kind != driver.KindConsole || ip.Impl != ipmisol.Name {
+			t.Errorf("%s %v: want an InvalidParameterError naming the node and the key, got %v", ipmisol.IdleTimeoutKey, v, err)
+		}
+	}
+	found := false
+	for _, p := range c.Properties() {
+		if p.Name == ipmisol.IdleTimeoutKey {
+			found = !p.Required && p.Description != ""
+		}
+	}
+	if !found {
+		t.Errorf("Properties lacks an optional, described %s: %+v", ipmisol.IdleTimeoutKey, c.Properties())
+	}
+}
+
 // The ipmi hardware type lists ipmitool-socat first, yet its nodes keep
 // no-console until the embedder enables ipmitool-socat by name; then it
 // is the default, and a node naming it before that is refused.

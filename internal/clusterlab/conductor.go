@@ -16,12 +16,17 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/console"
+	"github.com/anvilmetal/anvil/console/ipmisol"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/hashring"
+	"github.com/anvilmetal/anvil/netboot/netboottest"
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
 
 // LabHardwareType is the hardware type of the lab's machines.
@@ -131,6 +136,13 @@ type ConductorConfig struct {
 	// keeps its state through the plugin's fake power, out of process,
 	// under the host's supervision (GET /lab/plugin reports its status).
 	PluginDir string
+	// IPMIConsole also enables the ipmi hardware type (in process, as
+	// ipmitool.NewDrivers declares it: ipmitool power, management and
+	// vendor) with the ipmitool-socat console interface, whose consoles
+	// run in a console.Manager of this process, closed when it stops (a
+	// SIGKILL never gets there: the consoles' ipmitool processes then die
+	// with it). Nodes of the lab fleet are not affected.
+	IPMIConsole bool
 	// Workers bounds the worker pool; 0 means the default.
 	Workers int
 	// Ready is called with the agent API URL once the conductor runs.
@@ -148,15 +160,58 @@ func NewRegistry(labURL, conductor string, client *agentclient.Client) (*driver.
 // NewRegistryWithPower is NewRegistry with the lab power keeping its state
 // through inner (nil: the in-process fake power).
 func NewRegistryWithPower(labURL, conductor string, client *agentclient.Client, inner driver.PowerInterface) (*driver.Registry, error) {
-	reg := driver.NewRegistry(driver.Config{
+	return newRegistry(labURL, conductor, client, inner, nil)
+}
+
+// NewIPMIRegistry is NewRegistry with the ipmi hardware type and the
+// ipmitool-socat console interface running consoles in consoles
+// (ConductorConfig.IPMIConsole).
+func NewIPMIRegistry(labURL, conductor string, client *agentclient.Client, consoles *console.Manager, log *slog.Logger) (*driver.Registry, error) {
+	if consoles == nil {
+		return nil, errors.New("clusterlab: NewIPMIRegistry: nil console manager")
+	}
+	return newRegistry(labURL, conductor, client, nil, &ipmiConsoles{m: consoles, log: log})
+}
+
+// ipmiConsoles is what the ipmi part of a lab registry needs.
+type ipmiConsoles struct {
+	m   *console.Manager
+	log *slog.Logger
+}
+
+func newRegistry(labURL, conductor string, client *agentclient.Client, inner driver.PowerInterface, ipmi *ipmiConsoles) (*driver.Registry, error) {
+	cfg := driver.Config{
 		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
 			driver.KindDeploy: {agentdeploy.Name, fake.Name},
 			driver.KindPower:  {LabPowerName, fake.Name},
 		},
-	})
+	}
+	if ipmi != nil {
+		cfg.EnabledHardwareTypes = append(cfg.EnabledHardwareTypes, ipmitool.HardwareType)
+		cfg.EnabledInterfaces[driver.KindPower] = append(cfg.EnabledInterfaces[driver.KindPower], ipmitool.ImplIPMITool)
+		// Consoles are enabled by name (Ironic's
+		// enabled_console_interfaces); fake-hardware nodes keep
+		// no-console.
+		cfg.EnabledInterfaces[driver.KindConsole] = []string{ipmisol.Name, driver.NoConsole}
+	}
+	reg := driver.NewRegistry(cfg)
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return nil, err
+	}
+	if ipmi != nil {
+		if err := reg.Register(ipmitool.NewDrivers(ipmitool.Options{}).Bundle()); err != nil {
+			return nil, err
+		}
+		// The ipmi hardware type's boot interfaces (its default, ipxe,
+		// among them) must resolve; the lab never network-boots its ipmi
+		// nodes, so their boot configurations go to an in-memory store.
+		if err := reg.Register(pxe.New(netboottest.NewStore(), pxe.Options{}).Bundle()); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(ipmisol.New(ipmi.m, ipmisol.Options{Logger: ipmi.log}).Bundle()); err != nil {
+			return nil, err
+		}
 	}
 	if client != nil {
 		if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
@@ -221,7 +276,17 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 			return err
 		}
 	}
-	reg, err := NewRegistryWithPower(cfg.LabURL, cfg.Hostname, client, inner)
+	var consoles *ipmiConsoles
+	if cfg.IPMIConsole {
+		m := console.NewManager(console.Options{Logger: log})
+		defer func() {
+			if err := m.Close(); err != nil {
+				log.Warn("console manager close failed", "error", err)
+			}
+		}()
+		consoles = &ipmiConsoles{m: m, log: log}
+	}
+	reg, err := newRegistry(cfg.LabURL, cfg.Hostname, client, inner, consoles)
 	if err != nil {
 		return err
 	}
@@ -276,6 +341,9 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		st := fake.Status()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(PluginStatus{PID: st.PID, Running: st.Running, Restarts: st.Restarts})
+	})
+	mux.HandleFunc("GET /lab/console/{node}", func(w http.ResponseWriter, r *http.Request) {
+		serveConsole(w, r, c, consoles)
 	})
 	// The agent endpoints get their requests without a ServeMux in
 	// front: one would redirect paths such as /v1/heartbeat/. before the
@@ -379,9 +447,45 @@ func serveVerb(w http.ResponseWriter, r *http.Request, c *conductor.Conductor) {
 		}
 	case "undeploy":
 		err = c.Undeploy(r.Context(), node)
+	case "console-on", "console-off":
+		err = c.SetConsoleMode(r.Context(), node, verb == "console-on")
 	default:
 		http.Error(w, "unknown verb "+verb, http.StatusNotFound)
 		return
 	}
 	answerVerb(w, err)
+}
+
+// ConsoleStatus is what GET /lab/console/<node> reports: the conductor's
+// ConsoleInfo (Enabled, Type, URL) and, when this conductor's process
+// runs the node's console, the console program's PID (0 otherwise; the
+// node must be named by its UUID for the PID).
+type ConsoleStatus struct {
+	Enabled bool   `json:"enabled"`
+	Type    string `json:"type,omitempty"`
+	URL     string `json:"url,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+}
+
+// serveConsole answers GET /lab/console/<node> with a ConsoleStatus; a
+// disabled console is a ConsoleStatus with Enabled false, other errors
+// are answered as refused verbs are.
+func serveConsole(w http.ResponseWriter, r *http.Request, c *conductor.Conductor, consoles *ipmiConsoles) {
+	node := r.PathValue("node")
+	st, err := c.ConsoleInfo(r.Context(), node)
+	if err != nil && !errors.Is(err, conductor.ErrConsoleNotEnabled) {
+		answerVerb(w, err)
+		return
+	}
+	out := ConsoleStatus{Enabled: st.Enabled}
+	if st.Info != nil {
+		out.Type, out.URL = st.Info.Type, st.Info.URL
+	}
+	if consoles != nil {
+		if ci, ok := consoles.m.Info(node); ok {
+			out.PID = ci.PID
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }

@@ -36,6 +36,7 @@ func MainConductor(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.CallbackTimeout, "callback-timeout", 1800*time.Second, "deploy/clean/rescue/service/inspect callback timeout")
 	fs.IntVar(&cfg.Workers, "workers", 0, "worker pool size (0: default)")
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "driver plugin directory holding anvil-driver-fake; the lab power then keeps its state through the plugin")
+	fs.BoolVar(&cfg.IPMIConsole, "ipmi-console", false, "also enable the ipmi hardware type with the ipmitool-socat console interface (consoles run in this process)")
 	rerun := fs.String("rerun-safe", "", "comma-separated out-of-band steps (interface.step) safe to re-run after a takeover")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {

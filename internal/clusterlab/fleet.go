@@ -16,8 +16,11 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/console"
+	"github.com/anvilmetal/anvil/console/ipmisol"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
 )
 
 // Process is one labconductor OS process.
@@ -129,6 +132,62 @@ func (p *Process) Plugin(ctx context.Context) (PluginStatus, error) {
 		return st, fmt.Errorf("clusterlab: plugin status of %s: %w", p.Host, err)
 	}
 	return st, nil
+}
+
+// Console asks the conductor what ConsoleInfo says of node (its UUID)
+// and whether its own process runs the console (ConsoleStatus.PID), for
+// a conductor started with -ipmi-console.
+func (p *Process) Console(ctx context.Context, node string) (ConsoleStatus, error) {
+	var st ConsoleStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.AgentAPI+"/lab/console/"+node, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("clusterlab: console of %s on %s: %w", node, p.Host, err)
+	}
+	defer resp.Body.Close()
+	// A status or an error text: 64 KiB is plenty.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return st, fmt.Errorf("clusterlab: console of %s on %s: %w", node, p.Host, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("clusterlab: console of %s on %s: %s: %s", node, p.Host, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("clusterlab: console of %s on %s: %w", node, p.Host, err)
+	}
+	return st, nil
+}
+
+// EnrollIPMINode creates an ipmi node (ipmitool power, the ipmitool-socat
+// console, driver_info di) in the store, for conductors started with
+// -ipmi-console, and returns its UUID.
+func EnrollIPMINode(ctx context.Context, store baremetal.Store, labURL, name string, di map[string]any) (string, error) {
+	client, err := agentclient.NewClient(agentclient.ClientConfig{})
+	if err != nil {
+		return "", err
+	}
+	defer client.Close()
+	m := console.NewManager(console.Options{})
+	defer m.Close()
+	reg, err := NewIPMIRegistry(labURL, "enroll", client, m, nil)
+	if err != nil {
+		return "", err
+	}
+	nd := &baremetal.Node{Name: name, Driver: ipmitool.HardwareType, DriverInfo: di}
+	ifs, err := reg.FillDefaults(driver.NodeInterfaces{Node: name, HardwareType: nd.Driver,
+		Interfaces: map[driver.Kind]string{driver.KindConsole: ipmisol.Name}})
+	if err != nil {
+		return "", err
+	}
+	nd.SetInterfaces(ifs)
+	if err := store.CreateNodes(ctx, []*baremetal.Node{nd}); err != nil {
+		return "", err
+	}
+	return nd.UUID, nil
 }
 
 // EnrollFleet creates n lab nodes (lab power, direct deploy, an image) in

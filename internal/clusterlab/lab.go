@@ -10,8 +10,13 @@
 // -plugin-dir), a conductor keeps its machines' power state through the
 // fake driver plugin (plugins/fake) run out of process under its
 // driver/plugin host, so the chaos test can SIGKILL a plugin process too.
+// With ConductorConfig.IPMIConsole (-ipmi-console), a conductor also
+// serves ipmi nodes (EnrollIPMINode) with the ipmitool-socat console, its
+// consoles running in the conductor's process, so the console takeover
+// test can SIGKILL a conductor running a console.
 //
-// The chaos test of this package and examples/multiconductor use it.
+// The chaos and console takeover tests of this package and
+// examples/multiconductor use it.
 package clusterlab
 
 import (
