@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvilmetal/anvil/baremetal/storetest"
+
 	"github.com/anvilmetal/anvil/console"
 )
 
@@ -421,7 +423,7 @@ func TestIdleTimeoutClosesTheClientNotTheConsole(t *testing.T) {
 	}
 }
 
-func waitWaiters(t *testing.T, clk *manualClock, n int) {
+func waitWaiters(t *testing.T, clk *storetest.ManualClock, n int) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for clk.Waiters() < n {

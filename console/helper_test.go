@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvilmetal/anvil/baremetal/storetest"
+
 	"go.uber.org/goleak"
 
 	"github.com/anvilmetal/anvil/console"
@@ -306,60 +308,10 @@ func (rd *reader) waitEnd(t *testing.T, d time.Duration) error {
 	return rd.err
 }
 
-// manualClock is a clock.Clock moved by hand, so idle timeouts and token
+// newManualClock is a clock moved by hand, so idle timeouts and token
 // expiry are decided without waiting.
-type manualClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []manualWaiter
-}
-
-type manualWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, manualWaiter{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-func (c *manualClock) Waiters() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiters)
+func newManualClock() *storetest.ManualClock {
+	return storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // alive reports whether pid is a live process (a zombie is not).

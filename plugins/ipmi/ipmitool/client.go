@@ -260,6 +260,13 @@ func (c *Client) ciphers() []string {
 // outcome); -R 1 makes each process try once, since retries are the
 // Client's, bounded by RetryTimeout and spaced by MinCommandInterval.
 func (c *Client) args(cipher string) []string {
+	return c.sessionArgs(cipher, "-v", "-R", "1", "-N", strconv.Itoa(attemptWaitSeconds))
+}
+
+// sessionArgs are the arguments every ipmitool session takes (interface,
+// BMC address and port, privilege, user, -E), then extra, then the
+// cipher suite; the console's invocations take no extra.
+func (c *Client) sessionArgs(cipher string, extra ...string) []string {
 	iface := "lanplus"
 	if c.info.ProtocolVersion == "1.5" {
 		iface = "lan"
@@ -271,7 +278,8 @@ func (c *Client) args(cipher string) []string {
 	if c.info.Username != "" {
 		a = append(a, "-U", c.info.Username)
 	}
-	a = append(a, "-E", "-v", "-R", "1", "-N", strconv.Itoa(attemptWaitSeconds))
+	a = append(a, "-E")
+	a = append(a, extra...)
 	if cipher != "" {
 		a = append(a, "-C", cipher)
 	}

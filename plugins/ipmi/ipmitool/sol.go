@@ -3,7 +3,6 @@ package ipmitool
 import (
 	"context"
 	"os"
-	"strconv"
 )
 
 // SOLReady is what "ipmitool sol activate" prints once the BMC has
@@ -61,24 +60,9 @@ func (c *Client) SOL(ctx context.Context) (SOL, error) {
 // and no -R/-N, leaving ipmitool's own retries to the interactive
 // session, which has no Client retry loop around it.
 func (c *Client) invocation(cipher string, command ...string) Invocation {
-	iface := "lanplus"
-	if c.info.ProtocolVersion == "1.5" {
-		iface = "lan"
-	}
-	a := []string{"-I", iface, "-H", c.info.Address, "-L", c.info.PrivLevel}
-	if c.info.Port != 0 {
-		a = append(a, "-p", strconv.Itoa(c.info.Port))
-	}
-	if c.info.Username != "" {
-		a = append(a, "-U", c.info.Username)
-	}
-	a = append(a, "-E")
-	if cipher != "" {
-		a = append(a, "-C", cipher)
-	}
 	return Invocation{
 		Path: c.path,
-		Args: append(a, command...),
+		Args: append(c.sessionArgs(cipher), command...),
 		Env:  []string{"IPMITOOL_PASSWORD=" + c.info.Password, "PATH=" + os.Getenv("PATH")},
 	}
 }
