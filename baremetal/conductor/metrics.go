@@ -15,6 +15,7 @@ type Metrics struct {
 	stepFailures  *prometheus.CounterVec
 	heartbeats    *prometheus.CounterVec
 	powerSync     *prometheus.CounterVec
+	powerSyncRun  prometheus.Histogram
 	busyWorkers   prometheus.Gauge
 	queuedIntents prometheus.Gauge
 	workers       prometheus.Gauge
@@ -51,6 +52,11 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "power_sync_total",
 			Help: "Power state sync outcomes per node (match, recorded, forced, failure, maintenance, recovered).", ConstLabels: labels,
 		}, []string{"outcome"}),
+		powerSyncRun: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "power_sync_run_seconds",
+			Help:        "Wall time of whole power state sync runs (listing the nodes, reading every node's power state, correcting mismatches), to compare with the sync interval.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.25, 2, 12),
+		}),
 		busyWorkers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "anvil", Subsystem: "conductor", Name: "busy_workers",
 			Help: "Workers currently running a job.", ConstLabels: labels,
@@ -76,7 +82,7 @@ func newMetrics(host string) *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
-		m.heartbeats, m.powerSync, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
+		m.heartbeats, m.powerSync, m.powerSyncRun, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
 		m.bootStagesDropped}
 }
 

@@ -214,6 +214,16 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 // consecutive failures put the node in maintenance with fault "power
 // failure". It is a periodic task (tests call it through export_test.go).
 func (c *Conductor) syncPowerStates(ctx context.Context) {
+	start := c.clock.Now()
+	defer func() {
+		took := c.clock.Now().Sub(start)
+		c.metrics.powerSyncRun.Observe(took.Seconds())
+		if iv := c.opts.SyncPowerStateInterval; iv > 0 && took > 3*iv {
+			// Ironic's warning: the fleet outgrew the interval or the
+			// sync's workers.
+			c.log.Warn("power sync: a run took more than three sync intervals", "took", took, "interval", iv)
+		}
+	}()
 	nodes, err := c.listAll(ctx, baremetal.NodeFilter{Maintenance: new(false), Reserved: new(false)})
 	if err != nil {
 		c.log.Warn("power sync: cannot list nodes", "error", err)

@@ -80,6 +80,11 @@ func ManualManagementType() driver.HardwareType {
 // no-raid, no-rescue, no-vendor) and noop network, storage, management and
 // deploy. Register it with driver.Registry.Register.
 func Bundle(cfg fake.Config) driver.Bundle {
+	if cfg.BMCs == nil {
+		// One set of simulated BMCs for the whole bundle, so a node's
+		// power and management calls queue at the same BMC.
+		cfg.BMCs = fake.NewBMCs()
+	}
 	return driver.Bundle{
 		HardwareTypes: []driver.HardwareType{FakeHardwareType(), ManualManagementType()},
 		Implementations: []driver.Implementation{

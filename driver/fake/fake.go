@@ -9,7 +9,10 @@
 // the process holding it, also behind a plugin. Tests inject delays and
 // failures through Config, or per node through the driver_info keys
 // DelayKey (fake_delay) and FailKey (fake_fail); an injected failure
-// matches driver.ErrInjectedFailure.
+// matches driver.ErrInjectedFailure. Benchmarks give nodes a simulated BMC
+// with BMCLatencyKey (fake_bmc_latency), BMCAddressKey and
+// BMCConcurrencyKey: power and management calls then queue for the BMC's
+// slots and take its latency, inside whichever process serves the fake.
 package fake
 
 import (
@@ -81,12 +84,18 @@ type Config struct {
 	// InspectProperties are the properties fake inspection records; nil
 	// means cpu_arch x86_64, 4 cpus, 8192 memory_mb, 100 local_gb.
 	InspectProperties map[string]any
+	// BMCs are the simulated BMCs the implementations' calls queue at
+	// (see BMCLatencyKey); nil gives each implementation a set of its own.
+	BMCs *BMCs
 }
 
 func fakeProperties() []driver.Property {
 	return []driver.Property{
 		{Name: DelayKey, Description: "Go duration every fake operation waits before acting (tests only). Optional."},
 		{Name: FailKey, Description: `Comma-separated operations ("power.set_power_state", "*") that fail (tests only). Optional.`},
+		{Name: BMCLatencyKey, Description: "Go duration (0 to 1m) every power and management call takes at the simulated BMC, e.g. 100ms IPMI-like, 20ms Redfish-like (benchmarks). Optional."},
+		{Name: BMCAddressKey, Description: "Simulated BMC the node shares with the nodes naming the same address; default a BMC of its own. Optional."},
+		{Name: BMCConcurrencyKey, Description: "Calls the simulated BMC serves at once, 1 to 64; default 1. Optional."},
 	}
 }
 
@@ -96,10 +105,19 @@ type fakeBase struct {
 	cfg  Config
 }
 
+func newBase(kind driver.Kind, cfg Config) fakeBase {
+	if cfg.BMCs == nil {
+		cfg.BMCs = NewBMCs()
+	}
+	return fakeBase{kind, cfg}
+}
+
 // Properties returns the optional fake_delay and fake_fail properties.
 func (f *fakeBase) Properties() []driver.Property { return fakeProperties() }
 
-// Validate checks that fake_delay, when set, is a duration.
+// Validate checks that fake_delay, when set, is a duration, and the
+// simulated BMC's keys (fake_bmc_latency, fake_bmc_address,
+// fake_bmc_concurrency) are within their bounds.
 func (f *fakeBase) Validate(ctx context.Context, t *driver.Task) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -108,6 +126,9 @@ func (f *fakeBase) Validate(ctx context.Context, t *driver.Task) error {
 		if _, err := time.ParseDuration(s); err != nil {
 			return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: f.kind, Impl: Name, Field: "driver_info", Key: DelayKey, Expected: "a Go duration such as 250ms"}
 		}
+	}
+	if _, err := f.bmcSettingsOf(t); err != nil {
+		return err
 	}
 	return f.begin(ctx, t, "validate")
 }
@@ -133,6 +154,11 @@ func (f *fakeBase) begin(ctx context.Context, t *driver.Task, op string) error {
 			sleep = sleepCtx
 		}
 		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	if f.usesBMC(op) {
+		if err := f.callBMC(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -168,7 +194,7 @@ func (f *fakeBase) stepNotFound(kind steps.Kind, name string) error {
 type Power struct{ fakeBase }
 
 // NewPower returns the "fake" power implementation.
-func NewPower(cfg Config) *Power { return &Power{fakeBase{driver.KindPower, cfg}} }
+func NewPower(cfg Config) *Power { return &Power{newBase(driver.KindPower, cfg)} }
 
 // GetPowerState returns the recorded state.
 func (f *Power) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
@@ -220,7 +246,7 @@ type Management struct{ fakeBase }
 
 // NewManagement returns the "fake" management implementation.
 func NewManagement(cfg Config) *Management {
-	return &Management{fakeBase{driver.KindManagement, cfg}}
+	return &Management{newBase(driver.KindManagement, cfg)}
 }
 
 var fakeBootDevices = []driver.BootDevice{driver.BootPXE, driver.BootDisk, driver.BootCDROM, driver.BootBIOS, driver.BootSafe}
@@ -362,7 +388,7 @@ const BootRamdiskParamsKey = "fake_boot_ramdisk_params"
 type Boot struct{ fakeBase }
 
 // NewBoot returns the "fake" boot implementation.
-func NewBoot(cfg Config) *Boot { return &Boot{fakeBase{driver.KindBoot, cfg}} }
+func NewBoot(cfg Config) *Boot { return &Boot{newBase(driver.KindBoot, cfg)} }
 
 // PrepareRamdisk records "ramdisk" and the ramdisk parameters, and sets a
 // one-time network boot in the fake BMC's record (the keys Management
@@ -420,7 +446,7 @@ func (f *Boot) CleanUpInstance(ctx context.Context, t *driver.Task) error {
 type Deploy struct{ fakeBase }
 
 // NewDeploy returns the "fake" deploy implementation.
-func NewDeploy(cfg Config) *Deploy { return &Deploy{fakeBase{driver.KindDeploy, cfg}} }
+func NewDeploy(cfg Config) *Deploy { return &Deploy{newBase(driver.KindDeploy, cfg)} }
 
 // Prepare records the preparation.
 func (f *Deploy) Prepare(ctx context.Context, t *driver.Task) error {
@@ -504,7 +530,7 @@ type Inspect struct{ fakeBase }
 
 // NewInspect returns the "fake" inspect implementation.
 func NewInspect(cfg Config) *Inspect {
-	return &Inspect{fakeBase{driver.KindInspect, cfg}}
+	return &Inspect{newBase(driver.KindInspect, cfg)}
 }
 
 // InspectHardware records properties and a port, and finishes at once.
@@ -536,7 +562,7 @@ func MAC(nodeUUID string) string {
 type BIOS struct{ fakeBase }
 
 // NewBIOS returns the "fake" bios implementation.
-func NewBIOS(cfg Config) *BIOS { return &BIOS{fakeBase{driver.KindBIOS, cfg}} }
+func NewBIOS(cfg Config) *BIOS { return &BIOS{newBase(driver.KindBIOS, cfg)} }
 
 func fakeDefaultBIOS() map[string]any {
 	return map[string]any{"BootMode": fakeDefaultBIOSBootMode, "ProcVirtualization": "Enabled"}
@@ -615,7 +641,7 @@ func (f *BIOS) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind,
 type RAID struct{ fakeBase }
 
 // NewRAID returns the "fake" raid implementation.
-func NewRAID(cfg Config) *RAID { return &RAID{fakeBase{driver.KindRAID, cfg}} }
+func NewRAID(cfg Config) *RAID { return &RAID{newBase(driver.KindRAID, cfg)} }
 
 // ValidateRAIDConfig requires a non-empty logical_disks list.
 func (f *RAID) ValidateRAIDConfig(ctx context.Context, t *driver.Task, config map[string]any) error {
@@ -664,7 +690,7 @@ type Console struct{ fakeBase }
 
 // NewConsole returns the "fake" console implementation.
 func NewConsole(cfg Config) *Console {
-	return &Console{fakeBase{driver.KindConsole, cfg}}
+	return &Console{newBase(driver.KindConsole, cfg)}
 }
 
 // StartConsole records the console as enabled.
@@ -710,7 +736,7 @@ func (f *Console) GetConsole(ctx context.Context, t *driver.Task) (driver.Consol
 type Vendor struct{ fakeBase }
 
 // NewVendor returns the "fake" vendor implementation.
-func NewVendor(cfg Config) *Vendor { return &Vendor{fakeBase{driver.KindVendor, cfg}} }
+func NewVendor(cfg Config) *Vendor { return &Vendor{newBase(driver.KindVendor, cfg)} }
 
 // Methods returns first_method and echo.
 func (f *Vendor) Methods() []driver.VendorMethod {
@@ -755,7 +781,7 @@ func (f *Vendor) Call(ctx context.Context, t *driver.Task, method, httpMethod st
 type Rescue struct{ fakeBase }
 
 // NewRescue returns the "fake" rescue implementation.
-func NewRescue(cfg Config) *Rescue { return &Rescue{fakeBase{driver.KindRescue, cfg}} }
+func NewRescue(cfg Config) *Rescue { return &Rescue{newBase(driver.KindRescue, cfg)} }
 
 // Rescue records the node as rescued and finishes at once.
 func (f *Rescue) Rescue(ctx context.Context, t *driver.Task) (driver.StepResult, error) {
@@ -790,7 +816,7 @@ type Firmware struct{ fakeBase }
 
 // NewFirmware returns the "fake" firmware implementation.
 func NewFirmware(cfg Config) *Firmware {
-	return &Firmware{fakeBase{driver.KindFirmware, cfg}}
+	return &Firmware{newBase(driver.KindFirmware, cfg)}
 }
 
 // CacheFirmwareComponents returns the bios and bmc components.
@@ -844,7 +870,7 @@ type Network struct{ fakeBase }
 
 // NewNetwork returns the "fake" network implementation.
 func NewNetwork(cfg Config) *Network {
-	return &Network{fakeBase{driver.KindNetwork, cfg}}
+	return &Network{newBase(driver.KindNetwork, cfg)}
 }
 
 // AddNetwork records purpose.
@@ -894,7 +920,7 @@ type Storage struct{ fakeBase }
 
 // NewStorage returns the "fake" storage implementation.
 func NewStorage(cfg Config) *Storage {
-	return &Storage{fakeBase{driver.KindStorage, cfg}}
+	return &Storage{newBase(driver.KindStorage, cfg)}
 }
 
 // AttachVolumes records the volumes as attached.

@@ -11,7 +11,9 @@
 // Its implementations accept the driver_info keys fake_delay (a Go
 // duration every operation waits) and fake_fail (operations that fail),
 // which is how tests inject slowness and failures across the process
-// boundary. Run by hand, it explains that it must be started by a host and
+// boundary, and the simulated BMC's fake_bmc_latency, fake_bmc_address
+// and fake_bmc_concurrency, which make power and management calls wait
+// inside this process as a real BMC's answers would (examples/scalebench). Run by hand, it explains that it must be started by a host and
 // exits with status 1.
 package main
 

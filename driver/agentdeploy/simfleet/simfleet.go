@@ -42,8 +42,18 @@ type Config struct {
 	// Server hosts the agents; nil starts a shared TLS server on a free
 	// loopback port, closed by Close.
 	Server *agenttest.Server
+	// HTTPClient is what the ramdisks call the API with (an HTTPS API
+	// needs one trusting its certificate); nil means a plain client with
+	// a 30 s timeout.
+	HTTPClient *http.Client
+	// IPAPace paces the agents as IPA does instead of fast: every timing
+	// below left zero takes IPA's default (heartbeats every
+	// heartbeat_timeout × random(0.3, 0.6), forced ones at most every
+	// 5 s, lookups backing off from 1 s, retries after 5–10 s).
+	IPAPace bool
 	// HeartbeatInterval, LookupInterval and RetryInterval pace the agents;
-	// zero means 200 ms, 20 ms and 50 ms (fast, for demos and tests).
+	// zero means 200 ms, 20 ms and 50 ms (fast, for demos and tests)
+	// unless IPAPace is set.
 	HeartbeatInterval time.Duration
 	LookupInterval    time.Duration
 	RetryInterval     time.Duration
@@ -98,13 +108,18 @@ func New(cfg Config) (*Fleet, error) {
 			*d = v
 		}
 	}
-	def(&cfg.HeartbeatInterval, 200*time.Millisecond)
-	def(&cfg.LookupInterval, 20*time.Millisecond)
-	def(&cfg.RetryInterval, 50*time.Millisecond)
+	if !cfg.IPAPace {
+		def(&cfg.HeartbeatInterval, 200*time.Millisecond)
+		def(&cfg.LookupInterval, 20*time.Millisecond)
+		def(&cfg.RetryInterval, 50*time.Millisecond)
+	}
 	def(&cfg.CommandDelay, 5*time.Millisecond)
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	}
 	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{}, inspections: map[string]int{},
-		powerCalls: map[string][]PowerCall{},
-		hc:         &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		powerCalls: map[string][]PowerCall{}, hc: hc}
 	if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
 		if err != nil {
@@ -155,14 +170,19 @@ func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.Inspe
 	} else {
 		agent = agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: f.cfg.CommandDelay})
 	}
-	bo := []time.Duration{f.cfg.RetryInterval, f.cfg.RetryInterval, 2 * f.cfg.RetryInterval}
-	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
+	rc := agenttest.RamdiskConfig{
 		APIURL: f.cfg.APIURL, HTTPClient: f.hc, MACs: macs, NodeUUID: nodeUUID, Agent: agent, Server: f.server,
 		LookupInterval: f.cfg.LookupInterval, LookupMaxInterval: 4 * f.cfg.LookupInterval, LookupTimeout: 10 * time.Minute,
-		LookupConflictBackoff: bo, HeartbeatInterval: f.cfg.HeartbeatInterval,
+		HeartbeatInterval: f.cfg.HeartbeatInterval,
 		HeartbeatRetryMin: f.cfg.RetryInterval, HeartbeatRetryMax: 2 * f.cfg.RetryInterval,
 		MinForcedInterval: f.cfg.LookupInterval, Logger: f.cfg.Logger, Inspection: inspection,
-	})
+	}
+	// With IPAPace the fields left zero take IPA's own defaults in the
+	// ramdisk.
+	if f.cfg.RetryInterval > 0 {
+		rc.LookupConflictBackoff = []time.Duration{f.cfg.RetryInterval, f.cfg.RetryInterval, 2 * f.cfg.RetryInterval}
+	}
+	rd, err := agenttest.NewRamdisk(rc)
 	if err != nil {
 		return fmt.Errorf("simfleet: boot %s: %w", nodeUUID, err)
 	}
@@ -245,12 +265,20 @@ func (f *Fleet) Close() error {
 // Power returns the simulated power interface: fake power (configured by
 // cfg) that boots and halts the fleet's ramdisks.
 func (f *Fleet) Power(cfg fake.Config) *Power {
-	return &Power{Power: fake.NewPower(cfg), fleet: f}
+	return &Power{PowerInterface: fake.NewPower(cfg), fleet: f}
+}
+
+// PowerOver returns the simulated power interface over inner, a power
+// interface that keeps the fake's state keys (fake power served by a
+// plugin process, say): inner reads and sets the power state, and the
+// fleet boots and halts the ramdisks as Power does.
+func (f *Fleet) PowerOver(inner driver.PowerInterface) *Power {
+	return &Power{PowerInterface: inner, fleet: f}
 }
 
 // Power is fake power wired to the fleet.
 type Power struct {
-	*fake.Power
+	driver.PowerInterface
 	fleet *Fleet
 }
 
@@ -286,14 +314,14 @@ func (p *Power) follow(t *driver.Task) error {
 // off, as the BMC of a machine that shut itself down does.
 func (p *Power) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
 	if a := p.fleet.Agent(t.NodeUUID); a != nil && a.IsGone() && a.CommandRuns(agentclient.CmdPowerOff) > 0 {
-		if _, err := p.Power.GetPowerState(ctx, t); err != nil {
+		if _, err := p.PowerInterface.GetPowerState(ctx, t); err != nil {
 			return "", err
 		}
 		t.SetDriverInternalInfo(fake.PowerStateKey, string(driver.PowerOff))
 		p.fleet.Halt(t.NodeUUID)
 		return driver.PowerOff, nil
 	}
-	return p.Power.GetPowerState(ctx, t)
+	return p.PowerInterface.GetPowerState(ctx, t)
 }
 
 // PowerCall is one out-of-band power action the fleet's power interface
@@ -320,7 +348,7 @@ func (f *Fleet) recordPower(nodeUUID string, target driver.PowerState) {
 // SetPowerState sets the fake power state and boots or halts the ramdisk.
 func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver.PowerState, timeout time.Duration) error {
 	p.fleet.recordPower(t.NodeUUID, target)
-	if err := p.Power.SetPowerState(ctx, t, target, timeout); err != nil {
+	if err := p.PowerInterface.SetPowerState(ctx, t, target, timeout); err != nil {
 		return err
 	}
 	return p.follow(t)
@@ -329,7 +357,7 @@ func (p *Power) SetPowerState(ctx context.Context, t *driver.Task, target driver
 // Reboot power-cycles the node: the ramdisk (if prepared) boots afresh.
 func (p *Power) Reboot(ctx context.Context, t *driver.Task, timeout time.Duration) error {
 	p.fleet.recordPower(t.NodeUUID, driver.Reboot)
-	if err := p.Power.Reboot(ctx, t, timeout); err != nil {
+	if err := p.PowerInterface.Reboot(ctx, t, timeout); err != nil {
 		return err
 	}
 	return p.follow(t)

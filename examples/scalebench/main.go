@@ -1,0 +1,920 @@
+// Command scalebench measures how many nodes one Anvil conductor serves:
+// N nodes behind the fake driver served by a real plugin process (the
+// plugins/fake binary, built by the program and loaded through
+// driver/plugin), each with a simulated BMC whose every power and
+// management call takes a latency inside the plugin process (100 ms
+// IPMI-like for half the fleet, 20 ms Redfish-like for the other half;
+// one BMC per node serving one call at a time, as a rack server's BMC
+// does). Power state sync runs at Ironic's default interval (120 s,
+// [conductor]sync_power_state_interval) with Ironic's worker limit (8,
+// min(sync_power_state_workers, periodic_max_workers)), while a share of
+// the fleet (10 %) deploys and cleans without pause, driven by simulated
+// Ironic Python Agents that look up, heartbeat at IPA's pace and answer
+// commands over real HTTPS; the rest of the fleet is steady (half
+// active, half available).
+//
+// It prints one JSON object: every power sync run's wall time and whether
+// it ended within its interval, the conductor process's CPU in cores (its
+// CPU time over the measured window's wall time), the plugin process's
+// CPU, peak resident memory of both, the heartbeat handling p99 (the
+// agent API's handler time) and the verb latency p99 (Deploy and
+// Undeploy until accepted), and whether all of these hold with the
+// conductor under one core.
+//
+// The simulated agents and the loop driving the verbs run inside the
+// conductor's process (the agents' CPU is counted in the conductor's:
+// the figure is an upper bound); the plugin's CPU is counted apart.
+//
+// The steady nodes and the busy nodes' starting point (available) are
+// written to the store directly, so setting up 10,000 nodes takes seconds;
+// the conductor then serves them as any other. The measured window starts
+// with the first power sync run, one interval after the conductor starts
+// (the busy nodes' first deploys are spread over that interval), and ends
+// when -runs (3) sync runs have finished: two intervals and a run, about
+// 7 minutes from start at the default interval, plus setup.
+//
+// Usage:
+//
+//	go run ./examples/scalebench -nodes 10000 [-db postgres://...] [-interval 120s] [-runs 2]
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type config struct {
+	nodes          int
+	db             string
+	interval       time.Duration
+	runs           int
+	busyShare      float64
+	ipmiLatency    time.Duration
+	redfishLatency time.Duration
+	redfishShare   float64
+	bmcConcurrency int
+	syncWorkers    int
+	workers        int
+	// maxConcurrent is the deploy and clean limit; 0 means the busy
+	// share, so the cycle is never refused.
+	maxConcurrent int
+	// heartbeatInterval fixes the agents' heartbeat interval; 0 means
+	// IPA's pace.
+	heartbeatInterval time.Duration
+	// fastAgents paces the agents for tests (heartbeats every 200 ms,
+	// retries after 50 ms) instead of IPA's pace.
+	fastAgents bool
+	pluginBin  string
+	timeout    time.Duration
+	// logger receives the conductor's, the plugin host's and the agents'
+	// logs; nil discards them.
+	logger *slog.Logger
+}
+
+// The image every deploy writes.
+const (
+	imageSource   = "http://images.example.com/img.qcow2"
+	imageChecksum = "0123456789abcdef0123456789abcdef"
+)
+
+// Run is one power sync run.
+type Run struct {
+	WallSec     float64 `json:"wall_s"`
+	WithinSched bool    `json:"within_interval"`
+	// Unfinished marks the run still going when -timeout ended the
+	// window; WallSec is how long it had run.
+	Unfinished bool `json:"unfinished,omitempty"`
+}
+
+// Latency summarises a latency distribution in milliseconds.
+type Latency struct {
+	Count int     `json:"count"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	Maxms float64 `json:"max_ms"`
+}
+
+// Report is the JSON scalebench prints.
+type Report struct {
+	Nodes          int     `json:"nodes"`
+	BusyNodes      int     `json:"busy_nodes"`
+	Database       string  `json:"database"`
+	IntervalSec    float64 `json:"sync_interval_s"`
+	SyncWorkers    int     `json:"sync_workers"`
+	Workers        int     `json:"workers"`
+	MaxConcurrent  int     `json:"max_concurrent_deploy_clean"`
+	IPMILatencyMs  float64 `json:"ipmi_latency_ms"`
+	IPMINodes      int     `json:"ipmi_nodes"`
+	RedfishLatency float64 `json:"redfish_latency_ms"`
+	RedfishNodes   int     `json:"redfish_nodes"`
+	BMC            string  `json:"bmc"`
+	Heartbeats     string  `json:"agent_heartbeats"`
+	GoMaxProcs     int     `json:"gomaxprocs"`
+	SetupSec       float64 `json:"setup_s"`
+
+	WindowSec     float64 `json:"window_s"`
+	SyncRuns      []Run   `json:"sync_runs"`
+	AllRunsInTime bool    `json:"all_sync_runs_within_interval"`
+	// TimedOut says -timeout ended the window before -runs runs finished.
+	TimedOut bool `json:"timed_out"`
+	// SyncBoundSec is the shortest a sync run can be: the steady nodes'
+	// BMC latencies over the sync workers (the busy nodes are mostly
+	// skipped, being reserved or waiting for their agent).
+	SyncBoundSec    float64 `json:"sync_bmc_bound_s"`
+	ConductorCPU    float64 `json:"conductor_cpu_cores"`
+	ConductorCounts string  `json:"conductor_cpu_counts"`
+	PluginCPU       float64 `json:"plugin_cpu_cores"`
+	PeakRSSMiB      float64 `json:"conductor_peak_rss_mib"`
+	PluginRSSMiB    float64 `json:"plugin_peak_rss_mib"`
+	Heartbeat       Latency `json:"heartbeat_handling"`
+	// Verbs are the client's calls until accepted or refused: Update
+	// (instance_info), Deploy, Undeploy.
+	Verbs   Latency `json:"verb_latency"`
+	Deploys int     `json:"deploys_done"`
+	Cleans  int     `json:"cleans_done"`
+	// LockedRetries counts verbs refused with ErrNodeLocked and retried
+	// a second later (each attempt is one verb_latency sample).
+	LockedRetries int                `json:"locked_retries"`
+	Failures      int                `json:"failures"`
+	FirstFailure  string             `json:"first_failure,omitempty"`
+	PowerSync     map[string]float64 `json:"power_sync_outcomes"`
+	// Holds says every sync run ended within its interval, the conductor
+	// used under one core, and no node failed.
+	Holds bool `json:"holds"`
+}
+
+func main() {
+	var cfg config
+	nodes := flag.String("nodes", "1000", "number of nodes, or a comma-separated list of fleet sizes run one after the other (1000,3000,10000)")
+	flag.StringVar(&cfg.db, "db", "", "SQLite file path or PostgreSQL DSN (postgres://postgres@127.0.0.1:5432/test?sslmode=disable); default: a SQLite file in a temporary directory")
+	flag.DurationVar(&cfg.interval, "interval", conductor.DefaultSyncPowerStateInterval, "power sync interval (Ironic's default 120s; shorter for quick runs)")
+	flag.IntVar(&cfg.runs, "runs", 3, "power sync runs in the measured window (which spans runs-1 intervals and the last run)")
+	flag.Float64Var(&cfg.busyShare, "busy", 0.10, "share of the fleet deploying and cleaning at any moment")
+	flag.DurationVar(&cfg.ipmiLatency, "ipmi-latency", 100*time.Millisecond, "simulated BMC latency per call of IPMI-like nodes")
+	flag.DurationVar(&cfg.redfishLatency, "redfish-latency", 20*time.Millisecond, "simulated BMC latency per call of Redfish-like nodes")
+	flag.Float64Var(&cfg.redfishShare, "redfish-share", 0.5, "share of the fleet with Redfish-like BMCs")
+	flag.IntVar(&cfg.bmcConcurrency, "bmc-concurrency", 1, "calls each node's BMC serves at once")
+	flag.IntVar(&cfg.syncWorkers, "sync-workers", conductor.DefaultPeriodicMaxWorkers, "power sync workers (Ironic: min(sync_power_state_workers, periodic_max_workers) = 8)")
+	flag.IntVar(&cfg.workers, "workers", conductor.DefaultWorkers, "conductor worker pool size")
+	flag.IntVar(&cfg.maxConcurrent, "max-concurrent", 0, "max_concurrent_deploy and max_concurrent_clean (0: the busy node count, so the cycle is never refused)")
+	flag.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", 0, "fixed agent heartbeat interval (0: IPA's pace, heartbeat_timeout × random(0.3, 0.6))")
+	flag.BoolVar(&cfg.fastAgents, "fast-agents", false, "pace the agents fast (200 ms heartbeats, 50 ms retries) instead of IPA's pace, for quick runs")
+	flag.StringVar(&cfg.pluginBin, "plugin", "", "a built plugins/fake binary; default: build one into a temporary directory")
+	flag.DurationVar(&cfg.timeout, "timeout", 0, "give up after this long (0: setup plus interval × (runs + 3))")
+	verbose := flag.Bool("v", false, "log the conductor, the plugin host and the agents to stderr")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured window to this file")
+	flag.Parse()
+	if *verbose {
+		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	var prof *os.File
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fatal(err)
+		}
+		prof = f
+	}
+	var sizes []int
+	for _, f := range strings.Split(*nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-nodes: %q is not a fleet size", f))
+		}
+		sizes = append(sizes, n)
+	}
+	if prof != nil && len(sizes) > 1 {
+		fatal(errors.New("-cpuprofile needs a single fleet size"))
+	}
+	var reports []*Report
+	for _, n := range sizes {
+		c := cfg
+		c.nodes = n
+		rep, err := run(context.Background(), c, prof)
+		if err != nil {
+			fatal(fmt.Errorf("%d nodes: %w", n, err))
+		}
+		reports = append(reports, rep)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(summarize(reports)); err != nil {
+		fatal(err)
+	}
+}
+
+// Summary is what scalebench prints: one report per fleet size.
+type Summary struct {
+	Results []*Report `json:"results"`
+	// LargestHolding is the largest fleet size whose report holds (every
+	// sync run within its interval, the conductor under one core, no
+	// failure), 0 when none does.
+	LargestHolding int `json:"largest_nodes_holding"`
+}
+
+func summarize(reports []*Report) Summary {
+	s := Summary{Results: reports}
+	for _, r := range reports {
+		if r.Holds {
+			s.LargestHolding = max(s.LargestHolding, r.Nodes)
+		}
+	}
+	return s
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "scalebench:", err)
+	os.Exit(1)
+}
+
+func (cfg *config) check() error {
+	switch {
+	case cfg.nodes < 1:
+		return errors.New("-nodes must be at least 1")
+	case cfg.runs < 1:
+		return errors.New("-runs must be at least 1")
+	case cfg.interval <= 0:
+		return errors.New("-interval must be positive")
+	case cfg.busyShare < 0 || cfg.busyShare > 1, cfg.redfishShare < 0 || cfg.redfishShare > 1:
+		return errors.New("-busy and -redfish-share must be between 0 and 1")
+	case cfg.ipmiLatency < 0 || cfg.ipmiLatency > fake.MaxBMCLatency, cfg.redfishLatency < 0 || cfg.redfishLatency > fake.MaxBMCLatency:
+		return fmt.Errorf("-ipmi-latency and -redfish-latency must be between 0 and %s", fake.MaxBMCLatency)
+	case cfg.bmcConcurrency < 1 || cfg.bmcConcurrency > fake.MaxBMCConcurrency:
+		return fmt.Errorf("-bmc-concurrency must be between 1 and %d", fake.MaxBMCConcurrency)
+	case cfg.syncWorkers < 1 || cfg.workers < 1:
+		return errors.New("-sync-workers and -workers must be at least 1")
+	}
+	return nil
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+func peakRSSMiB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
+
+// procCPUSeconds reads a process's user+system time from /proc (Linux
+// clock ticks are 100 per second for every process of this kernel ABI).
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime or stime", pid)
+	}
+	return (u + st) / 100, nil
+}
+
+// procPeakRSSMiB reads a process's VmHWM.
+func procPeakRSSMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// latencies collects durations, bounded: past maxSamples it keeps a
+// uniform sample (reservoir), so a long run cannot grow it without end.
+type latencies struct {
+	mu    sync.Mutex
+	n     int
+	max   time.Duration
+	d     []time.Duration
+	rnd   *rand.Rand
+	limit int
+}
+
+func newLatencies() *latencies {
+	return &latencies{rnd: rand.New(rand.NewPCG(1, 2)), limit: 200000}
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	l.max = max(l.max, d)
+	if len(l.d) < l.limit {
+		l.d = append(l.d, d)
+		return
+	}
+	if i := l.rnd.IntN(l.n); i < l.limit {
+		l.d[i] = d
+	}
+}
+
+func (l *latencies) reset() {
+	l.mu.Lock()
+	l.n, l.max, l.d = 0, 0, l.d[:0]
+	l.mu.Unlock()
+}
+
+func (l *latencies) summary() Latency {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(l.d)
+	slices.Sort(s)
+	q := func(p float64) float64 {
+		i := min(len(s)-1, int(p*float64(len(s))))
+		return round(float64(s[i]) / 1e6)
+	}
+	return Latency{Count: l.n, P50ms: q(0.50), P99ms: q(0.99), Maxms: round(float64(l.max) / 1e6)}
+}
+
+// buildPlugin builds plugins/fake into dir under the name the host looks
+// for.
+func buildPlugin(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, plugin.ExecutablePrefix+"fake")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/anvilmetal/anvil/plugins/fake")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building plugins/fake: %w", err)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	setupStart := time.Now()
+	busy := int(float64(cfg.nodes)*cfg.busyShare + 0.5)
+	maxConc := cfg.maxConcurrent
+	if maxConc <= 0 {
+		maxConc = max(busy, 1)
+	}
+	rep := &Report{Nodes: cfg.nodes, BusyNodes: busy, IntervalSec: cfg.interval.Seconds(), SyncWorkers: cfg.syncWorkers,
+		Workers: cfg.workers, MaxConcurrent: maxConc, IPMILatencyMs: float64(cfg.ipmiLatency) / 1e6,
+		RedfishLatency: float64(cfg.redfishLatency) / 1e6, GoMaxProcs: runtime.GOMAXPROCS(0),
+		BMC:             fmt.Sprintf("one simulated BMC per node serving %d call(s) at a time, inside the plugin process", cfg.bmcConcurrency),
+		Heartbeats:      "IPA's pace: heartbeat_timeout (300 s) × random(0.3, 0.6), forced after a command at most every 5 s, over HTTPS",
+		ConductorCounts: "the conductor process: conductor, store, agent API over HTTPS, and the simulated agents and verb loop (in-process); not the plugin process",
+	}
+	if cfg.fastAgents {
+		rep.Heartbeats = "fast (not IPA's pace): every 200 ms, retries after 50 ms, over HTTPS"
+	} else if cfg.heartbeatInterval > 0 {
+		rep.Heartbeats = fmt.Sprintf("every %s, forced after a command at most every 5 s, over HTTPS", cfg.heartbeatInterval)
+	}
+	tmp, err := os.MkdirTemp("", "anvil-scalebench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	// The store.
+	var store *sqlstore.Store
+	if strings.HasPrefix(cfg.db, "postgres://") || strings.HasPrefix(cfg.db, "postgresql://") {
+		store, err = sqlstore.OpenPostgres(ctx, cfg.db, sqlstore.Options{})
+		rep.Database = "postgresql"
+	} else {
+		path := cfg.db
+		if path == "" {
+			path = filepath.Join(tmp, "anvil.db")
+		}
+		store, err = sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+		rep.Database = "sqlite file (WAL, synchronous=NORMAL)"
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+
+	// The fake driver, as a plugin process.
+	bin := cfg.pluginBin
+	if bin == "" {
+		if bin, err = buildPlugin(ctx, tmp); err != nil {
+			return nil, err
+		}
+	}
+	quiet := cfg.logger
+	if quiet == nil {
+		quiet = slog.New(slog.DiscardHandler)
+	}
+	host := plugin.NewHost(plugin.HostConfig{Logger: quiet})
+	defer host.Close()
+	plug, err := host.Load(ctx, bin)
+	if err != nil {
+		return nil, err
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{
+			driver.KindDeploy: {fake.Name, agentdeploy.Name},
+			driver.KindPower:  {fake.Name, simfleet.PowerName},
+		}})
+	if err := host.Register(reg); err != nil {
+		return nil, err
+	}
+	impl, ok := reg.Interface(driver.KindPower, fake.Name)
+	pluginPower, isPower := impl.(driver.PowerInterface)
+	if !ok || !isPower {
+		return nil, errors.New("the fake plugin registered no power interface")
+	}
+
+	// The agent API over HTTPS, and the simulated agents.
+	cert, certPEM, err := agenttest.SelfSignedCert(time.Now(), net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(certPEM))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	srv := agentclient.NewServer(nil, agentclient.ServerConfig{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
+	defer srv.Close()
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 60 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	agentHTTP := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 256}}
+	fleet, err := simfleet.New(simfleet.Config{APIURL: "https://" + ln.Addr().String(), HTTPClient: agentHTTP,
+		IPAPace: !cfg.fastAgents, HeartbeatInterval: cfg.heartbeatInterval, Logger: cfg.logger})
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+		return nil, err
+	}
+	if err := reg.RegisterInterface(driver.KindPower, simfleet.PowerName, fleet.PowerOver(pluginPower)); err != nil {
+		return nil, err
+	}
+
+	// The fleet, written to the store in its starting states. A conductor
+	// group of the run's own keeps nodes of earlier runs on a shared
+	// database out of this conductor's way.
+	runID := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
+	group := "scalebench-" + runID
+	redfish := int(float64(cfg.nodes)*cfg.redfishShare + 0.5)
+	rep.RedfishNodes, rep.IPMINodes = redfish, cfg.nodes-redfish
+	busyUUIDs := make([]string, 0, busy)
+	var batch []*baremetal.Node
+	var bmcTime time.Duration
+	for i := range cfg.nodes {
+		lat := cfg.ipmiLatency
+		// Spread the two kinds of BMC over the busy and the steady nodes
+		// alike.
+		if countRedfish(i, cfg.nodes, redfish) {
+			lat = cfg.redfishLatency
+		}
+		n := &baremetal.Node{Name: fmt.Sprintf("scale-%s-%06d", runID, i), Driver: builtin.FakeHardware, ConductorGroup: group,
+			DriverInfo:   map[string]any{fake.BMCLatencyKey: lat.String(), fake.BMCConcurrencyKey: float64(cfg.bmcConcurrency)},
+			InstanceInfo: map[string]any{"image_source": imageSource, "image_checksum": imageChecksum},
+		}
+		n.PowerInterface, n.DeployInterface = fake.Name, fake.Name
+		switch {
+		case i < busy:
+			n.PowerInterface, n.DeployInterface = simfleet.PowerName, agentdeploy.Name
+			n.ProvisionState, n.PowerState = statemachine.Available, statemachine.PowerOff
+		case i%2 == 0:
+			n.ProvisionState, n.PowerState = statemachine.Active, statemachine.PowerOn
+		default:
+			n.ProvisionState, n.PowerState = statemachine.Available, statemachine.PowerOff
+		}
+		ifs, err := reg.FillDefaults(driver.NodeInterfaces{Node: n.Name, HardwareType: n.Driver,
+			Interfaces: map[driver.Kind]string{driver.KindPower: n.PowerInterface, driver.KindDeploy: n.DeployInterface}})
+		if err != nil {
+			return nil, err
+		}
+		n.SetInterfaces(ifs)
+		if i >= busy {
+			bmcTime += lat
+		}
+		batch = append(batch, n)
+		if len(batch) == 500 || i == cfg.nodes-1 {
+			if err := store.CreateNodes(ctx, batch); err != nil {
+				return nil, err
+			}
+			for _, b := range batch {
+				if b.DeployInterface == agentdeploy.Name {
+					busyUUIDs = append(busyUUIDs, b.UUID)
+				}
+			}
+			batch = batch[:0]
+		}
+	}
+
+	cond, err := conductor.New(store, reg, conductor.Options{
+		Agent:    conductor.AgentSettings{Client: client},
+		Hostname: "scalebench-" + runID, ConductorGroup: group, Workers: cfg.workers, Logger: quiet,
+		SyncPowerStateInterval: cfg.interval, PeriodicMaxWorkers: cfg.syncWorkers,
+		MaxConcurrentDeploy: maxConc, MaxConcurrentClean: maxConc,
+		WatchBuffer: max(conductor.DefaultWatchBuffer, 16*busy),
+	})
+	if err != nil {
+		return nil, err
+	}
+	metrics := prometheus.NewRegistry()
+	if err := metrics.Register(cond.Metrics()); err != nil {
+		return nil, err
+	}
+	heartbeats := newLatencies()
+	agentHandler, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/heartbeat/") {
+			agentHandler.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		agentHandler.ServeHTTP(w, r)
+		heartbeats.add(time.Since(start))
+	})
+	go srv.ServeTLS(ln, "", "") // ends when srv.Close runs
+	rep.SetupSec = round(time.Since(setupStart).Seconds())
+	rep.SyncBoundSec = round(bmcTime.Seconds() / float64(cfg.syncWorkers))
+
+	timeout := cfg.timeout
+	if timeout <= 0 {
+		timeout = time.Duration(cfg.runs+3) * cfg.interval
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	launched := time.Now()
+	if err := cond.Launch(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		cond.Stop(sctx)
+	}()
+
+	// The busy nodes cycle deploy → active → undeploy → available, each
+	// starting at a random moment of the first interval.
+	cyc := &cycler{cond: cond, verbs: newLatencies(), w: newWaiter(cond)}
+	defer cyc.w.close()
+	cctx, stopCycling := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, u := range busyUUIDs {
+		delay := time.Duration(rnd.Int64N(int64(cfg.interval)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cyc.loop(cctx, u, delay)
+		}()
+	}
+	defer func() {
+		stopCycling()
+		wg.Wait()
+	}()
+
+	// The window opens with the first sync run, one interval after start.
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("timed out before the first power sync run")
+	case <-time.After(time.Until(launched.Add(cfg.interval))):
+	}
+	if prof != nil {
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return nil, err
+		}
+	}
+	pluginPID := plug.Status().PID
+	winStart, cpu0 := time.Now(), cpuSeconds()
+	pcpu0, _ := procCPUSeconds(pluginPID)
+	heartbeats.reset()
+	cyc.verbs.reset()
+	cyc.resetCounts()
+
+	var lastCount uint64
+	var lastSum float64
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	// The first run starts as the window opens; each next one an
+	// interval after the previous one ended.
+	nextStart := winStart
+	for len(rep.SyncRuns) < cfg.runs && !rep.TimedOut {
+		select {
+		case <-ctx.Done():
+			// The run in progress is reported as far as it got.
+			d := time.Since(nextStart).Seconds()
+			rep.SyncRuns = append(rep.SyncRuns, Run{WallSec: round(d), WithinSched: d <= cfg.interval.Seconds(), Unfinished: true})
+			rep.TimedOut = true
+			continue
+		case <-tick.C:
+		}
+		count, sum, err := syncRuns(metrics)
+		if err != nil {
+			return nil, err
+		}
+		if count > lastCount {
+			// Runs never overlap and are an interval apart: one new run.
+			d := sum - lastSum
+			rep.SyncRuns = append(rep.SyncRuns, Run{WallSec: round(d), WithinSched: d <= cfg.interval.Seconds()})
+			lastCount, lastSum = count, sum
+			nextStart = time.Now().Add(cfg.interval)
+		}
+	}
+	wall := time.Since(winStart).Seconds()
+	cpu := cpuSeconds() - cpu0
+	pcpu1, perr := procCPUSeconds(pluginPID)
+	if prof != nil {
+		pprof.StopCPUProfile()
+	}
+	rep.WindowSec = round(wall)
+	rep.ConductorCPU = round(cpu / wall)
+	if perr == nil && plug.Status().PID == pluginPID {
+		rep.PluginCPU = round((pcpu1 - pcpu0) / wall)
+	}
+	rep.PeakRSSMiB = round(peakRSSMiB())
+	rep.PluginRSSMiB = round(procPeakRSSMiB(pluginPID))
+	rep.Heartbeat = heartbeats.summary()
+	rep.Verbs = cyc.verbs.summary()
+	rep.Deploys, rep.Cleans, rep.LockedRetries, rep.Failures, rep.FirstFailure = cyc.counts()
+	rep.PowerSync, err = syncOutcomes(metrics)
+	if err != nil {
+		return nil, err
+	}
+	rep.AllRunsInTime = true
+	for _, r := range rep.SyncRuns {
+		rep.AllRunsInTime = rep.AllRunsInTime && r.WithinSched
+	}
+	rep.Holds = rep.AllRunsInTime && rep.ConductorCPU < 1 && rep.Failures == 0 && !rep.TimedOut
+	return rep, nil
+}
+
+// countRedfish spreads redfish Redfish-like nodes evenly over n: node i
+// is Redfish-like when it starts a new 1/redfish slice of the fleet.
+func countRedfish(i, n, redfish int) bool {
+	return i*redfish/n != (i+1)*redfish/n
+}
+
+// syncRuns reads how many power sync runs ended and their total seconds.
+func syncRuns(g prometheus.Gatherer) (uint64, float64, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, f := range families {
+		if f.GetName() == "anvil_conductor_power_sync_run_seconds" && len(f.GetMetric()) > 0 {
+			h := f.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum(), nil
+		}
+	}
+	return 0, 0, errors.New("the conductor has no anvil_conductor_power_sync_run_seconds metric")
+}
+
+// syncOutcomes reads the per-node power sync outcomes.
+func syncOutcomes(g prometheus.Gatherer) (map[string]float64, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "anvil_conductor_power_sync_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// cycler drives the busy nodes.
+type cycler struct {
+	cond  *conductor.Conductor
+	verbs *latencies
+	w     *waiter
+
+	mu                      sync.Mutex
+	deploys, cleans, failed int
+	lockedRetries           int
+	first                   string
+}
+
+func (c *cycler) resetCounts() {
+	c.mu.Lock()
+	c.deploys, c.cleans, c.lockedRetries = 0, 0, 0
+	c.mu.Unlock()
+}
+
+func (c *cycler) counts() (deploys, cleans, locked, failed int, first string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deploys, c.cleans, c.lockedRetries, c.failed, c.first
+}
+
+func (c *cycler) fail(u, what string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed++
+	if c.first == "" {
+		c.first = fmt.Sprintf("node %s: %s: %v", u, what, err)
+	}
+}
+
+// verb calls fn as a client calls a verb: a node still locked after the
+// conductor's own lock retries (its reservation outlives the transition
+// the client saw) is retried after a second, as Ironic's clients retry
+// HTTP 409. Each call's latency is recorded.
+func (c *cycler) verb(ctx context.Context, fn func() error) error {
+	for {
+		start := time.Now()
+		err := fn()
+		c.verbs.add(time.Since(start))
+		if !errors.Is(err, baremetal.ErrNodeLocked) {
+			return err
+		}
+		c.mu.Lock()
+		c.lockedRetries++
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// loop cycles one node until ctx ends; a node that fails stops cycling
+// and is counted.
+func (c *cycler) loop(ctx context.Context, u string, delay time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
+	steps := []struct {
+		name   string
+		target statemachine.State
+		verb   func() error
+		done   *int
+	}{
+		{"deploy", statemachine.Active, func() error {
+			// Undeploy wiped instance_info, as Ironic does: a client sets
+			// the image before every deploy.
+			if err := c.verb(ctx, func() error {
+				_, err := c.cond.Update(ctx, u, func(n *baremetal.Node) error {
+					n.InstanceInfo = map[string]any{"image_source": imageSource, "image_checksum": imageChecksum}
+					return nil
+				})
+				return err
+			}); err != nil {
+				return err
+			}
+			return c.verb(ctx, func() error { return c.cond.Deploy(ctx, u, conductor.DeployOptions{}) })
+		}, &c.deploys},
+		{"undeploy", statemachine.Available, func() error { return c.verb(ctx, func() error { return c.cond.Undeploy(ctx, u) }) }, &c.cleans},
+	}
+	for {
+		for _, s := range steps {
+			ch := c.w.expect(u)
+			err := s.verb()
+			if ctx.Err() != nil {
+				c.w.forget(u)
+				return
+			}
+			if err != nil {
+				c.w.forget(u)
+				c.fail(u, s.name, err)
+				return
+			}
+			var got string
+			select {
+			case <-ctx.Done():
+				c.w.forget(u)
+				return
+			case got = <-ch:
+			}
+			c.w.forget(u)
+			if got != string(s.target) {
+				n, _ := c.cond.Store().GetNode(context.Background(), u)
+				msg := ""
+				if n != nil {
+					msg = n.LastError
+				}
+				c.fail(u, s.name, fmt.Errorf("ended in %q: %s", got, msg))
+				return
+			}
+			c.mu.Lock()
+			*s.done++
+			c.mu.Unlock()
+		}
+	}
+}
+
+// waiter delivers the state a node settles in to the goroutine waiting
+// for it.
+type waiter struct {
+	mu     sync.Mutex
+	chans  map[string]chan string
+	cancel func()
+}
+
+func newWaiter(c *conductor.Conductor) *waiter {
+	w := &waiter{chans: map[string]chan string{}}
+	w.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
+		if !statemachine.IsStable(e.To) && !statemachine.IsFailure(e.To) {
+			return
+		}
+		w.mu.Lock()
+		ch := w.chans[e.NodeUUID]
+		w.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- string(e.To):
+			default:
+			}
+		}
+	})
+	return w
+}
+
+func (w *waiter) expect(uuid string) <-chan string {
+	ch := make(chan string, 1)
+	w.mu.Lock()
+	w.chans[uuid] = ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *waiter) forget(uuid string) {
+	w.mu.Lock()
+	delete(w.chans, uuid)
+	w.mu.Unlock()
+}
+
+func (w *waiter) close() { w.cancel() }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScalebenchTiny runs the benchmark on a tiny fleet with a short sync
+// interval and fast heartbeats, and checks the JSON report carries every
+// field with sane values: the plugin process served the power sync, the
+// busy nodes deployed and cleaned inside the window, and nothing failed.
+func TestScalebenchTiny(t *testing.T) {
+	cfg := config{nodes: 30, interval: 3 * time.Second, runs: 2, busyShare: 0.2,
+		ipmiLatency: 100 * time.Millisecond, redfishLatency: 20 * time.Millisecond, redfishShare: 0.5,
+		bmcConcurrency: 1, syncWorkers: 8, workers: 64, fastAgents: true}
+	rep, err := run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	rt := reflect.TypeOf(Report{})
+	for i := range rt.NumField() {
+		tag := rt.Field(i).Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if _, ok := got[name]; !ok && opts != "omitempty" {
+			t.Errorf("report has no %q", name)
+		}
+	}
+	t.Logf("%s", b)
+	if rep.Nodes != 30 || rep.BusyNodes != 6 || rep.IPMINodes != 15 || rep.RedfishNodes != 15 {
+		t.Errorf("fleet: %d nodes, %d busy, %d IPMI-like, %d Redfish-like", rep.Nodes, rep.BusyNodes, rep.IPMINodes, rep.RedfishNodes)
+	}
+	if len(rep.SyncRuns) != 2 {
+		t.Fatalf("%d sync runs, want 2", len(rep.SyncRuns))
+	}
+	// 24 steady nodes, half at 100 ms and half at 20 ms, 8 workers: at
+	// least 0.18 s of BMC time per run.
+	if rep.SyncBoundSec != 0.18 {
+		t.Errorf("sync bound %v s, want 0.18", rep.SyncBoundSec)
+	}
+	for i, r := range rep.SyncRuns {
+		if r.WallSec < 0.18 || r.WallSec > cfg.interval.Seconds() || !r.WithinSched {
+			t.Errorf("sync run %d: %+v", i, r)
+		}
+	}
+	if rep.PowerSync["match"] < 2*24 {
+		t.Errorf("power sync outcomes %v: want at least %d matches", rep.PowerSync, 2*24)
+	}
+	if rep.ConductorCPU <= 0 || rep.ConductorCPU > float64(rep.GoMaxProcs) || rep.PluginCPU <= 0 || rep.PluginCPU > float64(rep.GoMaxProcs) {
+		t.Errorf("cpu: conductor %v, plugin %v cores", rep.ConductorCPU, rep.PluginCPU)
+	}
+	if rep.PeakRSSMiB <= 0 || rep.PluginRSSMiB <= 0 || rep.WindowSec < cfg.interval.Seconds()-0.5 || rep.SetupSec <= 0 {
+		t.Errorf("rss %v/%v MiB, window %v s, setup %v s", rep.PeakRSSMiB, rep.PluginRSSMiB, rep.WindowSec, rep.SetupSec)
+	}
+	if rep.Heartbeat.Count == 0 || rep.Heartbeat.P99ms <= 0 || rep.Heartbeat.P99ms > rep.Heartbeat.Maxms {
+		t.Errorf("heartbeat handling %+v", rep.Heartbeat)
+	}
+	if rep.Verbs.Count == 0 || rep.Verbs.P99ms <= 0 || rep.Deploys+rep.Cleans == 0 {
+		t.Errorf("verbs %+v, %d deploys, %d cleans in the window", rep.Verbs, rep.Deploys, rep.Cleans)
+	}
+	if rep.Failures != 0 {
+		t.Errorf("%d failures, first: %s", rep.Failures, rep.FirstFailure)
+	}
+	if rep.Holds != (rep.AllRunsInTime && rep.ConductorCPU < 1) {
+		t.Errorf("holds %v with runs in time %v and %v cores", rep.Holds, rep.AllRunsInTime, rep.ConductorCPU)
+	}
+	other := *rep
+	other.Nodes, other.Holds = 60, false
+	if s := summarize([]*Report{rep, &other}); len(s.Results) != 2 || s.LargestHolding != map[bool]int{true: 30}[rep.Holds] {
+		t.Errorf("summary: largest holding %d of %d results", s.LargestHolding, len(s.Results))
+	}
+}
+
+// TestScalebenchRejectsBadFlags checks the settings are validated before
+// anything starts.
+func TestScalebenchRejectsBadFlags(t *testing.T) {
+	good := config{nodes: 1, interval: time.Second, runs: 1, busyShare: 0.1, redfishShare: 0.5, bmcConcurrency: 1, syncWorkers: 1, workers: 1}
+	for name, mutate := range map[string]func(*config){
+		"nodes":       func(c *config) { c.nodes = 0 },
+		"runs":        func(c *config) { c.runs = 0 },
+		"interval":    func(c *config) { c.interval = 0 },
+		"busy":        func(c *config) { c.busyShare = 1.5 },
+		"latency":     func(c *config) { c.ipmiLatency = 2 * time.Minute },
+		"concurrency": func(c *config) { c.bmcConcurrency = 0 },
+		"workers":     func(c *config) { c.syncWorkers = 0 },
+	} {
+		c := good
+		mutate(&c)
+		if _, err := run(context.Background(), c, nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
