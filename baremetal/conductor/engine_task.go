@@ -63,11 +63,6 @@ type task struct {
 	// noPorts leaves ports out of the driver's view, for the power sync,
 	// whose power reads need none (Ironic loads ports lazily).
 	noPorts bool
-	// released says the reservation went with the task's last write (a
-	// transition made with moveOpts.release), so release has nothing to
-	// do. It must not release again: by then another task of this
-	// conductor, under the same holder name, may hold the node.
-	released bool
 }
 
 func (c *Conductor) newTask(n *baremetal.Node) *task { return &task{c: c, node: n} }
@@ -87,9 +82,6 @@ func (c *Conductor) acquire(ctx context.Context, ident string) (*task, error) {
 }
 
 func (t *task) release() {
-	if t.released {
-		return
-	}
 	t.c.releaseQuietly(t.node.UUID)
 }
 
@@ -289,12 +281,6 @@ type moveOpts struct {
 	lastError string
 	// keepTarget keeps the current target (manual clean and timeouts).
 	keepTarget bool
-	// release ends the operation with this transition: when the store
-	// offers baremetal.ReleasingNodeStore the reservation is cleared in
-	// the same write, so the operation ends in one commit and whoever
-	// sees the new state finds the node unlocked. The caller must not
-	// write the node after such a transition.
-	release bool
 }
 
 // process fires ev on the node, persists the new states and publishes
@@ -323,15 +309,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 		n.LastError = o.lastError
 	}
 	h := t.c.transitionHistory(n, from, ev, o.lastError)
-	if rel, ok := t.c.store.(baremetal.ReleasingNodeStore); ok && o.release {
-		// The state change, its history line and the release commit
-		// together.
-		if err := rel.UpdateNodeReleasing(ctx, n, t.c.host, h); err != nil {
-			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
-		}
-		t.released = true
-		h = nil
-	} else if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
+	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
 		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
 			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)

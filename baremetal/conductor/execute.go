@@ -97,7 +97,7 @@ func (c *Conductor) doVerify(ctx context.Context, t *task) error {
 		return err
 	}
 	t.node.PowerState = ps
-	return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
+	return t.process(ctx, statemachine.EventDone, moveOpts{})
 }
 
 func (c *Conductor) doInspect(ctx context.Context, t *task) error {

@@ -394,20 +394,19 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	if !c.fastTrackable(t) {
 		wipeAgent(n)
 	}
-	// The run ends with this transition, which releases the node.
 	switch kind {
 	case steps.Clean:
 		if n.TargetProvisionState == statemachine.Manageable || n.Retired {
-			return t.process(ctx, statemachine.EventManage, moveOpts{release: true})
+			return t.process(ctx, statemachine.EventManage, moveOpts{})
 		}
-		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
+		return t.process(ctx, statemachine.EventDone, moveOpts{})
 	case steps.Deploy:
 		// An enabled console starts as the node goes active; a console
 		// that does not start fails nothing but itself.
 		c.startConsoleInDeploy(ctx, t)
-		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
+		return t.process(ctx, statemachine.EventDone, moveOpts{})
 	default:
-		return t.process(ctx, statemachine.EventDone, moveOpts{release: true})
+		return t.process(ctx, statemachine.EventDone, moveOpts{})
 	}
 }
 

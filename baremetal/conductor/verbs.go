@@ -287,9 +287,6 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 			return err
 		}
 	}
-	// A verb without work ends with its transition, which releases the
-	// node.
-	v.move.release = v.noWork
 	if !v.noWork {
 		if t.node.DriverInternalInfo == nil {
 			t.node.DriverInternalInfo = map[string]any{}
