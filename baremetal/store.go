@@ -188,10 +188,11 @@ type RecordingNodeStore interface {
 
 // ReleasingNodeStore is implemented by stores that can write the last
 // change of an operation, the history entry recording it and the release
-// of the node's reservation in one transaction. The conductor uses it,
-// when the store offers it, for the transition that ends an operation:
-// ending it costs one commit instead of two, and whoever sees the new
-// state (a watcher, the next verb) finds the node already unlocked.
+// of the node's reservation in one transaction: an operation's end costs
+// one commit instead of two. The conductor does not use it yet: with the
+// release inside that commit, the next verb can take the node and
+// publish its own event before the ending transition's event is
+// published, and Watch promises a node's events in order.
 type ReleasingNodeStore interface {
 	// UpdateNodeReleasing is UpdateNodeRecording (e may be nil: no
 	// history entry) fenced by holder, which must not be empty and must
