@@ -1,10 +1,11 @@
 package console
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"syscall"
+
+	"github.com/anvilmetal/anvil/internal/procstat"
 )
 
 // consoleAttrs: a new session with the terminal as its controlling
@@ -40,33 +41,10 @@ func groupAlive(pgid int) bool {
 		if err != nil {
 			continue
 		}
-		state, pg, ok := procStat(pid)
-		if ok && pg == pgid && state != 'Z' && state != 'X' {
+		st, err := procstat.Read(pid)
+		if err == nil && st.PGRP == pgid && st.Alive() {
 			return true
 		}
 	}
 	return false
-}
-
-// procStat reads a process's state and process group from
-// /proc/<pid>/stat.
-func procStat(pid int) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }

@@ -2,7 +2,6 @@ package plugin_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,27 +229,4 @@ func (s *bareGRPC) stop() {
 		_ = s.cmd.Process.Kill()
 		<-done
 	}
-}
-
-// processCPUOf returns the user+system CPU time process pid has used, from
-// /proc (0 where there is none).
-func processCPUOf(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name (which may hold spaces) start at
-	// the state; utime and stime are fields 14 and 15, in clock ticks
-	// (100 per second on Linux).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	pb "github.com/anvilmetal/anvil/driver/plugin/internal/proto"
+	"github.com/anvilmetal/anvil/internal/procstat"
 )
 
 // BenchmarkPowerStateRead measures one GetPowerState of the fake power
@@ -129,7 +129,7 @@ func bareRequest(b *testing.B, task *driver.Task) *pb.InvokeRequest {
 // when peer is not 0, of the process peer serving the calls.
 func latencies(b *testing.B, peer int, op func() error) {
 	d := make([]time.Duration, 0, b.N)
-	cpuStart, peerStart := processCPU(), processCPUOf(peer)
+	cpuStart, peerStart := procstat.SelfCPU(), peerCPU(peer)
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -139,9 +139,9 @@ func latencies(b *testing.B, peer int, op func() error) {
 		d = append(d, time.Since(start))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((processCPU()-cpuStart).Nanoseconds())/1e3/float64(b.N), "host-cpu-µs/op")
+	b.ReportMetric(float64((procstat.SelfCPU()-cpuStart).Nanoseconds())/1e3/float64(b.N), "host-cpu-µs/op")
 	if peer != 0 {
-		b.ReportMetric(float64((processCPUOf(peer)-peerStart).Nanoseconds())/1e3/float64(b.N), "peer-cpu-µs/op")
+		b.ReportMetric(float64((peerCPU(peer)-peerStart).Nanoseconds())/1e3/float64(b.N), "peer-cpu-µs/op")
 	}
 	slices.Sort(d)
 	pct := func(p float64) float64 {
@@ -176,11 +176,8 @@ func BenchmarkDiscoverDescribe10(b *testing.B) {
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/discover")
 }
 
-// processCPU returns the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// peerCPU is the CPU time the peer process has used (0 when gone).
+func peerCPU(pid int) time.Duration {
+	st, _ := procstat.Read(pid)
+	return st.CPU
 }

@@ -45,7 +45,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -67,7 +66,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -80,6 +78,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/procstat"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -267,39 +266,6 @@ func buildFakePlugin(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func hostCPUSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-}
-
-// processCPUSeconds returns the user+system CPU time of process pid from
-// /proc/<pid>/stat (0 for pid 0 or where there is no /proc).
-func processCPUSeconds(pid int) float64 {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// utime and stime are fields 14 and 15, in clock ticks of 1/100 s,
-	// counted after the parenthesised command name.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return float64(ut+st) / 100
-}
-
 // processRSSMiB returns the peak resident memory of process pid from
 // /proc/<pid>/status (0 where there is none).
 func processRSSMiB(pid int) float64 {
@@ -317,14 +283,6 @@ func processRSSMiB(pid int) float64 {
 		}
 	}
 	return 0
-}
-
-func peakRSSMiB() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
 }
 
 func run(ctx context.Context, cfg config) (*Report, error) {
@@ -404,7 +362,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		}
 	}
 	// cpuSeconds counts the plugin process's CPU time with the host's.
-	cpuSeconds := func() float64 { return hostCPUSeconds() + processCPUSeconds(pluginPID) }
+	cpuSeconds := func() float64 { return procstat.SelfCPU().Seconds() + processCPUSeconds(pluginPID) }
 	agentSettings := conductor.AgentSettings{}
 	var fleet *simfleet.Fleet
 	// In agent mode the agent API's listener is bound before the
@@ -575,7 +533,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	rep.TotalWallSec = time.Since(totalStart).Seconds()
 	rep.TotalCPUSec = cpuSeconds() - totalCPU
 	rep.PluginCPUSec = round(processCPUSeconds(pluginPID) - totalPluginCPU)
-	rep.PeakRSSMiB = peakRSSMiB()
+	rep.PeakRSSMiB = procstat.SelfPeakRSSMiB()
 	rep.PluginRSSMiB = round(processRSSMiB(pluginPID))
 	for i := range rep.Phases {
 		rep.Failures += rep.Phases[i].Failures
@@ -632,6 +590,19 @@ func freshSchema(ctx context.Context, dsn string) (string, func(), error) {
 		return "", nil, err
 	}
 	return out, drop, nil
+}
+
+// processCPUSeconds is the CPU time of the plugin process pid, 0 when
+// there is none.
+func processCPUSeconds(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	st, err := procstat.Read(pid)
+	if err != nil {
+		return 0
+	}
+	return st.CPU.Seconds()
 }
 
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

@@ -59,7 +59,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -73,6 +72,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/procstat"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -279,63 +279,6 @@ func (cfg *config) check() error {
 		return errors.New("-sync-workers and -workers must be at least 1")
 	}
 	return nil
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-}
-
-func peakRSSMiB() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
-}
-
-// procCPUSeconds reads a process's user+system time from /proc (Linux
-// clock ticks are 100 per second for every process of this kernel ABI).
-func procCPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	u, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad utime or stime", pid)
-	}
-	return (u + st) / 100, nil
-}
-
-// procPeakRSSMiB reads a process's VmHWM.
-func procPeakRSSMiB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }
 
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
@@ -647,8 +590,9 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 		}
 	}
 	pluginPID := plug.Status().PID
-	winStart, cpu0 := time.Now(), cpuSeconds()
-	pcpu0, _ := procCPUSeconds(pluginPID)
+	winStart, cpu0 := time.Now(), procstat.SelfCPU().Seconds()
+	pst0, _ := procstat.Read(pluginPID)
+	pcpu0 := pst0.CPU.Seconds()
 	heartbeats.reset()
 	cyc.verbs.reset()
 	cyc.resetCounts()
@@ -683,8 +627,9 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 		}
 	}
 	wall := time.Since(winStart).Seconds()
-	cpu := cpuSeconds() - cpu0
-	pcpu1, perr := procCPUSeconds(pluginPID)
+	cpu := procstat.SelfCPU().Seconds() - cpu0
+	pst1, perr := procstat.Read(pluginPID)
+	pcpu1 := pst1.CPU.Seconds()
 	if prof != nil {
 		pprof.StopCPUProfile()
 	}
@@ -693,8 +638,9 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	if perr == nil && plug.Status().PID == pluginPID {
 		rep.PluginCPU = round((pcpu1 - pcpu0) / wall)
 	}
-	rep.PeakRSSMiB = round(peakRSSMiB())
-	rep.PluginRSSMiB = round(procPeakRSSMiB(pluginPID))
+	rep.PeakRSSMiB = round(procstat.SelfPeakRSSMiB())
+	pluginRSS, _ := procstat.PeakRSSMiB(pluginPID)
+	rep.PluginRSSMiB = round(pluginRSS)
 	rep.Heartbeat = heartbeats.summary()
 	rep.Verbs = cyc.verbs.summary()
 	rep.Deploys, rep.Cleans, rep.LockedRetries, rep.Failures, rep.FirstFailure = cyc.counts()

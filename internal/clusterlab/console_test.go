@@ -20,6 +20,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/internal/clusterlab"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/internal/procstat"
 )
 
 // consolePassword is the simulated BMC's password: distinctive, so that
@@ -267,25 +268,6 @@ func typeUntilReceived(ctx context.Context, t *testing.T, machine *ipmisim.Machi
 	}
 }
 
-// parentOf returns pid's parent PID from /proc/<pid>/stat (0 if gone).
-func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...; comm may hold spaces and parens.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(string(f[1]))
-	return ppid
-}
-
 // childrenOf returns pid's children, from every thread's
 // /proc/<pid>/task/<tid>/children (a child belongs to the thread that
 // forked it).
@@ -361,4 +343,10 @@ func describeHistory(hist []*baremetal.HistoryEntry) string {
 		fmt.Fprintf(&b, "\n  %s %s/%s by %s: %s", h.Severity, h.EventType, h.Event, h.Conductor, h.Message)
 	}
 	return b.String()
+}
+
+// parentOf returns pid's parent PID (0 if gone).
+func parentOf(pid int) int {
+	st, _ := procstat.Read(pid)
+	return st.PPID
 }
