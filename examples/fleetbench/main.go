@@ -78,6 +78,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/fleetwait"
 	"github.com/anvilmetal/anvil/internal/procstat"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -436,8 +437,8 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		cond.Stop(sctx)
 	}()
 
-	w := newWaiter(cond)
-	defer w.close()
+	w := fleetwait.New(cond)
+	defer w.Close()
 
 	uuids := make([]string, cfg.nodes)
 	// Node names are unique per run, so runs can share a database.
@@ -502,7 +503,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			if u == "" {
 				return
 			}
-			ch := w.expect(u)
+			ch := w.Expect(u)
 			n, err := retryOnLimit(ctx, func() error { return ph.verb(ctx, u) })
 			if n > 0 {
 				mu.Lock()
@@ -513,7 +514,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 			if err == nil {
 				got = <-ch
 			}
-			w.forget(u)
+			w.Forget(u)
 			if got != string(ph.target) {
 				if err == nil {
 					err = fmt.Errorf("node %s ended in %q", u, got)
@@ -652,47 +653,3 @@ func parallel(n, k int, fn func(i int)) {
 	close(next)
 	wg.Wait()
 }
-
-// waiter delivers the state a node settles in to the client waiting for
-// it.
-type waiter struct {
-	mu     sync.Mutex
-	chans  map[string]chan string
-	cancel func()
-}
-
-func newWaiter(c *conductor.Conductor) *waiter {
-	w := &waiter{chans: map[string]chan string{}}
-	w.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
-		st := e.To
-		if !statemachine.IsStable(st) && !statemachine.IsFailure(st) {
-			return
-		}
-		w.mu.Lock()
-		ch := w.chans[e.NodeUUID]
-		w.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- string(e.To):
-			default:
-			}
-		}
-	})
-	return w
-}
-
-func (w *waiter) expect(uuid string) <-chan string {
-	ch := make(chan string, 1)
-	w.mu.Lock()
-	w.chans[uuid] = ch
-	w.mu.Unlock()
-	return ch
-}
-
-func (w *waiter) forget(uuid string) {
-	w.mu.Lock()
-	delete(w.chans, uuid)
-	w.mu.Unlock()
-}
-
-func (w *waiter) close() { w.cancel() }

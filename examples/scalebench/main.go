@@ -72,6 +72,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/fleetwait"
 	"github.com/anvilmetal/anvil/internal/procstat"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/prometheus/client_golang/prometheus"
@@ -560,8 +561,8 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 
 	// The busy nodes cycle deploy → active → undeploy → available, each
 	// starting at a random moment of the first interval.
-	cyc := &cycler{cond: cond, verbs: newLatencies(), w: newWaiter(cond)}
-	defer cyc.w.close()
+	cyc := &cycler{cond: cond, verbs: newLatencies(), w: fleetwait.New(cond)}
+	defer cyc.w.Close()
 	cctx, stopCycling := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	rnd := rand.New(rand.NewPCG(3, 4))
@@ -703,7 +704,7 @@ func syncOutcomes(g prometheus.Gatherer) (map[string]float64, error) {
 type cycler struct {
 	cond  *conductor.Conductor
 	verbs *latencies
-	w     *waiter
+	w     *fleetwait.Waiter
 
 	mu                      sync.Mutex
 	deploys, cleans, failed int
@@ -787,25 +788,25 @@ func (c *cycler) loop(ctx context.Context, u string, delay time.Duration) {
 	}
 	for {
 		for _, s := range steps {
-			ch := c.w.expect(u)
+			ch := c.w.Expect(u)
 			err := s.verb()
 			if ctx.Err() != nil {
-				c.w.forget(u)
+				c.w.Forget(u)
 				return
 			}
 			if err != nil {
-				c.w.forget(u)
+				c.w.Forget(u)
 				c.fail(u, s.name, err)
 				return
 			}
 			var got string
 			select {
 			case <-ctx.Done():
-				c.w.forget(u)
+				c.w.Forget(u)
 				return
 			case got = <-ch:
 			}
-			c.w.forget(u)
+			c.w.Forget(u)
 			if got != string(s.target) {
 				n, _ := c.cond.Store().GetNode(context.Background(), u)
 				msg := ""
@@ -821,46 +822,3 @@ func (c *cycler) loop(ctx context.Context, u string, delay time.Duration) {
 		}
 	}
 }
-
-// waiter delivers the state a node settles in to the goroutine waiting
-// for it.
-type waiter struct {
-	mu     sync.Mutex
-	chans  map[string]chan string
-	cancel func()
-}
-
-func newWaiter(c *conductor.Conductor) *waiter {
-	w := &waiter{chans: map[string]chan string{}}
-	w.cancel = c.Subscribe(conductor.WatchFilter{Types: []conductor.EventType{conductor.EventTransition}}, func(e conductor.Event) {
-		if !statemachine.IsStable(e.To) && !statemachine.IsFailure(e.To) {
-			return
-		}
-		w.mu.Lock()
-		ch := w.chans[e.NodeUUID]
-		w.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- string(e.To):
-			default:
-			}
-		}
-	})
-	return w
-}
-
-func (w *waiter) expect(uuid string) <-chan string {
-	ch := make(chan string, 1)
-	w.mu.Lock()
-	w.chans[uuid] = ch
-	w.mu.Unlock()
-	return ch
-}
-
-func (w *waiter) forget(uuid string) {
-	w.mu.Lock()
-	delete(w.chans, uuid)
-	w.mu.Unlock()
-}
-
-func (w *waiter) close() { w.cancel() }
