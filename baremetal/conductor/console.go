@@ -426,7 +426,9 @@ func (c *Conductor) syncConsoles(ctx context.Context) {
 	if c.cluster == nil {
 		return
 	}
-	nodes, err := c.listConsoles(ctx)
+	// Unreserved nodes of the group with an enabled console, owned by
+	// this conductor or not.
+	nodes, err := c.listGroup(ctx, baremetal.NodeFilter{Reserved: new(false), ConsoleEnabled: new(true)})
 	if err != nil {
 		c.log.Warn("console sync: cannot list nodes", "error", err)
 		return
@@ -460,26 +462,6 @@ func (c *Conductor) syncConsoles(ctx context.Context) {
 			c.takeOverConsole(ctx, t)
 		}
 		t.release()
-	}
-}
-
-// listConsoles lists the unreserved nodes of the group with an enabled
-// console, owned by this conductor or not.
-func (c *Conductor) listConsoles(ctx context.Context) ([]*baremetal.Node, error) {
-	group := c.opts.ConductorGroup
-	f := baremetal.NodeFilter{ConductorGroup: &group, Reserved: new(false), ConsoleEnabled: new(true)}
-	var out []*baremetal.Node
-	page := baremetal.Page{Limit: 1000}
-	for {
-		batch, err := c.store.ListNodes(ctx, f, page)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, batch...)
-		if len(batch) < page.Limit {
-			return out, nil
-		}
-		page.Marker = batch[len(batch)-1].UUID
 	}
 }
 

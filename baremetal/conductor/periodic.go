@@ -47,8 +47,18 @@ func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(c
 	}()
 }
 
-// listAll pages through the nodes matching f.
+// listAll pages through the nodes matching f that this conductor owns.
 func (c *Conductor) listAll(ctx context.Context, f baremetal.NodeFilter) ([]*baremetal.Node, error) {
+	out, err := c.listGroup(ctx, f)
+	if err != nil {
+		return out, err
+	}
+	return c.ownedOnly(out), nil
+}
+
+// listGroup pages through the nodes of this conductor's group matching
+// f, whoever owns them.
+func (c *Conductor) listGroup(ctx context.Context, f baremetal.NodeFilter) ([]*baremetal.Node, error) {
 	group := c.opts.ConductorGroup
 	f.ConductorGroup = &group
 	var out []*baremetal.Node
@@ -60,7 +70,7 @@ func (c *Conductor) listAll(ctx context.Context, f baremetal.NodeFilter) ([]*bar
 		}
 		out = append(out, batch...)
 		if len(batch) < page.Limit {
-			return c.ownedOnly(out), nil
+			return out, nil
 		}
 		page.Marker = batch[len(batch)-1].UUID
 	}
