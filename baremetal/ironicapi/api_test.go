@@ -181,3 +181,46 @@ func TestNodeCreateGetListDeleteThroughGophercloud(t *testing.T) {
 		t.Fatalf("no driver: %d %s", st, body)
 	}
 }
+
+func TestNodePatchThroughGophercloud(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	sc := l.client(t, "1.89")
+	n, err := nodes.Create(ctx, sc, nodes.CreateOpts{Name: "p1", Driver: "fake-hardware"}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := nodes.Update(ctx, sc, n.UUID, nodes.UpdateOpts{
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/driver_info/fake_password", Value: "pw"},
+		nodes.UpdateOperation{Op: nodes.ReplaceOp, Path: "/name", Value: "p2"},
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/properties/memory_mb", Value: 2048},
+		nodes.UpdateOperation{Op: nodes.ReplaceOp, Path: "/automated_clean", Value: "false"},
+	}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "p2" || got.DriverInfo["fake_password"] != "******" || got.Properties["memory_mb"] != 2048.0 {
+		t.Fatalf("patched %+v", got)
+	}
+	if got.AutomatedClean == nil || *got.AutomatedClean {
+		t.Fatalf("automated_clean %v: the string \"false\" is coerced as Ironic does", got.AutomatedClean)
+	}
+	stored, _ := l.c.Store().GetNode(ctx, n.UUID)
+	if stored.DriverInfo["fake_password"] != "pw" {
+		t.Fatalf("stored driver_info %v", stored.DriverInfo)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`[{"op":"add","path":"/foo","value":1}]`, "Adding a new attribute (/foo)"},
+		{`[{"op":"replace","path":"/provision_state","value":"active"}]`, "internal attribute"},
+		{`[{"op":"replace","path":"/maintenance","value":"maybe"}]`, "maintenance"},
+	} {
+		st, _, body := do(t, "PATCH", l.srv.URL+"/v1/nodes/"+n.UUID, "1.89", tc.body)
+		if st != 400 || !strings.Contains(faultString(t, body), tc.want) {
+			t.Errorf("%s: %d %s", tc.body, st, body)
+		}
+	}
+	after, _ := l.c.Store().GetNode(ctx, n.UUID)
+	if after.Version != stored.Version || after.Reservation != "" {
+		t.Fatalf("a refused patch wrote (version %d → %d) or left a lock %q", stored.Version, after.Version, after.Reservation)
+	}
+}

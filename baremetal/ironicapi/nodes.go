@@ -153,6 +153,7 @@ func (h *Handler) nodeRoutes() {
 	h.handle("GET /v1/nodes/{node}", route{}, h.getNode)
 	h.handle("POST /v1/nodes", route{}, h.createNode)
 	h.handle("DELETE /v1/nodes/{node}", route{}, h.deleteNode)
+	h.handle("PATCH /v1/nodes/{node}", route{}, h.patchNode)
 }
 
 // getNodeByIdent finds the node the path names, by UUID or (1.5) name.
