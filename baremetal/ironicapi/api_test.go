@@ -224,3 +224,20 @@ func TestNodePatchThroughGophercloud(t *testing.T) {
 		t.Fatalf("a refused patch wrote (version %d → %d) or left a lock %q", stored.Version, after.Version, after.Reservation)
 	}
 }
+
+func TestLockedNodeIsIronicsConflict(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	n, err := nodes.Create(ctx, l.client(t, "1.89"), nodes.CreateOpts{Driver: "fake-hardware"}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.c.Store().ReserveNode(ctx, n.UUID, "other-host"); err != nil {
+		t.Fatal(err)
+	}
+	st, hdr, body := do(t, "PATCH", l.srv.URL+"/v1/nodes/"+n.UUID, "1.89", `[{"op":"add","path":"/extra/a","value":1}]`)
+	want := "Node " + n.UUID + " is locked by host other-host, please retry after the current operation is completed."
+	if st != 409 || faultString(t, body) != want || hdr.Get("Retry-After") == "" {
+		t.Fatalf("locked: %d %v %s", st, hdr, body)
+	}
+}

@@ -64,7 +64,8 @@ func toError(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &locked):
-		return &Error{Status: http.StatusConflict, Message: msg, RetryAfter: lockRetryAfter}
+		return &Error{Status: http.StatusConflict, RetryAfter: lockRetryAfter, Message: fmt.Sprintf(
+			"Node %s is locked by host %s, please retry after the current operation is completed.", locked.Node, locked.Holder)}
 	case errors.As(err, &limit):
 		return &Error{Status: http.StatusServiceUnavailable, Message: msg, RetryAfter: 1}
 	case errors.Is(err, baremetal.ErrNotFound):
