@@ -82,6 +82,51 @@ type SensorReader interface {
 	Sensors(ctx context.Context, t *Task) ([]SensorReading, error)
 }
 
+// VirtualMediaDevice is the device a virtual media image is attached as,
+// with Ironic's values (boot_devices.VMEDIA_DEVICES).
+type VirtualMediaDevice string
+
+// Virtual media devices.
+const (
+	VirtualMediaDisk   VirtualMediaDevice = "disk"
+	VirtualMediaCDROM  VirtualMediaDevice = "cdrom"
+	VirtualMediaFloppy VirtualMediaDevice = "floppy"
+)
+
+// VirtualMediaDevices returns the device types virtual media can be
+// attached as, in Ironic's order. The caller owns the returned slice.
+func VirtualMediaDevices() []VirtualMediaDevice {
+	return []VirtualMediaDevice{VirtualMediaDisk, VirtualMediaCDROM, VirtualMediaFloppy}
+}
+
+// Valid reports whether d is one of VirtualMediaDevices.
+func (d VirtualMediaDevice) Valid() bool {
+	return d == VirtualMediaDisk || d == VirtualMediaCDROM || d == VirtualMediaFloppy
+}
+
+// VirtualMedia is one virtual media device of a node as its BMC reports
+// it, the entries of Ironic's get_virtual_media: the media types it
+// accepts (Redfish's "CD", "DVD", "USBStick", "Floppy"), whether an image
+// is inserted and which.
+type VirtualMedia struct {
+	MediaTypes []string `json:"media_types"`
+	Inserted   bool     `json:"inserted"`
+	Image      string   `json:"image"`
+}
+
+// VirtualMediaManager is an optional capability of a management interface
+// that attaches images as virtual media devices, as Ironic's
+// attach_virtual_media, detach_virtual_media and get_virtual_media.
+// AttachVirtualMedia inserts the image at imageURL (the BMC fetches it)
+// as device, replacing what that device held; DetachVirtualMedia ejects
+// the given devices, every device when devices is empty, and tolerates a
+// device with nothing inserted; VirtualMedia lists the devices.
+type VirtualMediaManager interface {
+	AttachVirtualMedia(ctx context.Context, t *Task, device VirtualMediaDevice, imageURL string) error
+	DetachVirtualMedia(ctx context.Context, t *Task, devices []VirtualMediaDevice) error
+	VirtualMedia(ctx context.Context, t *Task) ([]VirtualMedia, error)
+}
+
 // AvailabilityReporter is an optional capability of any implementation
 // whose prerequisites on this host may be missing (a command-line tool, a
 // device). Unavailable returns nil when the implementation can work, or an

@@ -90,3 +90,72 @@ func TestFakeManagementCapabilities(t *testing.T) {
 		t.Errorf("sensors %+v %v", r, err)
 	}
 }
+
+// TestFakeVirtualMedia walks the fake management's virtual media through
+// attach, replace, partial and full detach, and its refusals.
+func TestFakeVirtualMedia(t *testing.T) {
+	m := fake.NewManagement(fake.Config{})
+	vm, ok := driver.As[driver.VirtualMediaManager](m)
+	if !ok {
+		t.Fatal("the fake management is no VirtualMediaManager")
+	}
+	ctx := context.Background()
+	task := &driver.Task{NodeUUID: "11111111-2222-3333-4444-555555555555"}
+	inserted := func() map[string]string {
+		t.Helper()
+		list, err := vm.VirtualMedia(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 3 {
+			t.Fatalf("devices %+v, want CD, USB stick and floppy", list)
+		}
+		out := map[string]string{}
+		for _, d := range list {
+			if d.Inserted != (d.Image != "") {
+				t.Errorf("device %v: inserted %v with image %q", d.MediaTypes, d.Inserted, d.Image)
+			}
+			if d.Inserted {
+				out[d.MediaTypes[0]] = d.Image
+			}
+		}
+		return out
+	}
+	type step struct {
+		name    string
+		attach  driver.VirtualMediaDevice
+		url     string
+		detach  []driver.VirtualMediaDevice
+		wantErr error
+		want    map[string]string
+	}
+	for _, s := range []step{
+		{name: "empty at first", want: map[string]string{}},
+		{name: "attach cd", attach: driver.VirtualMediaCDROM, url: "http://192.0.2.1/a.iso", want: map[string]string{"CD": "http://192.0.2.1/a.iso"}},
+		{name: "replace cd", attach: driver.VirtualMediaCDROM, url: "http://192.0.2.1/b.iso", want: map[string]string{"CD": "http://192.0.2.1/b.iso"}},
+		{name: "attach disk", attach: driver.VirtualMediaDisk, url: "http://192.0.2.1/c.img", want: map[string]string{"CD": "http://192.0.2.1/b.iso", "USBStick": "http://192.0.2.1/c.img"}},
+		{name: "unknown device", attach: "tape", url: "http://192.0.2.1/d.iso", wantErr: driver.ErrInvalidParameter, want: map[string]string{"CD": "http://192.0.2.1/b.iso", "USBStick": "http://192.0.2.1/c.img"}},
+		{name: "no url", attach: driver.VirtualMediaFloppy, wantErr: driver.ErrMissingParameter, want: map[string]string{"CD": "http://192.0.2.1/b.iso", "USBStick": "http://192.0.2.1/c.img"}},
+		{name: "detach cd", detach: []driver.VirtualMediaDevice{driver.VirtualMediaCDROM}, want: map[string]string{"USBStick": "http://192.0.2.1/c.img"}},
+		{name: "detach unknown", detach: []driver.VirtualMediaDevice{"tape"}, wantErr: driver.ErrInvalidParameter, want: map[string]string{"USBStick": "http://192.0.2.1/c.img"}},
+		{name: "detach all", detach: []driver.VirtualMediaDevice{}, want: map[string]string{}},
+	} {
+		var err error
+		switch {
+		case s.attach != "" || s.url != "":
+			err = vm.AttachVirtualMedia(ctx, task, s.attach, s.url)
+		case s.detach != nil:
+			err = vm.DetachVirtualMedia(ctx, task, s.detach)
+		}
+		if !errors.Is(err, s.wantErr) || (err == nil) != (s.wantErr == nil) {
+			t.Errorf("%s: error %v, want %v", s.name, err, s.wantErr)
+		}
+		if got := inserted(); fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Errorf("%s: inserted %v, want %v", s.name, got, s.want)
+		}
+	}
+	task.DriverInfo = map[string]any{fake.FailKey: "management.attach_virtual_media"}
+	if err := vm.AttachVirtualMedia(ctx, task, driver.VirtualMediaCDROM, "http://192.0.2.1/a.iso"); !errors.Is(err, driver.ErrInjectedFailure) {
+		t.Errorf("injected failure: %v", err)
+	}
+}

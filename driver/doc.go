@@ -26,8 +26,8 @@
 // StepRunner (steps as metadata of type steps.Step, and a way to run
 // one), StepPreparer (deploy interfaces that prepare clean/service
 // environments), and for management interfaces BootModeManager,
-// NMIInjector, IndicatorManager, SecureBootManager and SensorReader
-// (typed SensorReading values). Any
+// NMIInjector, IndicatorManager, SecureBootManager, SensorReader
+// (typed SensorReading values) and VirtualMediaManager. Any
 // implementation may be an AvailabilityReporter: when a prerequisite on
 // the host is missing (a tool not installed) Available returns an
 // *UnavailableError matching ErrUnavailable, and its calls fail with it,

@@ -178,6 +178,24 @@
 // as a manager.Runnable must; an embedder that wants a start that returns
 // at once calls Launch.
 //
+// # Synchronous node operations
+//
+// Some calls answer at once instead of storing an intent, as the RPCs
+// Ironic's API waits for: Validate (per interface, {result, reason}),
+// GetBootDevice, SetBootDevice, SupportedBootDevices, InjectNMI,
+// SetTargetRAIDConfig, BIOSSettings, FirmwareComponents, VendorMethods,
+// VendorPassthru, and AttachVirtualMedia, DetachVirtualMedia and
+// VirtualMediaState. Each composes the node's driver and calls it: under
+// the node's reservation where Ironic takes its exclusive lock (a locked
+// node fails with baremetal.ErrNodeLocked once the LockPolicy is spent),
+// on the node as read where Ironic takes a shared one (Validate, the
+// supported boot devices, the vendor methods, the BIOS, firmware and
+// virtual media reads). The reservation is released before the call
+// returns, whatever happens; what a driver changed on the node (the fake
+// keeps its boot device in driver_internal_info) is saved under it. Only
+// an asynchronous vendor method outlives the call: a worker runs it with
+// the reservation (ErrNoFreeWorker when every worker is busy).
+//
 // # Errors
 //
 // Branch with errors.Is on the sentinels; the typed errors that match them
@@ -192,8 +210,13 @@
 //	ErrNodeFailed             *WaitError: WaitFor saw the node fail
 //	ErrNoConductor            *NoConductorError: no live conductor owns the node
 //	ErrConsoleNotEnabled      *ConsoleNotEnabledError: ConsoleInfo of a disabled console
+//	ErrNoFreeWorker           *NoFreeWorkerError: an async vendor method found every worker busy
 //	driver.ErrUnsupported     *driver.UnsupportedError: the node has no such
-//	                          interface (SetConsoleMode on no-console)
+//	                          interface or capability (SetConsoleMode on
+//	                          no-console, InjectNMI without NMIInjector)
+//	driver.ErrInvalidParameter, driver.ErrMissingParameter
+//	                          the driver refused the node or the arguments
+//	                          (SetBootDevice of an unsupported device)
 //	baremetal.ErrNotFound, baremetal.ErrNodeLocked, baremetal.ErrInvalidInput
 //	                          from the store: unknown node, node locked past the
 //	                          LockPolicy, a field the node cannot have

@@ -398,6 +398,12 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 		c.processHeartbeat(ctx, j.uuid)
 		return
 	}
+	if j.run != nil {
+		// The release below also runs when run panics.
+		defer c.releaseQuietly(j.uuid)
+		j.run(ctx)
+		return
+	}
 	n := j.node
 	if n == nil {
 		var err error

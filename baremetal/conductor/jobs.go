@@ -22,6 +22,11 @@ type job struct {
 	// again.
 	ports       []*baremetal.Port
 	portsLoaded bool
+	// run, when set, is work handed straight to an idle worker with the
+	// reservation of node uuid held (an asynchronous vendor passthru
+	// call): the worker runs it and releases the node. Such a job is
+	// never queued.
+	run func(ctx context.Context)
 }
 
 type jobKind int

@@ -272,4 +272,5 @@ func (h *Handler) routes() {
 		})
 	})
 	h.nodeRoutes()
+	h.nodeSyncRoutes()
 }

@@ -30,4 +30,4 @@
 // baremetal/conductor's mock_test.go show both uses.
 package drivermock
 
-//go:generate mockgen -destination=mocks.go -package=drivermock github.com/anvilmetal/anvil/driver Interface,PowerInterface,ManagementInterface,BootModeManager,NMIInjector,IndicatorManager,SecureBootManager,SensorReader,AvailabilityReporter,BootInterface,DeployInterface,StepPreparer,InspectInterface,BIOSInterface,RAIDInterface,ConsoleInterface,VendorInterface,RescueInterface,FirmwareInterface,NetworkInterface,StorageInterface,StepProvider,StepRunner
+//go:generate mockgen -destination=mocks.go -package=drivermock github.com/anvilmetal/anvil/driver Interface,PowerInterface,ManagementInterface,BootModeManager,NMIInjector,IndicatorManager,SecureBootManager,SensorReader,VirtualMediaManager,AvailabilityReporter,BootInterface,DeployInterface,StepPreparer,InspectInterface,BIOSInterface,RAIDInterface,ConsoleInterface,VendorInterface,RescueInterface,FirmwareInterface,NetworkInterface,StorageInterface,StepProvider,StepRunner

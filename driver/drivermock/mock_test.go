@@ -37,6 +37,7 @@ var (
 	_ driver.IndicatorManager     = (*drivermock.MockIndicatorManager)(nil)
 	_ driver.SecureBootManager    = (*drivermock.MockSecureBootManager)(nil)
 	_ driver.SensorReader         = (*drivermock.MockSensorReader)(nil)
+	_ driver.VirtualMediaManager  = (*drivermock.MockVirtualMediaManager)(nil)
 	_ driver.AvailabilityReporter = (*drivermock.MockAvailabilityReporter)(nil)
 )
 

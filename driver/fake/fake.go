@@ -65,6 +65,7 @@ const (
 	NMICountKey             = "fake_nmi_count"
 	IndicatorKey            = "fake_indicator"
 	SecureBootKey           = "fake_secure_boot"
+	VirtualMediaKey         = "fake_virtual_media"
 	fakeDefaultFirmware     = "1.0.0"
 	fakeDefaultBIOSBootMode = "Uefi"
 )
@@ -365,6 +366,89 @@ func (f *Management) SetSecureBootState(ctx context.Context, t *driver.Task, ena
 	}
 	t.SetDriverInternalInfo(SecureBootKey, enabled)
 	return nil
+}
+
+// fakeVirtualMedia are the fake BMC's virtual media devices, in the
+// order VirtualMedia lists them: each device type and the Redfish media
+// types its device accepts.
+var fakeVirtualMedia = []struct {
+	device driver.VirtualMediaDevice
+	types  []string
+}{
+	{driver.VirtualMediaCDROM, []string{"CD", "DVD"}},
+	{driver.VirtualMediaDisk, []string{"USBStick"}},
+	{driver.VirtualMediaFloppy, []string{"Floppy"}},
+}
+
+// insertedMedia returns the images recorded in driver_internal_info by device
+// type (a copy).
+func insertedMedia(t *driver.Task) map[string]any {
+	m, _ := t.DriverInternalInfo[VirtualMediaKey].(map[string]any)
+	return jsonmap.Clone(m)
+}
+
+// AttachVirtualMedia records imageURL as inserted in device, replacing
+// what it held.
+func (f *Management) AttachVirtualMedia(ctx context.Context, t *driver.Task, device driver.VirtualMediaDevice, imageURL string) error {
+	if err := f.begin(ctx, t, "attach_virtual_media"); err != nil {
+		return err
+	}
+	if !device.Valid() {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindManagement, Impl: Name, Field: "args", Key: "device_type",
+			Expected: fmt.Sprintf("one of %v, got %q", driver.VirtualMediaDevices(), device)}
+	}
+	if imageURL == "" {
+		return &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindManagement, Impl: Name, Field: "args", Missing: []string{"image_url"}}
+	}
+	m := insertedMedia(t)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[string(device)] = imageURL
+	t.SetDriverInternalInfo(VirtualMediaKey, m)
+	return nil
+}
+
+// DetachVirtualMedia forgets the images of devices, of every device when
+// devices is empty.
+func (f *Management) DetachVirtualMedia(ctx context.Context, t *driver.Task, devices []driver.VirtualMediaDevice) error {
+	if err := f.begin(ctx, t, "detach_virtual_media"); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if !d.Valid() {
+			return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindManagement, Impl: Name, Field: "args", Key: "device_types",
+				Expected: fmt.Sprintf("each one of %v, got %q", driver.VirtualMediaDevices(), d)}
+		}
+	}
+	m := insertedMedia(t)
+	if len(devices) == 0 {
+		m = nil
+	}
+	for _, d := range devices {
+		delete(m, string(d))
+	}
+	if len(m) == 0 {
+		t.DeleteDriverInternalInfo(VirtualMediaKey)
+		return nil
+	}
+	t.SetDriverInternalInfo(VirtualMediaKey, m)
+	return nil
+}
+
+// VirtualMedia lists the fake BMC's CD, USB stick and floppy devices with
+// the images recorded in them.
+func (f *Management) VirtualMedia(ctx context.Context, t *driver.Task) ([]driver.VirtualMedia, error) {
+	if err := f.begin(ctx, t, "get_virtual_media"); err != nil {
+		return nil, err
+	}
+	m := insertedMedia(t)
+	out := make([]driver.VirtualMedia, 0, len(fakeVirtualMedia))
+	for _, d := range fakeVirtualMedia {
+		img, _ := m[string(d.device)].(string)
+		out = append(out, driver.VirtualMedia{MediaTypes: slices.Clone(d.types), Inserted: img != "", Image: img})
+	}
+	return out, nil
 }
 
 // Sensors returns two fixed readings: a temperature and a fan.
@@ -957,6 +1041,7 @@ var (
 	_ driver.IndicatorManager    = (*Management)(nil)
 	_ driver.SecureBootManager   = (*Management)(nil)
 	_ driver.SensorReader        = (*Management)(nil)
+	_ driver.VirtualMediaManager = (*Management)(nil)
 	_ driver.BootModeManager     = (*Management)(nil)
 	_ driver.BootInterface       = (*Boot)(nil)
 	_ driver.DeployInterface     = (*Deploy)(nil)

@@ -33,6 +33,7 @@ func capabilities() []capability {
 		capabilityOf(driver.KindManagement, "indicator", 3, func(x *proxy) driver.IndicatorManager { return indicatorCap{x} }),
 		capabilityOf(driver.KindManagement, "secure_boot", 3, func(x *proxy) driver.SecureBootManager { return secureBootCap{x} }),
 		capabilityOf(driver.KindManagement, "sensors", 3, func(x *proxy) driver.SensorReader { return sensorsCap{x} }),
+		capabilityOf(driver.KindManagement, "virtual_media", 3, func(x *proxy) driver.VirtualMediaManager { return vmediaCap{x} }),
 	}
 }
 

@@ -39,6 +39,10 @@ func TestProxyHasExactlyTheAdvertisedCapabilities(t *testing.T) {
 		{"indicator", driver.KindManagement, 3, func(i driver.Interface) bool { _, ok := driver.As[driver.IndicatorManager](i); return ok }},
 		{"secure_boot", driver.KindManagement, 3, func(i driver.Interface) bool { _, ok := driver.As[driver.SecureBootManager](i); return ok }},
 		{"sensors", driver.KindManagement, 3, func(i driver.Interface) bool { _, ok := driver.As[driver.SensorReader](i); return ok }},
+		{"virtual_media", driver.KindManagement, 3, func(i driver.Interface) bool {
+			_, ok := driver.As[driver.VirtualMediaManager](i)
+			return ok
+		}},
 	}
 	var table []string
 	for _, c := range capabilities() {
@@ -85,7 +89,7 @@ func TestProxyHasExactlyTheAdvertisedCapabilities(t *testing.T) {
 // TestProxyCapabilitiesCallTheirOperation checks that each capability a
 // proxy provides sends its own operation and arguments.
 func TestProxyCapabilitiesCallTheirOperation(t *testing.T) {
-	all := []string{"step_preparer", "boot_mode", "nmi", "indicator", "secure_boot", "sensors"}
+	all := []string{"step_preparer", "boot_mode", "nmi", "indicator", "secure_boot", "sensors", "virtual_media"}
 	ctx := context.Background()
 	cases := []struct {
 		kind driver.Kind
@@ -121,6 +125,19 @@ func TestProxyCapabilitiesCallTheirOperation(t *testing.T) {
 		{driver.KindManagement, opGetSensorsData, ``, func(i driver.Interface) error {
 			c, _ := driver.As[driver.SensorReader](i)
 			_, err := c.Sensors(ctx, &driver.Task{})
+			return err
+		}},
+		{driver.KindManagement, opAttachVirtualMedia, `{"vmedia_device":"cdrom","image_url":"http://192.0.2.1/a.iso"}`, func(i driver.Interface) error {
+			c, _ := driver.As[driver.VirtualMediaManager](i)
+			return c.AttachVirtualMedia(ctx, &driver.Task{}, driver.VirtualMediaCDROM, "http://192.0.2.1/a.iso")
+		}},
+		{driver.KindManagement, opDetachVirtualMedia, `{"vmedia_devices":["disk","floppy"]}`, func(i driver.Interface) error {
+			c, _ := driver.As[driver.VirtualMediaManager](i)
+			return c.DetachVirtualMedia(ctx, &driver.Task{}, []driver.VirtualMediaDevice{driver.VirtualMediaDisk, driver.VirtualMediaFloppy})
+		}},
+		{driver.KindManagement, opGetVirtualMedia, ``, func(i driver.Interface) error {
+			c, _ := driver.As[driver.VirtualMediaManager](i)
+			_, err := c.VirtualMedia(ctx, &driver.Task{})
 			return err
 		}},
 	}

@@ -32,6 +32,10 @@ type invokeArgs struct {
 	Purpose    driver.NetworkPurpose `json:"purpose,omitempty"`
 	Indicator  driver.IndicatorState `json:"indicator,omitempty"`
 	Enabled    bool                  `json:"enabled,omitempty"`
+	// The virtual media arguments (since protocol 3).
+	VMediaDevice  driver.VirtualMediaDevice   `json:"vmedia_device,omitempty"`
+	VMediaDevices []driver.VirtualMediaDevice `json:"vmedia_devices,omitempty"`
+	ImageURL      string                      `json:"image_url,omitempty"`
 }
 
 func marshalMap(m map[string]any) ([]byte, error) {

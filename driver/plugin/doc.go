@@ -16,7 +16,7 @@
 // name, version, hardware types, implementations per kind with their
 // driver_info properties, steps and vendor methods, optional capabilities
 // (step runner and preparer, boot mode, and since protocol 3 NMI,
-// indicator, secure boot and sensors) and, since protocol 3, why an
+// indicator, secure boot, sensors and virtual media) and, since protocol 3, why an
 // implementation is unavailable on the plugin's host (Status.Unavailable;
 // the proxy's driver.Available reports it as a *driver.UnavailableError).
 // A version-2 plugin is still accepted and simply offers none of the

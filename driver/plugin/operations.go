@@ -48,6 +48,9 @@ func operations() []operation {
 		op(driver.KindManagement, opGetSecureBootState, nil, reflect.TypeFor[bool](), "secure_boot"),
 		op(driver.KindManagement, opSetSecureBootState, []string{"enabled"}, nil, "secure_boot"),
 		op(driver.KindManagement, opGetSensorsData, nil, reflect.TypeFor[[]driver.SensorReading](), "sensors"),
+		op(driver.KindManagement, opAttachVirtualMedia, []string{"vmedia_device", "image_url"}, nil, "virtual_media"),
+		op(driver.KindManagement, opDetachVirtualMedia, []string{"vmedia_devices"}, nil, "virtual_media"),
+		op(driver.KindManagement, opGetVirtualMedia, nil, reflect.TypeFor[[]driver.VirtualMedia](), "virtual_media"),
 
 		op(driver.KindBoot, opPrepareRamdisk, []string{"params"}, nil, ""),
 		op(driver.KindBoot, opCleanUpRamdisk, nil, nil, ""),

@@ -217,6 +217,7 @@ type (
 	indicatorCap  struct{ x *proxy }
 	secureBootCap struct{ x *proxy }
 	sensorsCap    struct{ x *proxy }
+	vmediaCap     struct{ x *proxy }
 )
 
 func (c bootModeCap) GetBootMode(ctx context.Context, t *driver.Task) (driver.BootMode, error) {
@@ -251,6 +252,20 @@ func (c secureBootCap) GetSecureBootState(ctx context.Context, t *driver.Task) (
 
 func (c secureBootCap) SetSecureBootState(ctx context.Context, t *driver.Task, enabled bool) error {
 	return c.x.call(ctx, t, opSetSecureBootState, &invokeArgs{Enabled: enabled}, nil)
+}
+
+func (c vmediaCap) AttachVirtualMedia(ctx context.Context, t *driver.Task, device driver.VirtualMediaDevice, imageURL string) error {
+	return c.x.call(ctx, t, opAttachVirtualMedia, &invokeArgs{VMediaDevice: device, ImageURL: imageURL}, nil)
+}
+
+func (c vmediaCap) DetachVirtualMedia(ctx context.Context, t *driver.Task, devices []driver.VirtualMediaDevice) error {
+	return c.x.call(ctx, t, opDetachVirtualMedia, &invokeArgs{VMediaDevices: devices}, nil)
+}
+
+func (c vmediaCap) VirtualMedia(ctx context.Context, t *driver.Task) ([]driver.VirtualMedia, error) {
+	var out []driver.VirtualMedia
+	err := c.x.call(ctx, t, opGetVirtualMedia, nil, &out)
+	return out, err
 }
 
 func (c sensorsCap) Sensors(ctx context.Context, t *driver.Task) ([]driver.SensorReading, error) {
@@ -420,6 +435,7 @@ var (
 	_ driver.IndicatorManager     = indicatorCap{}
 	_ driver.SecureBootManager    = secureBootCap{}
 	_ driver.SensorReader         = sensorsCap{}
+	_ driver.VirtualMediaManager  = vmediaCap{}
 	_ driver.AvailabilityReporter = powerProxy{}
 	_ driver.BootInterface        = bootProxy{}
 	_ driver.DeployInterface      = deployProxy{}

@@ -384,6 +384,18 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 				return nil, unsupported()
 			}
 			return sr.Sensors(ctx, t)
+		case opAttachVirtualMedia, opDetachVirtualMedia, opGetVirtualMedia:
+			vm, ok := driver.As[driver.VirtualMediaManager](impl)
+			if !ok {
+				return nil, unsupported()
+			}
+			switch op {
+			case opAttachVirtualMedia:
+				return nil, vm.AttachVirtualMedia(ctx, t, a.VMediaDevice, a.ImageURL)
+			case opDetachVirtualMedia:
+				return nil, vm.DetachVirtualMedia(ctx, t, a.VMediaDevices)
+			}
+			return vm.VirtualMedia(ctx, t)
 		}
 	case driver.KindBoot:
 		i := impl.(driver.BootInterface)
@@ -505,6 +517,9 @@ const (
 	opGetSecureBootState      = "get_secure_boot_state"
 	opSetSecureBootState      = "set_secure_boot_state"
 	opGetSensorsData          = "get_sensors_data"
+	opAttachVirtualMedia      = "attach_virtual_media"
+	opDetachVirtualMedia      = "detach_virtual_media"
+	opGetVirtualMedia         = "get_virtual_media"
 	opPrepareRamdisk          = "prepare_ramdisk"
 	opCleanUpRamdisk          = "clean_up_ramdisk"
 	opPrepareInstance         = "prepare_instance"

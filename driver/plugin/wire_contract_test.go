@@ -145,6 +145,8 @@ func capabilityValues(impl driver.Interface) map[reflect.Type]any {
 	add(reflect.TypeFor[driver.SecureBootManager](), sb, ok)
 	sr, ok := driver.As[driver.SensorReader](impl)
 	add(reflect.TypeFor[driver.SensorReader](), sr, ok)
+	vm, ok := driver.As[driver.VirtualMediaManager](impl)
+	add(reflect.TypeFor[driver.VirtualMediaManager](), vm, ok)
 	return out
 }
 
@@ -322,14 +324,16 @@ func invokeArgTypes() map[string]reflect.Type {
 // vanishes) that the fakes accept where they validate.
 func sampleValue(t reflect.Type, kind driver.Kind) reflect.Value {
 	samples := map[reflect.Type]any{
-		reflect.TypeFor[driver.PowerState]():     driver.PowerOn,
-		reflect.TypeFor[time.Duration]():         time.Second,
-		reflect.TypeFor[driver.BootDevice]():     driver.BootPXE,
-		reflect.TypeFor[driver.BootMode]():       driver.BootModeUEFI,
-		reflect.TypeFor[driver.IndicatorState](): driver.IndicatorBlinking,
-		reflect.TypeFor[driver.NetworkPurpose](): driver.NetworkCleaning,
-		reflect.TypeFor[steps.Kind]():            steps.Clean,
-		reflect.TypeFor[steps.Step]():            steps.Step{Interface: string(kind), Name: "s"},
+		reflect.TypeFor[driver.PowerState]():           driver.PowerOn,
+		reflect.TypeFor[time.Duration]():               time.Second,
+		reflect.TypeFor[driver.BootDevice]():           driver.BootPXE,
+		reflect.TypeFor[driver.BootMode]():             driver.BootModeUEFI,
+		reflect.TypeFor[driver.IndicatorState]():       driver.IndicatorBlinking,
+		reflect.TypeFor[driver.NetworkPurpose]():       driver.NetworkCleaning,
+		reflect.TypeFor[steps.Kind]():                  steps.Clean,
+		reflect.TypeFor[driver.VirtualMediaDevice]():   driver.VirtualMediaCDROM,
+		reflect.TypeFor[[]driver.VirtualMediaDevice](): []driver.VirtualMediaDevice{driver.VirtualMediaCDROM},
+		reflect.TypeFor[steps.Step]():                  steps.Step{Interface: string(kind), Name: "s"},
 	}
 	if v, ok := samples[t]; ok {
 		return reflect.ValueOf(v).Convert(t)

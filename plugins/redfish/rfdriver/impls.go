@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stmcginnis/gofish/redfish"
+
 	"github.com/anvilmetal/anvil/driver"
 )
 
@@ -99,7 +101,8 @@ var (
 
 // ManagementImpl is the "redfish" management interface. Beyond the boot
 // device it manages boot mode (driver.BootModeManager), secure boot, the
-// indicator LED and NMI injection.
+// indicator LED, NMI injection and virtual media
+// (driver.VirtualMediaManager).
 type ManagementImpl struct{ base }
 
 // Management returns the "redfish" management interface.
@@ -250,6 +253,72 @@ func (m *ManagementImpl) SetIndicator(ctx context.Context, t *driver.Task, state
 		return err
 	}
 	return m.wrap(t, "set indicator", sys.SetIndicator(state))
+}
+
+// vmediaTypes are the Redfish media types of the devices each Ironic
+// virtual media device type goes into, as Ironic's redfish management
+// maps them (a DVD-only device takes a CD image).
+var vmediaTypes = map[driver.VirtualMediaDevice][]redfish.VirtualMediaType{
+	driver.VirtualMediaCDROM:  {redfish.CDMediaType, redfish.DVDMediaType},
+	driver.VirtualMediaDisk:   {redfish.USBStickMediaType},
+	driver.VirtualMediaFloppy: {redfish.FloppyMediaType},
+}
+
+// AttachVirtualMedia inserts imageURL into the system's first device of
+// device's media types (driver.VirtualMediaManager), ejecting what it
+// held.
+func (m *ManagementImpl) AttachVirtualMedia(ctx context.Context, t *driver.Task, device driver.VirtualMediaDevice, imageURL string) error {
+	types, ok := vmediaTypes[device]
+	if !ok {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "device_type", Expected: "disk, cdrom or floppy"}
+	}
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	_, err = sys.InsertTyped(imageURL, types...)
+	return m.capErr(t, "attach_virtual_media", err)
+}
+
+// DetachVirtualMedia ejects the devices of the given types, every device
+// when devices is empty.
+func (m *ManagementImpl) DetachVirtualMedia(ctx context.Context, t *driver.Task, devices []driver.VirtualMediaDevice) error {
+	var types []redfish.VirtualMediaType
+	for _, d := range devices {
+		ts, ok := vmediaTypes[d]
+		if !ok {
+			return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: m.kind, Impl: m.name, Field: "args", Key: "device_types", Expected: "each disk, cdrom or floppy"}
+		}
+		types = append(types, ts...)
+	}
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	return m.capErr(t, "detach_virtual_media", sys.EjectTyped(types...))
+}
+
+// VirtualMedia lists the system's virtual media devices, as Ironic's
+// redfish get_virtual_media: media types, whether inserted, the image.
+func (m *ManagementImpl) VirtualMedia(ctx context.Context, t *driver.Task) ([]driver.VirtualMedia, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	all, err := sys.VirtualMedia()
+	if err != nil {
+		return nil, m.capErr(t, "get_virtual_media", err)
+	}
+	slices.SortFunc(all, func(a, b *redfish.VirtualMedia) int { return strings.Compare(a.ODataID, b.ODataID) })
+	out := make([]driver.VirtualMedia, 0, len(all))
+	for _, vm := range all {
+		types := make([]string, 0, len(vm.MediaTypes))
+		for _, mt := range vm.MediaTypes {
+			types = append(types, string(mt))
+		}
+		out = append(out, driver.VirtualMedia{MediaTypes: types, Inserted: vm.Inserted, Image: vm.Image})
+	}
+	return out, nil
 }
 
 // capErr wraps err from an optional capability: what the BMC does not

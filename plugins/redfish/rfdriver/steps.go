@@ -457,6 +457,7 @@ var (
 	_ driver.ManagementInterface = (*ManagementImpl)(nil)
 	_ driver.BootModeManager     = (*ManagementImpl)(nil)
 	_ driver.NMIInjector         = (*ManagementImpl)(nil)
+	_ driver.VirtualMediaManager = (*ManagementImpl)(nil)
 	_ driver.IndicatorManager    = (*ManagementImpl)(nil)
 	_ driver.SecureBootManager   = (*ManagementImpl)(nil)
 	_ driver.BootInterface       = (*VirtualMediaBoot)(nil)

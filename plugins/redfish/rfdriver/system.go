@@ -420,6 +420,58 @@ func (s *System) InsertRemovable(image string) (string, error) {
 	return "", fmt.Errorf("redfish: system %s has no USB stick or floppy virtual media that accepts InsertMedia: %w", s.uri, ErrUnsupported)
 }
 
+// InsertTyped puts image into the first device (by URI) that accepts
+// InsertMedia and one of types, ejecting what it held, and returns the
+// device's URI. CD and DVD devices take a CD or DVD image alike.
+func (s *System) InsertTyped(image string, types ...redfish.VirtualMediaType) (string, error) {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(all, func(a, b *redfish.VirtualMedia) int { return strings.Compare(a.ODataID, b.ODataID) })
+	for _, vm := range all {
+		if !vm.SupportsMediaInsert || !hasMediaType(vm, types) {
+			continue
+		}
+		if vm.Inserted {
+			if err := vm.EjectMedia(); err != nil {
+				return "", fmt.Errorf("redfish: eject %s before insert: %w", vm.ODataID, err)
+			}
+		}
+		if err := vm.InsertMedia(image, true, true); err != nil {
+			return "", fmt.Errorf("redfish: insert media into %s: %w", vm.ODataID, err)
+		}
+		return vm.ODataID, nil
+	}
+	return "", fmt.Errorf("redfish: system %s has no virtual media of type %v that accepts InsertMedia: %w", s.uri, types, ErrUnsupported)
+}
+
+// EjectTyped ejects every device of one of types holding media (every
+// device holding media when types is empty).
+func (s *System) EjectTyped(types ...redfish.VirtualMediaType) error {
+	all, err := s.VirtualMedia()
+	if err != nil {
+		return err
+	}
+	for _, vm := range all {
+		if vm.Inserted && (len(types) == 0 || hasMediaType(vm, types)) {
+			if err := vm.EjectMedia(); err != nil {
+				return fmt.Errorf("redfish: eject %s: %w", vm.ODataID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func hasMediaType(vm *redfish.VirtualMedia, types []redfish.VirtualMediaType) bool {
+	for _, t := range vm.MediaTypes {
+		if slices.Contains(types, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // EjectImage ejects every virtual media device holding image.
 func (s *System) EjectImage(image string) error {
 	all, err := s.VirtualMedia()
