@@ -413,3 +413,38 @@ func (c *Conductor) dropAllocation(ctx context.Context, n *baremetal.Node) {
 	}
 	n.AllocationUUID = ""
 }
+
+// resumeAllocations finishes, at start-up, the allocations this
+// conductor was processing when it stopped (state allocating with its
+// conductor ID), as Ironic's conductor resumes them: each is processed
+// again (a backfill too: its node was not recorded yet, so it is
+// processed as a request, as Ironic's do_allocate does).
+func (c *Conductor) resumeAllocations(ctx context.Context) {
+	if c.record == nil {
+		return
+	}
+	f := baremetal.AllocationFilter{State: baremetal.AllocationAllocating, ConductorAffinity: c.record.ID}
+	page := baremetal.Page{Limit: 100}
+	for {
+		batch, err := c.store.ListAllocations(ctx, f, page)
+		if err != nil {
+			c.log.Warn("unfinished allocations not resumed", "error", err)
+			return
+		}
+		for _, a := range batch {
+			if a.ResourceClass == "" {
+				if _, err := c.allocationFailed(ctx, a, "interrupted before a node was recorded, and without a resource class"); err != nil {
+					c.log.Warn("unfinished allocation not resumed", "allocation", a.UUID, "error", err)
+				}
+				continue
+			}
+			if _, err := c.allocate(ctx, a); err != nil {
+				c.log.Warn("unfinished allocation not resumed", "allocation", a.UUID, "error", err)
+			}
+		}
+		if len(batch) < page.Limit {
+			return
+		}
+		page.Marker = batch[len(batch)-1].UUID
+	}
+}

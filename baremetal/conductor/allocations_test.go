@@ -295,3 +295,32 @@ func TestCleanWithStoredRunbook(t *testing.T) {
 		t.Fatalf("clean steps started %v, want the runbook's in order %v", started, want)
 	}
 }
+
+// TestAllocationsResumeAtStart checks a conductor finishes, when it
+// starts, the allocations it left allocating (a crash mid-way).
+func TestAllocationsResumeAtStart(t *testing.T) {
+	t.Parallel()
+	store := openStore(t, false)
+	h := newHarness(t, store, fake.Config{}, conductor.Options{Hostname: "resume-host", DisableAutomatedClean: true})
+	n := h.availableNode("resume", func(n *baremetal.Node) { n.ResourceClass = "resume" })
+	rec, err := store.GetConductor(h.ctx, "resume-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := &baremetal.Allocation{ResourceClass: "resume", ConductorAffinity: rec.ID}
+	other := &baremetal.Allocation{ResourceClass: "resume", ConductorAffinity: rec.ID + 1000}
+	for _, a := range []*baremetal.Allocation{left, other} {
+		if err := store.CreateAllocation(h.ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same conductor starting again (its row is reused).
+	newHarness(t, store, fake.Config{}, conductor.Options{Hostname: "resume-host", DisableAutomatedClean: true})
+	got, err := store.GetAllocation(h.ctx, left.UUID)
+	if err != nil || got.State != baremetal.AllocationActive || got.NodeUUID != n.UUID {
+		t.Fatalf("left allocation after the restart = %+v, %v; want active on %s", got, err, n.UUID)
+	}
+	if got, _ := store.GetAllocation(h.ctx, other.UUID); got.State != baremetal.AllocationAllocating {
+		t.Fatalf("another conductor's allocation = %s, want it left allocating", got.State)
+	}
+}
