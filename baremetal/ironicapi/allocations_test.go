@@ -70,13 +70,13 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 	status, _, body = do(t, "GET", base+"allocations?owner=p", "1.59", "")
 	wantRaw(t, "owner filter at 1.59", status, http.StatusNotAcceptable, body, "")
 	status, _, body = do(t, "GET", base+"allocations/web-1", "1.52", "")
-	if v := decodeJSON(t, body); status != http.StatusOK || v["uuid"] != a.UUID {
+	if v := bodyMap(t, body); status != http.StatusOK || v["uuid"] != a.UUID {
 		t.Fatalf("GET by name = %d %s", status, body)
 	} else if _, has := v["owner"]; has {
 		t.Fatalf("owner shown at 1.52: %s", body)
 	}
 	status, hdr, body := do(t, "POST", base+"allocations", "1.52", `{"resource_class":"baremetal","name":"plain"}`)
-	if v := decodeJSON(t, body); status != http.StatusCreated || v["node_uuid"] != plain.UUID || hdr.Get("Location") != base+"allocations/"+v["uuid"].(string) {
+	if v := bodyMap(t, body); status != http.StatusCreated || v["node_uuid"] != plain.UUID || hdr.Get("Location") != base+"allocations/"+v["uuid"].(string) {
 		t.Fatalf("POST = %d %s (Location %q)", status, body, hdr.Get("Location"))
 	}
 	status, _, body = do(t, "POST", base+"allocations", "1.52", `{"name":"x"}`)
@@ -90,7 +90,7 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 	status, _, body = do(t, "PATCH", base+"allocations/web-1", "1.56", `[{"op":"replace","path":"/name","value":"web-2"}]`)
 	wantRaw(t, "PATCH at 1.56", status, http.StatusNotFound, body, "")
 	status, _, body = do(t, "PATCH", base+"allocations/web-1", "1.57", `[{"op":"replace","path":"/name","value":"web-2"},{"op":"add","path":"/extra/x","value":"y"}]`)
-	if v := decodeJSON(t, body); status != http.StatusOK || v["name"] != "web-2" || v["extra"].(map[string]any)["x"] != "y" {
+	if v := bodyMap(t, body); status != http.StatusOK || v["name"] != "web-2" || v["extra"].(map[string]any)["x"] != "y" {
 		t.Fatalf("PATCH = %d %s", status, body)
 	}
 	status, _, body = do(t, "PATCH", base+"allocations/web-2", "1.57", `[{"op":"replace","path":"/resource_class","value":"x"}]`)
@@ -98,7 +98,7 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 
 	// The node's allocation sub-resource.
 	status, _, body = do(t, "GET", base+"nodes/gpu-1/allocation", "1.52", "")
-	if v := decodeJSON(t, body); status != http.StatusOK || v["uuid"] != a.UUID {
+	if v := bodyMap(t, body); status != http.StatusOK || v["uuid"] != a.UUID {
 		t.Fatalf("GET node allocation = %d %s", status, body)
 	}
 	status, _, body = do(t, "DELETE", base+"nodes/gpu-1/allocation", "1.52", "")

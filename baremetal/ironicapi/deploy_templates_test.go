@@ -15,7 +15,7 @@ func TestDeployTemplates(t *testing.T) {
 	status, _, body := do(t, "POST", base+"deploy_templates", "1.54", tpl)
 	wantRaw(t, "POST at 1.54", status, http.StatusNotFound, body, "")
 	status, hdr, body := do(t, "POST", base+"deploy_templates", "1.55", tpl)
-	v := decodeJSON(t, body)
+	v := bodyMap(t, body)
 	if status != http.StatusCreated || v["name"] != "CUSTOM_RAID1" || hdr.Get("Location") != base+"deploy_templates/"+v["uuid"].(string) ||
 		keys(v) != "created_at,extra,links,name,steps,updated_at,uuid" {
 		t.Fatalf("POST = %d %s (Location %q)", status, body, hdr.Get("Location"))
@@ -44,22 +44,22 @@ func TestDeployTemplates(t *testing.T) {
 	}
 
 	status, _, body = do(t, "GET", base+"deploy_templates", "1.55", "")
-	if list := decodeJSON(t, body)["deploy_templates"].([]any); status != http.StatusOK || len(list) != 1 ||
+	if list := bodyMap(t, body)["deploy_templates"].([]any); status != http.StatusOK || len(list) != 1 ||
 		keys(list[0].(map[string]any)) != "links,name,uuid" {
 		t.Fatalf("GET list = %d %s; want one template with Ironic's default fields", status, body)
 	}
 	status, _, body = do(t, "GET", base+"deploy_templates?detail=True", "1.55", "")
-	if list := decodeJSON(t, body)["deploy_templates"].([]any); status != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["steps"] == nil {
+	if list := bodyMap(t, body)["deploy_templates"].([]any); status != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["steps"] == nil {
 		t.Fatalf("GET detail = %d %s", status, body)
 	}
 	status, _, body = do(t, "GET", base+"deploy_templates/CUSTOM_RAID1?fields=name", "1.55", "")
-	if status != http.StatusOK || keys(decodeJSON(t, body)) != "links,name" {
+	if status != http.StatusOK || keys(bodyMap(t, body)) != "links,name" {
 		t.Fatalf("GET fields = %d %s", status, body)
 	}
 
 	status, _, body = do(t, "PATCH", base+"deploy_templates/"+uuid, "1.55",
 		`[{"op":"replace","path":"/name","value":"CUSTOM_RAID10"},{"op":"replace","path":"/steps/0/priority","value":70}]`)
-	if v := decodeJSON(t, body); status != http.StatusOK || v["name"] != "CUSTOM_RAID10" || v["steps"].([]any)[0].(map[string]any)["priority"] != float64(70) {
+	if v := bodyMap(t, body); status != http.StatusOK || v["name"] != "CUSTOM_RAID10" || v["steps"].([]any)[0].(map[string]any)["priority"] != float64(70) {
 		t.Fatalf("PATCH = %d %s", status, body)
 	}
 	status, _, body = do(t, "PATCH", base+"deploy_templates/"+uuid, "1.55", `[{"op":"replace","path":"/name","value":"bad"}]`)

@@ -86,19 +86,19 @@ func TestPortgroupsThroughGophercloud(t *testing.T) {
 	status, _, body = do(t, "GET", base+"portgroups", "1.22", "")
 	wantRaw(t, "GET /v1/portgroups at 1.22", status, http.StatusNotFound, body, "")
 	status, _, body = do(t, "GET", base+"portgroups", "1.24", "")
-	if status != http.StatusOK || keys(decodeJSON(t, body)["portgroups"].([]any)[0].(map[string]any)) != "address,links,name,uuid" {
+	if status != http.StatusOK || keys(bodyMap(t, body)["portgroups"].([]any)[0].(map[string]any)) != "address,links,name,uuid" {
 		t.Fatalf("list at 1.24 = %d %s; want Ironic's default fields", status, body)
 	}
 	status, _, body = do(t, "GET", base+"portgroups/bond0", "1.24", "")
-	if v := decodeJSON(t, body); status != http.StatusOK || v["mode"] != nil || v["properties"] != nil {
+	if v := bodyMap(t, body); status != http.StatusOK || v["mode"] != nil || v["properties"] != nil {
 		t.Fatalf("portgroup at 1.24 = %d %s; want mode and properties hidden before 1.26", status, body)
 	}
 	status, _, body = do(t, "GET", base+"portgroups/bond0?fields=uuid,mode", "1.26", "")
-	if status != http.StatusOK || keys(decodeJSON(t, body)) != "links,mode,uuid" {
+	if status != http.StatusOK || keys(bodyMap(t, body)) != "links,mode,uuid" {
 		t.Fatalf("fields=uuid,mode = %d %s", status, body)
 	}
 	status, _, body = do(t, "GET", base+"nodes/pg-other/portgroups/detail", "1.26", "")
-	if list := decodeJSON(t, body)["portgroups"].([]any); status != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["mode"] != "802.3ad" {
+	if list := bodyMap(t, body)["portgroups"].([]any); status != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["mode"] != "802.3ad" {
 		t.Fatalf("node's portgroups = %d %s", status, body)
 	}
 	status, _, body = do(t, "POST", base+"portgroups", "1.26", `{"node_uuid":"`+other.UUID+`","address":"52:54:00:aa:00:01"}`)
@@ -115,7 +115,7 @@ func TestPortgroupsThroughGophercloud(t *testing.T) {
 	// PATCH as Ironic applies it.
 	status, _, body = do(t, "PATCH", base+"portgroups/bond0", "1.26",
 		`[{"op":"replace","path":"/mode","value":"802.3ad"},{"op":"add","path":"/extra/slot","value":"4"},{"op":"add","path":"/standalone_ports_supported","value":"false"}]`)
-	if v := decodeJSON(t, body); status != http.StatusOK || v["mode"] != "802.3ad" || v["extra"].(map[string]any)["slot"] != "4" ||
+	if v := bodyMap(t, body); status != http.StatusOK || v["mode"] != "802.3ad" || v["extra"].(map[string]any)["slot"] != "4" ||
 		v["extra"].(map[string]any)["rack"] != "r1" || v["standalone_ports_supported"] != false {
 		t.Fatalf("PATCH = %d %s", status, body)
 	}

@@ -60,8 +60,8 @@ func (l *lab) deployed(t *testing.T, uuid string) {
 	}
 }
 
-// decodeJSON decodes a response body into a map.
-func decodeJSON(t *testing.T, body string) map[string]any {
+// bodyMap decodes a response body into a map.
+func bodyMap(t *testing.T, body string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(body), &m); err != nil {

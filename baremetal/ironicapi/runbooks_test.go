@@ -65,7 +65,7 @@ func TestRunbooksThroughGophercloud(t *testing.T) {
 		})
 	}
 	status, _, body = do(t, "GET", base+"runbooks", "1.92", "")
-	if list := decodeJSON(t, body)["runbooks"].([]any); status != http.StatusOK || len(list) != 1 || keys(list[0].(map[string]any)) != "links,name,uuid" {
+	if list := bodyMap(t, body)["runbooks"].([]any); status != http.StatusOK || len(list) != 1 || keys(list[0].(map[string]any)) != "links,name,uuid" {
 		t.Fatalf("list = %d %s; want Ironic's default fields", status, body)
 	}
 
