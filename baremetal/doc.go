@@ -24,7 +24,8 @@
 // # The Store contract
 //
 // Store is everything the engine needs from a database. It is made of role
-// interfaces (NodeStore, PortStore, ReservationStore, ConductorStore,
+// interfaces (NodeStore, PortStore, PortgroupStore, AllocationStore,
+// DeployTemplateStore, RunbookStore, ReservationStore, ConductorStore,
 // HistoryStore), so a component asks only for the part it uses. Every
 // write is a compare-and-swap on the node's Version: a writer that lost
 // the race gets a *ConflictError and nothing is written. A node is changed

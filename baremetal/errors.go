@@ -27,12 +27,15 @@ var (
 	ErrConductorAlreadyRegistered = errors.New("baremetal: conductor already registered")
 	// ErrNodeInUse: the node cannot be deleted while it is reserved.
 	ErrNodeInUse = errors.New("baremetal: node in use")
+	// ErrPortgroupNotEmpty: the portgroup still has ports.
+	ErrPortgroupNotEmpty = errors.New("baremetal: portgroup not empty")
 )
 
 // NotFoundError says which object could not be found. It matches
 // ErrNotFound.
 type NotFoundError struct {
-	// Kind is "node", "port", "conductor" or "history".
+	// Kind is "node", "port", "portgroup", "allocation",
+	// "deploy_template", "runbook", "conductor" or "history".
 	Kind string
 	// Ident is the identifier that was looked up (UUID, name, MAC, host).
 	Ident string
@@ -197,3 +200,18 @@ func (e *NodeInUseError) Error() string {
 func (e *NodeInUseError) Is(target error) bool {
 	return target == ErrNodeInUse || target == ErrNodeLocked
 }
+
+// PortgroupNotEmptyError says a portgroup cannot be deleted (or moved to
+// another node) because ports are still members of it, as Ironic's
+// PortgroupNotEmpty. It matches ErrPortgroupNotEmpty.
+type PortgroupNotEmptyError struct {
+	// Portgroup is the portgroup's UUID.
+	Portgroup string
+}
+
+func (e *PortgroupNotEmptyError) Error() string {
+	return fmt.Sprintf("baremetal: cannot complete the requested action because portgroup %s contains ports", e.Portgroup)
+}
+
+// Is reports whether target is ErrPortgroupNotEmpty.
+func (e *PortgroupNotEmptyError) Is(target error) bool { return target == ErrPortgroupNotEmpty }

@@ -36,6 +36,10 @@ type Node struct {
 	// InstanceUUID names the workload deployed on the node; a node with
 	// one is "associated".
 	InstanceUUID string
+	// AllocationUUID is the allocation the node is bound to (Ironic's
+	// allocation_id, shown as allocation_uuid), written by the
+	// conductor's allocation processing; empty for none.
+	AllocationUUID string
 	// InstanceName is a free-form name of the workload.
 	InstanceName string
 	// Driver is the hardware type name the node is driven by.

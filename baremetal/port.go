@@ -18,6 +18,9 @@ type Port struct {
 	UUID string
 	// NodeUUID is the UUID of the node the port belongs to.
 	NodeUUID string
+	// PortgroupUUID is the UUID of the portgroup (of the same node) the
+	// port is a member of, or empty.
+	PortgroupUUID string
 	// Address is the MAC address, normalised to lower case with colons.
 	Address string
 	// Name is an optional unique name.

@@ -7,8 +7,8 @@ import (
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
-// Store keeps nodes, ports, conductors, node history and inspection
-// inventories. Implementations live in sub-packages (baremetal/sqlstore
+// Store keeps nodes, ports, portgroups, allocations, deploy templates,
+// runbooks, conductors, node history and inspection inventories. Implementations live in sub-packages (baremetal/sqlstore
 // for SQLite and PostgreSQL) and are checked by the conformance suite in
 // baremetal/storetest.
 //
@@ -19,6 +19,10 @@ import (
 type Store interface {
 	NodeStore
 	PortStore
+	PortgroupStore
+	AllocationStore
+	DeployTemplateStore
+	RunbookStore
 	ReservationStore
 	ConductorStore
 	HistoryStore
@@ -61,8 +65,9 @@ type NodeStore interface {
 	// without changing the version, as an agent heartbeat in a wait state
 	// does. Errors: *NotFoundError.
 	TouchProvisioning(ctx context.Context, uuid string) error
-	// DeleteNode deletes the node with its ports, history and inventory.
-	// A reserved node is refused with a *NodeInUseError.
+	// DeleteNode deletes the node with its ports, portgroups,
+	// allocation, history and inventory. A reserved node is refused with
+	// a *NodeInUseError.
 	DeleteNode(ctx context.Context, uuid string) error
 	// LookupNode finds the node for the agent lookup: by UUID when uuid is
 	// not empty, else by the MAC addresses of its ports (malformed MACs
@@ -75,6 +80,8 @@ type NodeStore interface {
 type PortStore interface {
 	// CreatePort validates p (the MAC is normalised to lower case) and
 	// inserts it, filling ID, UUID, CreatedAt, UpdatedAt and Version.
+	// p.PortgroupUUID, when set, must name a portgroup of the same node
+	// (else an *InvalidFieldError on portgroup_uuid).
 	// Errors: *InvalidFieldError, *DuplicateError, *NotFoundError (node).
 	CreatePort(ctx context.Context, p *Port) error
 	// GetPort returns the port with the given UUID or MAC address.
@@ -85,6 +92,90 @@ type PortStore interface {
 	UpdatePort(ctx context.Context, p *Port) error
 	// DeletePort deletes the port with the given UUID.
 	DeletePort(ctx context.Context, uuid string) error
+}
+
+// PortgroupStore keeps the portgroups of nodes.
+type PortgroupStore interface {
+	// CreatePortgroup validates g (the MAC, when set, is normalised to
+	// lower case) and inserts it, filling ID, UUID, CreatedAt, UpdatedAt
+	// and Version. Errors: *InvalidFieldError, *DuplicateError (uuid,
+	// name, address), *NotFoundError (node).
+	CreatePortgroup(ctx context.Context, g *Portgroup) error
+	// GetPortgroup returns the portgroup whose UUID or name is ident, or
+	// a *NotFoundError.
+	GetPortgroup(ctx context.Context, ident string) (*Portgroup, error)
+	// ListPortgroups returns the portgroups matching f in ID order, at
+	// most page.Limit of them, starting after page.Marker (a UUID).
+	ListPortgroups(ctx context.Context, f PortgroupFilter, page Page) ([]*Portgroup, error)
+	// UpdatePortgroup writes g's fields as a compare-and-swap on
+	// g.Version (a *ConflictError when it moved on). Moving a portgroup
+	// that has ports to another node is refused with a
+	// *PortgroupNotEmptyError.
+	UpdatePortgroup(ctx context.Context, g *Portgroup) error
+	// DeletePortgroup deletes the portgroup with the given UUID; one that
+	// still has ports is refused with a *PortgroupNotEmptyError.
+	DeletePortgroup(ctx context.Context, uuid string) error
+}
+
+// AllocationStore keeps allocations. The binding of a node to an
+// allocation is the conductor's business (it writes the node's
+// AllocationUUID and InstanceUUID under the node's lock); the store only
+// keeps the rows, and deletes a node's allocation with the node.
+type AllocationStore interface {
+	// CreateAllocation validates a and inserts it, filling ID, UUID,
+	// State (allocating when empty), CreatedAt, UpdatedAt and Version.
+	// Errors: *InvalidFieldError, *DuplicateError (uuid, name, and
+	// node_uuid: a node has at most one allocation), *NotFoundError
+	// (node_uuid names no node).
+	CreateAllocation(ctx context.Context, a *Allocation) error
+	// GetAllocation returns the allocation whose UUID or name is ident,
+	// or a *NotFoundError.
+	GetAllocation(ctx context.Context, ident string) (*Allocation, error)
+	// ListAllocations returns the allocations matching f in ID order, at
+	// most page.Limit of them, starting after page.Marker.
+	ListAllocations(ctx context.Context, f AllocationFilter, page Page) ([]*Allocation, error)
+	// UpdateAllocation writes a's fields (NodeUUID included) as a
+	// compare-and-swap on a.Version. Errors: *ConflictError,
+	// *NotFoundError, *InvalidFieldError, *DuplicateError.
+	UpdateAllocation(ctx context.Context, a *Allocation) error
+	// DeleteAllocation deletes the allocation with the given UUID.
+	DeleteAllocation(ctx context.Context, uuid string) error
+}
+
+// DeployTemplateStore keeps deploy templates.
+type DeployTemplateStore interface {
+	// CreateDeployTemplate validates t (see DeployTemplate.Validate) and
+	// inserts it, filling ID, UUID, CreatedAt, UpdatedAt and Version.
+	// Errors: *InvalidFieldError, *DuplicateError (uuid, name).
+	CreateDeployTemplate(ctx context.Context, t *DeployTemplate) error
+	// GetDeployTemplate returns the template whose UUID or name is
+	// ident, or a *NotFoundError.
+	GetDeployTemplate(ctx context.Context, ident string) (*DeployTemplate, error)
+	// ListDeployTemplates returns the templates in ID order, at most
+	// page.Limit of them, starting after page.Marker.
+	ListDeployTemplates(ctx context.Context, page Page) ([]*DeployTemplate, error)
+	// UpdateDeployTemplate writes t as a compare-and-swap on t.Version.
+	UpdateDeployTemplate(ctx context.Context, t *DeployTemplate) error
+	// DeleteDeployTemplate deletes the template with the given UUID.
+	DeleteDeployTemplate(ctx context.Context, uuid string) error
+}
+
+// RunbookStore keeps runbooks.
+type RunbookStore interface {
+	// CreateRunbook validates r (see Runbook.Validate) and inserts it,
+	// filling ID, UUID, CreatedAt, UpdatedAt and Version. Errors:
+	// *InvalidFieldError, *DuplicateError (uuid, name).
+	CreateRunbook(ctx context.Context, r *Runbook) error
+	// GetRunbook returns the runbook whose UUID or name is ident, or a
+	// *NotFoundError.
+	GetRunbook(ctx context.Context, ident string) (*Runbook, error)
+	// ListRunbooks returns the runbooks matching f in ID order, at most
+	// page.Limit of them, starting after page.Marker.
+	ListRunbooks(ctx context.Context, f RunbookFilter, page Page) ([]*Runbook, error)
+	// UpdateRunbook writes r as a compare-and-swap on r.Version.
+	UpdateRunbook(ctx context.Context, r *Runbook) error
+	// DeleteRunbook deletes the runbook with the given UUID.
+	DeleteRunbook(ctx context.Context, uuid string) error
 }
 
 // ReservationStore implements the exclusive node lock of reference §5.1:

@@ -120,6 +120,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		return nil
 	})
 	n.InstanceInfo = map[string]any{}
+	c.dropAllocation(ctx, n)
 	n.InstanceUUID = ""
 	wipeAgent(n)
 	_ = steps.Wipe(steps.Deploy, n.DriverInternalInfo)
@@ -304,8 +305,12 @@ func (c *Conductor) validateDeployRequest(ctx context.Context, t *task, cd confi
 	if err != nil {
 		return err
 	}
+	tpls, err := c.templates(ctx, n)
+	if err != nil {
+		return err
+	}
 	if _, err := c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: user,
-		Templates: c.templates(), InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)}); err != nil {
+		Templates: tpls, InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)}); err != nil {
 		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "deploy_steps",
 			Expected: "steps the node's interfaces provide, with the arguments they declare", Err: err}
 	}

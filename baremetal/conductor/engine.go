@@ -185,6 +185,7 @@ func (c *Conductor) Launch(ctx context.Context) error {
 		c.log.Warn("start-up recovery incomplete", "error", err)
 	}
 	c.restoreConsoles(ctx)
+	c.resumeAllocations(ctx)
 	c.startPeriodics(bg)
 	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
 	return nil

@@ -48,16 +48,24 @@ func TestDeployUserInBandStepRunsAfterAgentReports(t *testing.T) {
 		opts   conductor.Options
 		traits []any
 		user   []steps.Step
+		stored *baremetal.DeployTemplate
 	}{
 		{name: "user step", user: []steps.Step{wipe}},
 		{name: "deploy template", traits: []any{"CUSTOM_WIPE"}, opts: conductor.Options{
 			DeployTemplates: []conductor.DeployTemplate{{Name: "CUSTOM_WIPE", Steps: []conductor.TemplateStep{
 				{Interface: wipe.Interface, Step: wipe.Name, Args: map[string]any{}, Priority: wipe.Priority}}}}}},
+		{name: "stored deploy template", traits: []any{"CUSTOM_WIPE_STORED"}, stored: &baremetal.DeployTemplate{Name: "CUSTOM_WIPE_STORED",
+			Steps: []baremetal.DeployTemplateStep{{Interface: wipe.Interface, Step: wipe.Name, Args: map[string]any{}, Priority: wipe.Priority}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &agentRecorder{}
 			tc.opts.DisableAutomatedClean = true
 			h := newAgentHarness(t, tc.opts, rec.factory)
+			if tc.stored != nil {
+				if err := h.store.CreateDeployTemplate(h.ctx, tc.stored); err != nil {
+					t.Fatal(err)
+				}
+			}
 			n := h.enrollAgentNode("inband-step")
 			h.must(h.c.Manage(h.ctx, n.UUID))
 			h.waitFor(n.UUID, statemachine.Manageable)

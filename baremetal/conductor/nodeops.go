@@ -177,7 +177,11 @@ func (c *Conductor) validateKind(ctx context.Context, t *task, d *driver.Driver,
 	if err != nil {
 		return err
 	}
-	if _, err := c.planner().Deploy(steps.DeployRequest{Source: src, Templates: c.templates(),
+	tpls, err := c.templates(ctx, t.node)
+	if err != nil {
+		return err
+	}
+	if _, err := c.planner().Deploy(steps.DeployRequest{Source: src, Templates: tpls,
 		InstanceTraits: instanceTraits(t.node), SkipMissing: c.agentBased(t)}); err != nil {
 		return &baremetal.InvalidFieldError{Kind: "node", Ident: t.uuid(), Field: "instance_info.traits",
 			Expected: "deploy templates whose steps the node's interfaces provide", Err: err}

@@ -130,7 +130,10 @@ type Options struct {
 	// and the other keys still apply, as in Ironic.
 	CleanStepPriorityOverride map[string]int
 	// DeployTemplates are the deploy templates, matched by name against
-	// instance_info traits.
+	// instance_info traits. The store's deploy templates
+	// (baremetal.DeployTemplateStore) join them, looked up by those
+	// traits at each deployment; a configured template shadows a stored
+	// one of the same name.
 	DeployTemplates []DeployTemplate
 
 	// Agent configures how the conductor works with ramdisk agents (the

@@ -159,8 +159,11 @@ func (c *Conductor) planAndRun(ctx context.Context, t *task, kind steps.Kind) er
 	case kind == steps.Service:
 		pl, err = c.planner().Service(steps.ManualRequest{Source: src, Steps: user, DisableRamdisk: disable})
 	default:
-		pl, err = c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: user,
-			Templates: c.templates(), InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)})
+		var tpls []steps.Template
+		if tpls, err = c.templates(ctx, n); err == nil {
+			pl, err = c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: user,
+				Templates: tpls, InstanceTraits: instanceTraits(n), SkipMissing: c.agentBased(t)})
+		}
 	}
 	if err != nil {
 		return c.stepsFailed(ctx, t, kind, planFailedMessage(kind, n.UUID, describeErr(err)), false)
@@ -198,8 +201,12 @@ func (c *Conductor) revalidateDeploySteps(ctx context.Context, t *task, prog ste
 		return prog, nil
 	}
 	n := t.node
+	tpls, err := c.templates(ctx, n)
+	if err != nil {
+		return prog, err
+	}
 	pl, err := c.planner().Deploy(steps.DeployRequest{Source: src, UserSteps: prog.UserSteps,
-		Templates: c.templates(), InstanceTraits: instanceTraits(n)})
+		Templates: tpls, InstanceTraits: instanceTraits(n)})
 	if err != nil {
 		return prog, err
 	}
@@ -266,16 +273,40 @@ func (c *Conductor) revalidateOrFail(ctx context.Context, t *task, prog steps.Pr
 	return next, true, nil
 }
 
-func (c *Conductor) templates() []steps.Template {
+// templates returns the deploy templates a deployment of n may use: the
+// configured ones (Options.DeployTemplates) and those of the store whose
+// name is one of n's instance_info traits, as Ironic looks them up by
+// name; a configured template shadows a stored one of the same name.
+func (c *Conductor) templates(ctx context.Context, n *baremetal.Node) ([]steps.Template, error) {
 	out := make([]steps.Template, 0, len(c.opts.DeployTemplates))
+	configured := map[string]bool{}
 	for _, dt := range c.opts.DeployTemplates {
 		tp := steps.Template{Name: dt.Name}
 		for _, s := range dt.Steps {
 			tp.Steps = append(tp.Steps, steps.Step{Interface: s.Interface, Name: s.Step, Args: s.Args, Priority: s.Priority})
 		}
 		out = append(out, tp)
+		configured[dt.Name] = true
 	}
-	return out
+	for _, trait := range instanceTraits(n) {
+		if configured[trait] || !steps.ValidTraitName(trait) {
+			continue
+		}
+		dt, err := c.store.GetDeployTemplate(ctx, trait)
+		if errors.Is(err, baremetal.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("baremetal: node %s: reading deploy template %s: %w", n.UUID, trait, err)
+		}
+		configured[trait] = true
+		tp := steps.Template{Name: dt.Name}
+		for _, s := range dt.Steps {
+			tp.Steps = append(tp.Steps, steps.Step{Interface: s.Interface, Name: s.Step, Args: s.Args, Priority: s.Priority})
+		}
+		out = append(out, tp)
+	}
+	return out, nil
 }
 
 func instanceTraits(n *baremetal.Node) []string {

@@ -348,6 +348,11 @@ type CleanOptions struct {
 	// DisableRamdisk runs the steps without booting the agent; every step
 	// must then not require the ramdisk.
 	DisableRamdisk bool
+	// Runbook names a stored runbook (UUID or name) whose steps run, in
+	// their order, instead of the given steps, which must then be empty
+	// (API 1.92). As in Ironic the node must have a trait equal to the
+	// runbook's name, and the runbook's disable_ramdisk applies.
+	Runbook string
 }
 
 // Clean runs a manual clean of the given steps (in their order) on a
@@ -355,6 +360,13 @@ type CleanOptions struct {
 // *ConcurrentActionLimitError (ErrConcurrentActionLimit) while
 // Options.MaxConcurrentClean nodes are deleting or cleaning.
 func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.Step, o CleanOptions) error {
+	rb, err := c.runbookSteps(ctx, ident, "clean", cleanSteps, o.Runbook)
+	if err != nil {
+		return err
+	}
+	if rb != nil {
+		cleanSteps, o.DisableRamdisk = rb.steps, rb.disableRamdisk
+	}
 	if err := statemachine.VerbClean.Validate(statemachine.VerbInput{Steps: len(cleanSteps)}); err != nil {
 		return fmt.Errorf("baremetal: clean of node %s: %w", ident, err)
 	}
@@ -366,6 +378,9 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 		args: map[string]any{"clean_steps": raw, "disable_ramdisk": o.DisableRamdisk},
 		move: moveOpts{target: statemachine.Manageable},
 		check: func(t *task) error {
+			if err := rb.check(t); err != nil {
+				return err
+			}
 			return c.validateUserSteps(ctx, t, steps.Clean, cleanSteps, o.DisableRamdisk)
 		}})
 }
@@ -374,10 +389,20 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 type ServiceOptions struct {
 	// DisableRamdisk runs the steps without booting the agent.
 	DisableRamdisk bool
+	// Runbook names a stored runbook whose steps run instead of the
+	// given ones, as CleanOptions.Runbook.
+	Runbook string
 }
 
 // Service runs service steps on an active node, which returns to active.
 func (c *Conductor) Service(ctx context.Context, ident string, serviceSteps []steps.Step, o ServiceOptions) error {
+	rb, err := c.runbookSteps(ctx, ident, "service", serviceSteps, o.Runbook)
+	if err != nil {
+		return err
+	}
+	if rb != nil {
+		serviceSteps, o.DisableRamdisk = rb.steps, rb.disableRamdisk
+	}
 	if err := statemachine.VerbService.Validate(statemachine.VerbInput{Steps: len(serviceSteps)}); err != nil {
 		return fmt.Errorf("baremetal: service of node %s: %w", ident, err)
 	}
@@ -388,6 +413,9 @@ func (c *Conductor) Service(ctx context.Context, ident string, serviceSteps []st
 	return c.accept(ctx, ident, verb{name: "service", event: statemachine.EventService, op: opService,
 		args: map[string]any{"service_steps": raw, "disable_ramdisk": o.DisableRamdisk},
 		check: func(t *task) error {
+			if err := rb.check(t); err != nil {
+				return err
+			}
 			return c.validateUserSteps(ctx, t, steps.Service, serviceSteps, o.DisableRamdisk)
 		}})
 }

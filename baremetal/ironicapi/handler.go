@@ -273,4 +273,8 @@ func (h *Handler) routes() {
 	})
 	h.nodeRoutes()
 	h.nodeSyncRoutes()
+	h.portgroupRoutes()
+	h.allocationRoutes()
+	h.deployTemplateRoutes()
+	h.runbookRoutes()
 }

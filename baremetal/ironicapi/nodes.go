@@ -121,7 +121,7 @@ func (rq *request) nodeView(n *baremetal.Node) map[string]any {
 		"owner":                  nullable(m.Owner),
 		"lessee":                 nullable(m.Lessee),
 		"description":            nullable(m.Description),
-		"allocation_uuid":        nil,
+		"allocation_uuid":        nullable(m.AllocationUUID),
 		"retired":                m.Retired,
 		"retired_reason":         nullable(m.RetiredReason),
 		"boot_mode":              nullable(m.BootMode),

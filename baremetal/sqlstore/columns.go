@@ -287,6 +287,7 @@ var nodeCols = []nodeCol{
 	strNull("parent_node", 36, func(n *baremetal.Node) *string { return &n.ParentNode }),
 	boolNN("disable_power_off", func(n *baremetal.Node) *bool { return &n.DisablePowerOff }),
 	strNull("health", 32, func(n *baremetal.Node) *string { return &n.Health }),
+	strNull("allocation_uuid", 36, func(n *baremetal.Node) *string { return &n.AllocationUUID }),
 }
 
 // fixedCols are selected before nodeCols; they are written by the store's

@@ -1,5 +1,6 @@
-// Package sqlstore keeps Anvil's nodes, ports, conductors, node history
-// and inspection inventories in SQL through sqlx: SQLite (the embedded
+// Package sqlstore keeps Anvil's nodes, ports, portgroups, allocations,
+// deploy templates, runbooks, conductors, node history and inspection
+// inventories in SQL through sqlx: SQLite (the embedded
 // default, pure Go through modernc.org/sqlite, no cgo) or PostgreSQL
 // (through pgx's database/sql driver) for several conductors on several
 // hosts. It implements baremetal.Store and the optional

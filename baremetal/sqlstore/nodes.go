@@ -219,16 +219,17 @@ func insertNodesSQL(rows int) string {
 // explainNodeDuplicate finds which unique field of which node collided
 // with a stored node, after the database refused an insert or update.
 func (s *Store) explainNodeDuplicate(ctx context.Context, nodes []*baremetal.Node, cause error) error {
-	probe := s.d.q("SELECT uuid, COALESCE(name, ''), COALESCE(instance_uuid, '') FROM nodes WHERE uuid = ? OR name = ? OR instance_uuid = ?")
+	probe := s.d.q("SELECT uuid, COALESCE(name, ''), COALESCE(instance_uuid, ''), COALESCE(allocation_uuid, '') FROM nodes " +
+		"WHERE uuid = ? OR name = ? OR instance_uuid = ? OR allocation_uuid = ?")
 	for _, n := range nodes {
-		rows, err := s.w.QueryContext(ctx, probe, n.UUID, nullIfEmpty(n.Name), nullIfEmpty(n.InstanceUUID))
+		rows, err := s.w.QueryContext(ctx, probe, n.UUID, nullIfEmpty(n.Name), nullIfEmpty(n.InstanceUUID), nullIfEmpty(n.AllocationUUID))
 		if err != nil {
 			return fmt.Errorf("sqlstore: finding the duplicate field: %w (after %w)", err, cause)
 		}
 		var dup *baremetal.DuplicateError
 		for rows.Next() && dup == nil {
-			var u, name, inst string
-			if err := rows.Scan(&u, &name, &inst); err != nil {
+			var u, name, inst, alloc string
+			if err := rows.Scan(&u, &name, &inst, &alloc); err != nil {
 				break
 			}
 			switch {
@@ -238,6 +239,8 @@ func (s *Store) explainNodeDuplicate(ctx context.Context, nodes []*baremetal.Nod
 				dup = &baremetal.DuplicateError{Kind: "node", Field: "name", Value: n.Name}
 			case u != n.UUID && n.InstanceUUID != "" && inst == n.InstanceUUID:
 				dup = &baremetal.DuplicateError{Kind: "node", Field: "instance_uuid", Value: n.InstanceUUID}
+			case u != n.UUID && n.AllocationUUID != "" && alloc == n.AllocationUUID:
+				dup = &baremetal.DuplicateError{Kind: "node", Field: "allocation_uuid", Value: n.AllocationUUID}
 			}
 		}
 		_ = rows.Close()

@@ -18,6 +18,7 @@ type portRow struct {
 	ID                  int64          `db:"id"`
 	UUID                string         `db:"uuid"`
 	NodeUUID            string         `db:"node_uuid"`
+	PortgroupUUID       sql.NullString `db:"portgroup_uuid"`
 	Address             string         `db:"address"`
 	Name                sql.NullString `db:"name"`
 	PXEEnabled          bool           `db:"pxe_enabled"`
@@ -34,9 +35,10 @@ type portRow struct {
 	Version             int64          `db:"version"`
 }
 
-const portSelect = "SELECT p.id, p.uuid, n.uuid AS node_uuid, p.address, p.name, p.pxe_enabled, p.local_link_connection, " +
+const portSelect = "SELECT p.id, p.uuid, n.uuid AS node_uuid, g.uuid AS portgroup_uuid, p.address, p.name, p.pxe_enabled, p.local_link_connection, " +
 	"p.physical_network, p.is_smartnic, p.internal_info, p.extra, p.description, p.vendor, p.category, " +
-	"p.created_at, p.updated_at, p.version FROM ports p JOIN nodes n ON n.id = p.node_id "
+	"p.created_at, p.updated_at, p.version FROM ports p JOIN nodes n ON n.id = p.node_id " +
+	"LEFT JOIN portgroups g ON g.id = p.portgroup_id "
 
 func decodeMap(kind, ident, field string, ns sql.NullString) (map[string]any, error) {
 	if !ns.Valid {
@@ -51,7 +53,7 @@ func decodeMap(kind, ident, field string, ns sql.NullString) (map[string]any, er
 
 func (r *portRow) port() (*baremetal.Port, error) {
 	p := &baremetal.Port{
-		ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, Address: r.Address, Name: r.Name.String,
+		ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, PortgroupUUID: r.PortgroupUUID.String, Address: r.Address, Name: r.Name.String,
 		PXEEnabled: r.PXEEnabled, PhysicalNetwork: r.PhysicalNetwork.String, IsSmartNIC: r.IsSmartNIC,
 		Description: r.Description.String, Vendor: r.Vendor.String, Category: r.Category.String,
 		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
@@ -185,15 +187,20 @@ func (s *Store) CreatePort(ctx context.Context, p *baremetal.Port) error {
 			}
 			return err
 		}
-		bind := append([]any{w.UUID, nodeID}, args...)
+		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		if err != nil {
+			return err
+		}
+		bind := append([]any{w.UUID, nodeID, pgID}, args...)
 		bind = append(bind, micros(now), micros(now), int64(1))
-		return tx.QueryRowxContext(ctx, s.d.q("INSERT INTO ports (uuid, node_id, address, name, pxe_enabled, local_link_connection, "+
+		return tx.QueryRowxContext(ctx, s.d.q("INSERT INTO ports (uuid, node_id, portgroup_id, address, name, pxe_enabled, local_link_connection, "+
 			"physical_network, is_smartnic, internal_info, extra, description, vendor, category, created_at, updated_at, version) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"), bind...).Scan(&w.ID)
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"), bind...).Scan(&w.ID)
 	})
 	if err != nil {
 		var nf *baremetal.NotFoundError
-		if errors.As(err, &nf) {
+		var ife *baremetal.InvalidFieldError
+		if errors.As(err, &nf) || errors.As(err, &ife) {
 			return err
 		}
 		if classify(err) == uniqueViolation {
@@ -276,10 +283,14 @@ func (s *Store) UpdatePort(ctx context.Context, p *baremetal.Port) error {
 			}
 			return err
 		}
-		bind := append([]any{nodeID}, args...)
+		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		if err != nil {
+			return err
+		}
+		bind := append([]any{nodeID, pgID}, args...)
 		bind = append(bind, micros(now), w.UUID, w.Version)
 		var version int64
-		err := tx.QueryRowxContext(ctx, s.d.q("UPDATE ports SET node_id = ?, address = ?, name = ?, pxe_enabled = ?, local_link_connection = ?, "+
+		err = tx.QueryRowxContext(ctx, s.d.q("UPDATE ports SET node_id = ?, portgroup_id = ?, address = ?, name = ?, pxe_enabled = ?, local_link_connection = ?, "+
 			"physical_network = ?, is_smartnic = ?, internal_info = ?, extra = ?, description = ?, vendor = ?, category = ?, "+
 			"updated_at = ?, version = version + 1 WHERE uuid = ? AND version = ? RETURNING version"), bind...).Scan(&version)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -298,7 +309,8 @@ func (s *Store) UpdatePort(ctx context.Context, p *baremetal.Port) error {
 	if err != nil {
 		var nf *baremetal.NotFoundError
 		var cf *baremetal.ConflictError
-		if errors.As(err, &nf) || errors.As(err, &cf) {
+		var ife *baremetal.InvalidFieldError
+		if errors.As(err, &nf) || errors.As(err, &cf) || errors.As(err, &ife) {
 			return err
 		}
 		if classify(err) == uniqueViolation {
@@ -321,4 +333,29 @@ func (s *Store) DeletePort(ctx context.Context, id string) error {
 		return &baremetal.NotFoundError{Kind: "port", Ident: id}
 	}
 	return nil
+}
+
+// portgroupOf resolves p.PortgroupUUID (lower-cased in place) to the id
+// of a portgroup of the node nodeID, inside tx: nil for no portgroup, an
+// *InvalidFieldError when it is not a UUID or names no portgroup of that
+// node (Ironic refuses a port in another node's portgroup).
+func (s *Store) portgroupOf(ctx context.Context, tx *sqlx.Tx, p *baremetal.Port, nodeID int64) (any, error) {
+	if p.PortgroupUUID == "" {
+		return nil, nil
+	}
+	bad := &baremetal.InvalidFieldError{Kind: "port", Ident: p.UUID, Field: "portgroup_uuid",
+		Expected: "the UUID of a portgroup of node " + p.NodeUUID}
+	if !isUUID(p.PortgroupUUID) {
+		return nil, bad
+	}
+	p.PortgroupUUID = strings.ToLower(p.PortgroupUUID)
+	var id int64
+	err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM portgroups WHERE uuid = ? AND node_id = ?"), p.PortgroupUUID, nodeID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	return id, nil
 }

@@ -59,6 +59,11 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChangeNotifier", testNotifier},
 		{"SecretsNeverInErrors", testSecretsInErrors},
 		{"ConcurrentReserveHasOneWinner", testConcurrentReserve},
+		{"Portgroups", testPortgroups},
+		{"Allocations", testAllocations},
+		{"ConcurrentAllocationOfNode", testConcurrentAllocationOfNode},
+		{"DeployTemplates", testDeployTemplates},
+		{"Runbooks", testRunbooks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +198,7 @@ func fullNode() *baremetal.Node {
 		Protected: true, ProtectedReason: "prod", Retired: true, RetiredReason: "old",
 		AutomatedClean: &no, InspectionStartedAt: Epoch().Add(-2 * time.Hour), InspectionFinishedAt: Epoch().Add(-time.Hour),
 		BootMode: "uefi", SecureBoot: &yes, Shard: "shard-1", ParentNode: "22222222-3333-4444-8555-666666666666",
-		DisablePowerOff: true, Health: "OK",
+		DisablePowerOff: true, Health: "OK", AllocationUUID: "33333333-4444-4555-8666-777777777777",
 	}
 }
 
@@ -280,6 +285,7 @@ func testNodeDuplicates(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	a := mustNode(t, s, func(n *baremetal.Node) {
 		n.Name = "a"
 		n.InstanceUUID = "aaaaaaaa-0000-4000-8000-000000000001"
+		n.AllocationUUID = "aaaaaaaa-0000-4000-8000-0000000000a1"
 	})
 	for _, tc := range []struct {
 		field string
@@ -288,6 +294,7 @@ func testNodeDuplicates(t *testing.T, s baremetal.Store, _ *ManualClock) {
 		{"uuid", &baremetal.Node{UUID: strings.ToUpper(a.UUID)}},
 		{"name", &baremetal.Node{Name: "a"}},
 		{"instance_uuid", &baremetal.Node{InstanceUUID: a.InstanceUUID}},
+		{"allocation_uuid", &baremetal.Node{AllocationUUID: a.AllocationUUID}},
 	} {
 		err := s.CreateNode(ctx(t), tc.node)
 		wantField(t, err, tc.field)
