@@ -161,6 +161,8 @@ func (h *Handler) nodeRoutes() {
 	h.handle("POST /v1/nodes", route{}, h.createNode)
 	h.handle("DELETE /v1/nodes/{node}", route{}, h.deleteNode)
 	h.handle("PATCH /v1/nodes/{node}", route{}, h.patchNode)
+	h.nodeStateRoutes()
+	h.nodeMiscRoutes()
 }
 
 // getNodeByIdent finds the node the path names, by UUID or (1.5) name.
