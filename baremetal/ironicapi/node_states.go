@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -12,6 +13,11 @@ import (
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
+
+// provisionMachine is Ironic's provision state machine, built once: a
+// Machine is immutable and safe for concurrent use, and building one
+// costs about 0.1 ms, too much for every provision request.
+var provisionMachine = sync.OnceValue(statemachine.NewProvisionMachine)
 
 func (h *Handler) nodeStateRoutes() {
 	h.handle("GET /v1/nodes/{node}/states", route{}, h.getNodeStates)
@@ -317,7 +323,7 @@ func (h *Handler) putProvisionState(rq *request) error {
 	if v, err := statemachine.ParseVerb(target); err == nil {
 		event = v.Event()
 	}
-	if !statemachine.NewProvisionMachine().Allows(n.ProvisionState, event) {
+	if !provisionMachine().Allows(n.ProvisionState, event) {
 		if n.Reservation != "" {
 			return nodeLocked(n.UUID, n.Reservation)
 		}

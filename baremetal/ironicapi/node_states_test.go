@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -278,5 +279,38 @@ func TestPowerAndConsole(t *testing.T) {
 	st, _, body = do(t, "PUT", l.srv.URL+"/v1/nodes/pw/states/console", "1.89", `{}`)
 	if st != 400 || !strings.Contains(faultString(t, body), `Missing argument: "enabled"`) {
 		t.Fatalf("console PUT without enabled: %d %s", st, body)
+	}
+}
+
+func TestProvisionBodyBound(t *testing.T) {
+	l := newLab(t, func(_ *conductor.Options, ao *ironicapi.Options) {
+		ao.MaxBodyBytes, ao.MaxProvisionBodyBytes = 1<<10, 64<<10
+	})
+	id := newNode(t, l, "bound", `,"instance_info":{"image_source":"http://192.0.2.10/i"}`)
+	setState(t, l, id, statemachine.Available, "", nil)
+	// A config drive over the general bound but under the provision
+	// bound is accepted; over the provision bound it is a 413.
+	noise := make([]byte, 3<<10)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range noise {
+		noise[i] = byte(r.Uint32())
+	}
+	body := `{"target":"active","configdrive":"` + gzipBase64(t, string(noise)) + `"}`
+	if len(body) <= 1<<10 || len(body) >= 64<<10 {
+		t.Fatalf("fixture body of %d bytes", len(body))
+	}
+	st, _, resp := do(t, "PUT", l.srv.URL+"/v1/nodes/bound/states/provision", "1.89", body)
+	if st != 202 {
+		t.Fatalf("provision body of %d bytes under MaxProvisionBodyBytes: %d %s", len(body), st, resp)
+	}
+	big := `{"target":"active","configdrive":"` + strings.Repeat("A", 64<<10) + `"}`
+	st, _, resp = do(t, "PUT", l.srv.URL+"/v1/nodes/bound/states/provision", "1.89", big)
+	if st != 413 || !strings.Contains(faultString(t, resp), "larger than") {
+		t.Fatalf("provision body over the bound: %d %s", st, resp)
+	}
+	// Other routes keep the general bound.
+	st, _, resp = do(t, "PATCH", l.srv.URL+"/v1/nodes/bound", "1.89", `[{"op":"add","path":"/extra/x","value":"`+strings.Repeat("x", 2<<10)+`"}]`)
+	if st != 413 {
+		t.Fatalf("patch over MaxBodyBytes: %d %s", st, resp)
 	}
 }

@@ -323,7 +323,7 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 		}
 	}
 	if s, ok := one("provision_state"); ok {
-		if !statemachine.NewProvisionMachine().Has(statemachine.State(s)) {
+		if !provisionMachine().Has(statemachine.State(s)) {
 			return nil, badRequest("Provision state \"%s\" is not valid", s)
 		}
 		out.filter.ProvisionStates = []string{s}
