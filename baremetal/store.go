@@ -320,14 +320,60 @@ type NodeFilter struct {
 	// ConsoleEnabled matches the console_enabled flag when not nil (the
 	// console restore query at start-up and takeover).
 	ConsoleEnabled *bool
+	// InstanceUUID matches the node bound to this instance when not
+	// empty (compared case-insensitively).
+	InstanceUUID string
+	// ResourceClass, Fault, Owner and Lessee match their field exactly
+	// when not empty.
+	ResourceClass string
+	Fault         string
+	Owner         string
+	Lessee        string
+	// Shards matches any of the given shards.
+	Shards []string
+	// Retired matches the retired flag when not nil.
+	Retired *bool
+	// DescriptionContains matches nodes whose description contains this
+	// text (case-sensitive) when not empty.
+	DescriptionContains string
 }
 
 // Page bounds a listing: at most Limit items (0 for no limit) that come
 // after the node or port whose UUID is Marker. Listings are ordered by the
 // internal ID, a stable key, so paging never skips or repeats.
+//
+// Node listings may instead be sorted by SortKey, a node column named as
+// Ironic's API names it ("name", "provision_state", "created_at", ...;
+// see NodeSortKeys), then by ID, both ascending or, with SortDesc, both
+// descending, so paging by Marker stays stable. Empty text and unset
+// times sort as the smallest values. An unknown key is an
+// *InvalidFieldError.
 type Page struct {
-	Limit  int
-	Marker string
+	Limit    int
+	Marker   string
+	SortKey  string
+	SortDesc bool
+}
+
+// NodeSortKeys are the node fields a listing can be sorted by: every
+// scalar column (the JSON documents and traits cannot be sorted, as in
+// Ironic).
+func NodeSortKeys() []string {
+	return []string{
+		"id", "uuid", "name", "instance_uuid", "instance_name", "driver",
+		"bios_interface", "boot_interface", "console_interface", "deploy_interface",
+		"firmware_interface", "inspect_interface", "management_interface",
+		"network_interface", "power_interface", "raid_interface", "rescue_interface",
+		"storage_interface", "vendor_interface",
+		"power_state", "target_power_state", "provision_state", "target_provision_state",
+		"provision_updated_at", "maintenance", "maintenance_reason", "fault",
+		"console_enabled", "last_error", "reservation", "conductor_group",
+		"conductor_affinity", "resource_class", "owner", "lessee", "description",
+		"protected", "protected_reason", "retired", "retired_reason",
+		"automated_clean", "inspection_started_at", "inspection_finished_at",
+		"boot_mode", "secure_boot", "shard", "parent_node", "disable_power_off",
+		"health", "created_at", "updated_at",
+	}
 }
 
 // NodeChange describes a committed write to a node, for in-process

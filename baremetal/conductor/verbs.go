@@ -67,6 +67,20 @@ func (c *Conductor) checkRunning() error {
 // states. An error names the node by what the caller gave, its UUID or
 // its name, or says it is an unnamed node that was not stored.
 func (c *Conductor) Enroll(ctx context.Context, n *baremetal.Node) (*baremetal.Node, error) {
+	return c.EnrollWith(ctx, n, EnrollOptions{})
+}
+
+// EnrollOptions tune EnrollWith.
+type EnrollOptions struct {
+	// Available creates the node directly in available, without
+	// verification or cleaning, as Ironic's API does for clients older
+	// than microversion 1.11.
+	Available bool
+}
+
+// EnrollWith is Enroll with options: with Available the node is stored
+// in available instead of enroll, after the same checks.
+func (c *Conductor) EnrollWith(ctx context.Context, n *baremetal.Node, o EnrollOptions) (*baremetal.Node, error) {
 	if n == nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Field: "node", Expected: "a node"}
 	}
@@ -95,12 +109,19 @@ func (c *Conductor) Enroll(ctx context.Context, n *baremetal.Node) (*baremetal.N
 			Expected: "empty for a new node (power actions go through SetPowerState)"}
 	}
 	n.ProvisionState = statemachine.Enroll
+	if o.Available {
+		n.ProvisionState = statemachine.Available
+	}
 	n.TargetProvisionState = ""
 	n.Reservation = ""
 	if err := c.store.CreateNode(ctx, n); err != nil {
 		return nil, err
 	}
-	c.history(ctx, n.UUID, "node enrolled", "provisioning", fmt.Sprintf("node enrolled with hardware type %s", n.Driver), baremetal.HistoryInfo)
+	msg := fmt.Sprintf("node enrolled with hardware type %s", n.Driver)
+	if o.Available {
+		msg += ", directly in available"
+	}
+	c.history(ctx, n.UUID, "node enrolled", "provisioning", msg, baremetal.HistoryInfo)
 	c.publish(Event{Type: EventNodeEnrolled, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState})
 	return n, nil
 }
@@ -126,13 +147,39 @@ func newNodeLabel(n *baremetal.Node) string {
 // and a changed name must follow the rules of ValidNodeName. change must
 // not touch the provision or power states.
 func (c *Conductor) Update(ctx context.Context, ident string, change func(*baremetal.Node) error) (*baremetal.Node, error) {
+	return c.UpdateWith(ctx, ident, UpdateOptions{}, change)
+}
+
+// UpdateOptions tune UpdateWith.
+type UpdateOptions struct {
+	// ClearInstanceInMaintenance lets a node in maintenance be updated
+	// while a transition is in progress, as Ironic allows for the one
+	// patch that removes instance_uuid (an operator freeing a stuck
+	// node). change must then touch nothing but InstanceUUID; otherwise
+	// the update is refused like any other in a transition. change is
+	// first run on a copy to see what it touches, so it runs twice and
+	// must not depend on running once.
+	ClearInstanceInMaintenance bool
+}
+
+// UpdateWith is Update with options.
+func (c *Conductor) UpdateWith(ctx context.Context, ident string, o UpdateOptions, change func(*baremetal.Node) error) (*baremetal.Node, error) {
 	t, err := c.acquire(ctx, ident)
 	if err != nil {
 		return nil, err
 	}
 	defer t.release()
 	n := t.node
-	if !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
+	exempt := false
+	if o.ClearInstanceInMaintenance && n.Maintenance && !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
+		probe := n.Clone()
+		if err := change(probe); err != nil {
+			return nil, err
+		}
+		probe.InstanceUUID = n.InstanceUUID
+		exempt = reflect.DeepEqual(probe, n)
+	}
+	if !exempt && !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
 		return nil, &VerbError{Verb: "update", Node: n.UUID, State: n.ProvisionState, kind: ErrUpdateInProgress,
 			Reason: "a state transition is in progress; updates are allowed when no target is set or in " + fmt.Sprint(statemachine.UpdateAllowedStates())}
 	}

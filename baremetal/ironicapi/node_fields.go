@@ -96,7 +96,9 @@ func (rq *request) setNodeField(n *baremetal.Node, field string, v any) error {
 		if err != nil {
 			return badRequest("Unknown attribute for node %s: %s.", id, field)
 		}
-		n.SetInterfaces(map[driver.Kind]string{kind: s})
+		ifs := nodeIfaces(n)
+		ifs[kind] = s
+		n.SetInterfaces(ifs)
 		return nil
 	}
 	var err error
@@ -182,4 +184,18 @@ func (rq *request) setNodeField(n *baremetal.Node, field string, v any) error {
 		return fmt.Errorf("ironicapi: writable field %s has no setter", field)
 	}
 	return err
+}
+
+// nodeIfaces is n's interface fields by kind (SetInterfaces sets all of
+// them at once).
+func nodeIfaces(n *baremetal.Node) map[driver.Kind]string {
+	return map[driver.Kind]string{
+		driver.KindBIOS: n.BIOSInterface, driver.KindBoot: n.BootInterface,
+		driver.KindConsole: n.ConsoleInterface, driver.KindDeploy: n.DeployInterface,
+		driver.KindFirmware: n.FirmwareInterface, driver.KindInspect: n.InspectInterface,
+		driver.KindManagement: n.ManagementInterface, driver.KindNetwork: n.NetworkInterface,
+		driver.KindPower: n.PowerInterface, driver.KindRAID: n.RAIDInterface,
+		driver.KindRescue: n.RescueInterface, driver.KindStorage: n.StorageInterface,
+		driver.KindVendor: n.VendorInterface,
+	}
 }

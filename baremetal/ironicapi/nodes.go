@@ -2,10 +2,13 @@ package ironicapi
 
 import (
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -42,10 +45,14 @@ var nodeFieldVersions = map[string]int{
 var nodeListFields = []string{"uuid", "instance_uuid", "maintenance", "power_state", "provision_state", "name", "links"}
 
 // apiProvisionState is the provision state as a client of version v sees
-// it: before 1.2 "available" was "None" (null).
+// it: before 1.2 "available" was "None" (null), before 1.39 "inspect
+// wait" was "inspecting".
 func (rq *request) apiProvisionState(s statemachine.State) any {
 	if s == statemachine.Available && !rq.v.AtLeast(2) {
 		return nil
+	}
+	if s == statemachine.InspectWait && !rq.v.AtLeast(39) {
+		return string(statemachine.Inspecting)
 	}
 	return nullable(s)
 }
@@ -154,6 +161,8 @@ func (h *Handler) nodeRoutes() {
 	h.handle("POST /v1/nodes", route{}, h.createNode)
 	h.handle("DELETE /v1/nodes/{node}", route{}, h.deleteNode)
 	h.handle("PATCH /v1/nodes/{node}", route{}, h.patchNode)
+	h.nodeStateRoutes()
+	h.nodeMiscRoutes()
 }
 
 // getNodeByIdent finds the node the path names, by UUID or (1.5) name.
@@ -207,32 +216,269 @@ func (h *Handler) getNode(rq *request) error {
 // maxListLimit is Ironic's [api]max_limit.
 const maxListLimit = 1000
 
-// GET /v1/nodes and /v1/nodes/detail
-func (h *Handler) listNodes(detail bool) handlerFunc {
-	return func(rq *request) error {
+// parseLimit reads ?limit as Ironic's validate_limit: absent is the
+// maximum, zero or negative is refused, larger values are capped.
+func parseLimit(q url.Values) (int, error) {
+	s, ok := q["limit"]
+	if !ok || s[0] == "" {
+		return maxListLimit, nil
+	}
+	l, err := strconv.Atoi(strings.TrimSpace(s[0]))
+	if err != nil {
+		return 0, badRequest("Expected an integer for limit: %s", s[0])
+	}
+	if l <= 0 {
+		return 0, badRequest("Limit must be positive")
+	}
+	return min(l, maxListLimit), nil
+}
+
+// parseSortDir reads ?sort_dir (asc by default).
+func parseSortDir(q url.Values) (string, error) {
+	d, ok := q["sort_dir"]
+	if !ok {
+		return "asc", nil
+	}
+	if d[0] != "asc" && d[0] != "desc" {
+		return "", badRequest("Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", d[0])
+	}
+	return d[0], nil
+}
+
+// boolValues is how Ironic lists the accepted boolean strings.
+const boolValues = "'0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'"
+
+// parseBoolParam reads a boolean query parameter as Ironic's strict
+// bool_from_string.
+func parseBoolParam(name, s string) (bool, error) {
+	if b, ok := driver.ParseBool(s); ok {
+		return b, nil
+	}
+	return false, badRequest("Invalid %s: Unrecognized value '%s', acceptable values are: %s", name, s, boolValues)
+}
+
+// nodeUnsortable are the fields Ironic refuses to sort by.
+var nodeUnsortable = map[string]bool{
+	"properties": true, "driver_info": true, "extra": true, "instance_info": true,
+	"driver_internal_info": true, "clean_step": true, "deploy_step": true,
+	"raid_config": true, "target_raid_config": true, "traits": true,
+	"network_data": true, "service_step": true,
+}
+
+// validFaults are Ironic's fault values.
+var validFaults = []string{"power failure", "clean failure", "rescue abort failure", "service failure"}
+
+// nodeListQuery is a parsed node listing request.
+type nodeListQuery struct {
+	filter    baremetal.NodeFilter
+	page      baremetal.Page
+	fields    []string
+	detail    bool
+	conductor string
+	// empty is set when a filter can match nothing (a chassis: Anvil
+	// has none).
+	empty bool
+}
+
+// filterMinVersions gates the listing filters as Ironic's
+// check_allow_* functions do.
+var filterMinVersions = []struct {
+	name  string
+	minor int
+}{
+	{"provision_state", 9}, {"driver", 16}, {"resource_class", 21}, {"fault", 42},
+	{"conductor_group", 46}, {"conductor", 49}, {"owner", 50}, {"lessee", 65}, {"shard", 82},
+}
+
+// parseNodeListQuery reads and checks the query of a node listing in
+// Ironic's order.
+func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
+	q := rq.r.URL.Query()
+	out := &nodeListQuery{detail: detailPath}
+	if !detailPath {
 		fields, err := rq.parseFields(nodeFieldVersions)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if detail && fields != nil {
-			return badRequest("Can not specify ?detail=True and fields in the same request.")
+		out.fields = fields
+	}
+	if key := q.Get("sort_key"); key != "" {
+		if minor, known := nodeFieldVersions[key]; known && !rq.v.AtLeast(minor) {
+			return nil, notAcceptable("Request not acceptable.")
 		}
-		q := rq.r.URL.Query()
-		limit := maxListLimit
-		if s := q.Get("limit"); s != "" {
-			l, err := strconv.Atoi(s)
-			if err != nil || l < 0 {
-				return badRequest("Limit must be positive")
+	}
+	one := func(name string) (string, bool) {
+		v, ok := q[name]
+		if !ok {
+			return "", false
+		}
+		return v[0], true
+	}
+	for _, f := range filterMinVersions {
+		if _, ok := q[f.name]; ok && !rq.v.AtLeast(f.minor) {
+			if f.name == "provision_state" {
+				return nil, notAcceptable("Request not acceptable.")
 			}
-			if l > 0 && l < limit {
-				limit = l
+			return nil, notAcceptable("Request not acceptable. The minimal required API version should be 1.%d", f.minor)
+		}
+	}
+	if s, ok := one("provision_state"); ok {
+		if !provisionMachine().Has(statemachine.State(s)) {
+			return nil, badRequest("Provision state \"%s\" is not valid", s)
+		}
+		out.filter.ProvisionStates = []string{s}
+	}
+	if s, ok := one("driver"); ok {
+		out.filter.Drivers = []string{s}
+	}
+	if s, ok := one("resource_class"); ok {
+		out.filter.ResourceClass = s
+		out.empty = out.empty || s == ""
+	}
+	if s, ok := one("fault"); ok {
+		if !slices.Contains(validFaults, s) {
+			return nil, badRequest("Unrecognized fault \"%s\" is specified, allowed faults are ('%s')", s, strings.Join(validFaults, "', '"))
+		}
+		out.filter.Fault = s
+	}
+	if s, ok := one("conductor_group"); ok {
+		g := strings.ToLower(s)
+		out.filter.ConductorGroup = &g
+	}
+	if s, ok := one("conductor"); ok {
+		out.conductor = s
+	}
+	if s, ok := one("owner"); ok {
+		out.filter.Owner = s
+		out.empty = out.empty || s == ""
+	}
+	if s, ok := one("lessee"); ok {
+		out.filter.Lessee = s
+		out.empty = out.empty || s == ""
+	}
+	if vals, ok := q["shard"]; ok {
+		for _, v := range vals {
+			for _, sh := range strings.Split(v, ",") {
+				if sh = strings.TrimSpace(sh); sh != "" {
+					out.filter.Shards = append(out.filter.Shards, sh)
+				}
 			}
 		}
-		nodes, err := h.store.ListNodes(rq.ctx, baremetal.NodeFilter{}, baremetal.Page{Limit: limit, Marker: q.Get("marker")})
+		out.empty = out.empty || len(out.filter.Shards) == 0
+	}
+	if s, ok := one("description_contains"); ok && s != "" {
+		out.filter.DescriptionContains = s
+	}
+	for _, b := range []struct {
+		name string
+		dst  **bool
+	}{{"maintenance", &out.filter.Maintenance}, {"associated", &out.filter.Associated}, {"retired", &out.filter.Retired}} {
+		if s, ok := one(b.name); ok {
+			v, err := parseBoolParam(b.name, s)
+			if err != nil {
+				return nil, err
+			}
+			*b.dst = &v
+		}
+	}
+	if s, ok := one("instance_uuid"); ok {
+		if !looksLikeUUID(s) {
+			return nil, badRequest("Expected UUID for instance_uuid: %s", s)
+		}
+		out.filter.InstanceUUID = s
+	}
+	if s, ok := one("chassis_uuid"); ok {
+		if !looksLikeUUID(s) {
+			return nil, badRequest("Expected UUID for chassis_uuid: %s", s)
+		}
+		out.empty = true
+	}
+	if s, ok := one("detail"); ok {
+		if detailPath {
+			return nil, badRequest("Unknown argument: \"detail\"")
+		}
+		if !rq.v.AtLeast(43) {
+			return nil, badRequest("Invalid query parameter ?detail=%s received.", s)
+		}
+		d, err := parseBoolParam("detail", s)
+		if err != nil {
+			return nil, err
+		}
+		if out.fields != nil && d {
+			return nil, badRequest("Can not specify ?detail=True and fields in the same request.")
+		}
+		out.detail = d
+	}
+	limit, err := parseLimit(q)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := parseSortDir(q)
+	if err != nil {
+		return nil, err
+	}
+	key := "id"
+	if k, ok := one("sort_key"); ok {
+		key = k
+	}
+	if nodeUnsortable[key] {
+		return nil, badRequest("The sort_key value %s is an invalid field for sorting", key)
+	}
+	if !slices.Contains(baremetal.NodeSortKeys(), key) {
+		return nil, badRequest("The sort_key value \"%s\" is an invalid field for sorting", key)
+	}
+	out.page = baremetal.Page{Limit: limit, SortKey: key, SortDesc: dir == "desc"}
+	if key == "id" {
+		out.page.SortKey = ""
+	}
+	if m, ok := one("marker"); ok && m != "" {
+		if !looksLikeUUID(m) {
+			return nil, badRequest("Expected UUID for marker: %s", m)
+		}
+		out.page.Marker = strings.ToLower(m)
+	}
+	return out, nil
+}
+
+// GET /v1/nodes and /v1/nodes/detail
+func (h *Handler) listNodes(detailPath bool) handlerFunc {
+	return func(rq *request) error {
+		lq, err := rq.parseNodeListQuery(detailPath)
 		if err != nil {
 			return err
 		}
-		if fields == nil && !detail {
+		var nodes []*baremetal.Node
+		if !lq.empty {
+			if lq.page.Marker != "" {
+				if _, err := h.store.GetNode(rq.ctx, lq.page.Marker); err != nil {
+					if e := toError(err); e.Status == http.StatusNotFound {
+						return notFound("Node %s could not be found.", lq.page.Marker)
+					}
+					return err
+				}
+			}
+			nodes, err = h.store.ListNodes(rq.ctx, lq.filter, lq.page)
+			if err != nil {
+				return err
+			}
+		}
+		full := len(nodes) == lq.page.Limit
+		last := ""
+		if len(nodes) > 0 {
+			last = nodes[len(nodes)-1].UUID
+		}
+		if lq.conductor != "" {
+			// As Ironic, the conductor filter applies to the page read.
+			kept := nodes[:0]
+			for _, n := range nodes {
+				if owner, err := h.c.NodeOwner(rq.ctx, n.UUID); err == nil && owner == lq.conductor {
+					kept = append(kept, n)
+				}
+			}
+			nodes = kept
+		}
+		fields := lq.fields
+		if fields == nil && !lq.detail {
 			fields = nodeListFields
 		}
 		out := make([]map[string]any, 0, len(nodes))
@@ -240,15 +486,21 @@ func (h *Handler) listNodes(detail bool) handlerFunc {
 			out = append(out, filterView(rq.nodeView(n), fields))
 		}
 		body := map[string]any{"nodes": out}
-		if len(nodes) == limit && limit > 0 {
+		if full && last != "" && lq.filter.InstanceUUID == "" {
 			res := "nodes"
-			if detail {
+			if detailPath {
 				res = "nodes/detail"
 			}
-			body["next"] = rq.nextURL(res, nodes[len(nodes)-1].UUID, limit)
+			body["next"] = rq.nextURL(res, last, lq.page.Limit)
 		}
 		return rq.reply(http.StatusOK, body)
 	}
+}
+
+// nodeLocked is Ironic's NodeLocked (409, with Retry-After).
+func nodeLocked(node, host string) *Error {
+	return &Error{Status: http.StatusConflict, RetryAfter: lockRetryAfter,
+		Message: "Node " + node + " is locked by host " + host + ", please retry after the current operation is completed."}
 }
 
 // DELETE /v1/nodes/{node}

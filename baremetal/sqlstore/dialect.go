@@ -17,11 +17,14 @@ type dialect struct {
 	bind int
 	// greatest is the scalar maximum function.
 	greatest string
+	// collate is appended to text sort expressions so both databases
+	// order text by its bytes (SQLite's default; PostgreSQL's "C").
+	collate string
 }
 
 var (
 	sqliteDialect   = dialect{name: "sqlite", bind: sqlx.QUESTION, greatest: "max"}
-	postgresDialect = dialect{name: "postgres", bind: sqlx.DOLLAR, greatest: "GREATEST"}
+	postgresDialect = dialect{name: "postgres", bind: sqlx.DOLLAR, greatest: "GREATEST", collate: ` COLLATE "C"`}
 )
 
 // q rewrites a query written with "?" placeholders for the dialect.

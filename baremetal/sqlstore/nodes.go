@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/anvilmetal/anvil/statemachine"
@@ -338,17 +339,68 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 			conds = append(conds, "console_enabled = FALSE")
 		}
 	}
+	if f.InstanceUUID != "" {
+		conds = append(conds, "instance_uuid = ?")
+		args = append(args, strings.ToLower(f.InstanceUUID))
+	}
+	for _, eq := range []struct{ col, val string }{
+		{"resource_class", f.ResourceClass}, {"fault", f.Fault}, {"owner", f.Owner}, {"lessee", f.Lessee},
+	} {
+		if eq.val != "" {
+			conds = append(conds, eq.col+" = ?")
+			args = append(args, eq.val)
+		}
+	}
+	if len(f.Shards) > 0 {
+		in("shard", f.Shards)
+	}
+	if f.Retired != nil {
+		if *f.Retired {
+			conds = append(conds, "retired = TRUE")
+		} else {
+			conds = append(conds, "retired = FALSE")
+		}
+	}
+	if f.DescriptionContains != "" {
+		// instr/strpos: a plain substring test, with no LIKE wildcards
+		// to escape.
+		if s.d.name == "postgres" {
+			conds = append(conds, "strpos(description, ?) > 0")
+		} else {
+			conds = append(conds, "instr(description, ?) > 0")
+		}
+		args = append(args, f.DescriptionContains)
+	}
 	if page.Marker != "" {
+		sortExpr, err := s.sortExpr(page.SortKey)
+		if err != nil {
+			return "", nil, err
+		}
 		var id int64
-		err := s.r.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), strings.ToLower(page.Marker)).Scan(&id)
+		var val any
+		err = s.r.QueryRowxContext(ctx, s.d.q("SELECT id, "+sortExpr+" FROM nodes WHERE uuid = ?"), strings.ToLower(page.Marker)).Scan(&id, &val)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil, &baremetal.InvalidFieldError{Kind: "page", Field: "marker", Expected: "the UUID of an existing node"}
 		}
 		if err != nil {
 			return "", nil, fmt.Errorf("sqlstore: resolving marker: %w", err)
 		}
-		conds = append(conds, "id > ?")
-		args = append(args, id)
+		switch {
+		case page.SortKey == "" || page.SortKey == "id":
+			op := ">"
+			if page.SortDesc {
+				op = "<"
+			}
+			conds = append(conds, "id "+op+" ?")
+			args = append(args, id)
+		default:
+			op := ">"
+			if page.SortDesc {
+				op = "<"
+			}
+			conds = append(conds, "("+sortExpr+" "+op+" ? OR ("+sortExpr+" = ? AND id "+op+" ?))")
+			args = append(args, val, val, id)
+		}
 	}
 	if len(conds) == 0 {
 		return "", nil, nil
@@ -361,11 +413,18 @@ func (s *Store) ListNodes(ctx context.Context, f baremetal.NodeFilter, page bare
 	if page.Limit < 0 {
 		return nil, &baremetal.InvalidFieldError{Kind: "page", Field: "limit", Expected: "zero (no limit) or a positive number"}
 	}
+	if _, err := s.sortExpr(page.SortKey); err != nil {
+		return nil, err
+	}
 	where, args, err := s.where(ctx, f, page)
 	if err != nil {
 		return nil, err
 	}
-	q := "SELECT " + nodeSelectList + " FROM nodes" + where + " ORDER BY id"
+	order, err := s.orderBy(page)
+	if err != nil {
+		return nil, err
+	}
+	q := "SELECT " + nodeSelectList + " FROM nodes" + where + order
 	if page.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", page.Limit)
 	}
@@ -683,4 +742,53 @@ func macList(macs []string) string {
 		return strings.Join(macs, ",")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(macs[:shown], ","), len(macs)-shown)
+}
+
+// sortKinds classifies the sortable node columns that are not text:
+// 'i' integers and times (NULL sorts as 0), 'b' NOT NULL booleans, 'p'
+// nullable booleans (NULL sorts as false).
+var sortKinds = map[string]byte{
+	"id": 'i', "conductor_affinity": 'i', "provision_updated_at": 'i', "created_at": 'i',
+	"updated_at": 'i', "inspection_started_at": 'i', "inspection_finished_at": 'i',
+	"maintenance": 'b', "console_enabled": 'b', "protected": 'b', "retired": 'b',
+	"disable_power_off": 'b', "automated_clean": 'p', "secure_boot": 'p',
+}
+
+// sortExpr is the SQL expression a node listing sorted by key orders by
+// ("" is the ID). NULLs are folded into the smallest value so SQLite and
+// PostgreSQL, which place NULLs differently, sort alike; text compares by
+// bytes in both.
+func (s *Store) sortExpr(key string) (string, error) {
+	if key == "" {
+		return "id", nil
+	}
+	if !slices.Contains(baremetal.NodeSortKeys(), key) {
+		return "", &baremetal.InvalidFieldError{Kind: "page", Field: "sort_key", Ident: key,
+			Expected: "a sortable node field: " + strings.Join(baremetal.NodeSortKeys(), ", ")}
+	}
+	switch sortKinds[key] {
+	case 'i':
+		return "COALESCE(" + key + ", 0)", nil
+	case 'b':
+		return key, nil
+	case 'p':
+		return "COALESCE(" + key + ", FALSE)", nil
+	}
+	return "COALESCE(" + key + ", '')" + s.d.collate, nil
+}
+
+// orderBy is the ORDER BY clause of a node listing.
+func (s *Store) orderBy(page baremetal.Page) (string, error) {
+	dir := ""
+	if page.SortDesc {
+		dir = " DESC"
+	}
+	if page.SortKey == "" || page.SortKey == "id" {
+		return " ORDER BY id" + dir, nil
+	}
+	e, err := s.sortExpr(page.SortKey)
+	if err != nil {
+		return "", err
+	}
+	return " ORDER BY " + e + dir + ", id" + dir, nil
 }

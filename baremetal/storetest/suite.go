@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -466,6 +467,10 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 			Name: fmt.Sprintf("n%02d", i), ProvisionState: states[i%len(states)],
 			Driver: []string{"ipmi", "redfish"}[i%2], ConductorGroup: []string{"", "rack-1", "rack-2"}[i%3],
 			Maintenance: i%5 == 0, ConductorAffinity: int64(i % 4), ConsoleEnabled: i%7 == 1,
+			ResourceClass: []string{"", "gold", "silver"}[i%3], Fault: []string{"", "power failure"}[min(i%6, 1)],
+			Owner: []string{"", "proj-a", "proj-b"}[i%3], Lessee: []string{"proj-c", "", "proj-d", ""}[i%4],
+			Shard: []string{"", "s1", "s2", "s3"}[i%4], Retired: i%9 == 2,
+			Description: []string{"", "rack 1 top", "rack 2 bottom", "spare"}[i%4],
 		}
 		if i%4 == 0 {
 			n.InstanceUUID = fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i)
@@ -531,6 +536,16 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	check("affinity not", baremetal.NodeFilter{ConductorAffinityNot: 2}, func(n *baremetal.Node) bool { return n.ConductorAffinity != 2 })
 	check("console enabled", baremetal.NodeFilter{ConsoleEnabled: new(true)}, func(n *baremetal.Node) bool { return n.ConsoleEnabled })
 	check("console disabled", baremetal.NodeFilter{ConsoleEnabled: new(false)}, func(n *baremetal.Node) bool { return !n.ConsoleEnabled })
+	check("instance", baremetal.NodeFilter{InstanceUUID: "AAAAAAAA-0000-4000-8000-000000000008"}, func(n *baremetal.Node) bool { return n.InstanceUUID == "aaaaaaaa-0000-4000-8000-000000000008" })
+	check("resource class", baremetal.NodeFilter{ResourceClass: "gold"}, func(n *baremetal.Node) bool { return n.ResourceClass == "gold" })
+	check("fault", baremetal.NodeFilter{Fault: "power failure"}, func(n *baremetal.Node) bool { return n.Fault == "power failure" })
+	check("owner", baremetal.NodeFilter{Owner: "proj-b"}, func(n *baremetal.Node) bool { return n.Owner == "proj-b" })
+	check("lessee", baremetal.NodeFilter{Lessee: "proj-d"}, func(n *baremetal.Node) bool { return n.Lessee == "proj-d" })
+	check("shards", baremetal.NodeFilter{Shards: []string{"s1", "s3"}}, func(n *baremetal.Node) bool { return n.Shard == "s1" || n.Shard == "s3" })
+	check("retired", baremetal.NodeFilter{Retired: new(true)}, func(n *baremetal.Node) bool { return n.Retired })
+	check("not retired", baremetal.NodeFilter{Retired: new(false)}, func(n *baremetal.Node) bool { return !n.Retired })
+	check("description contains", baremetal.NodeFilter{DescriptionContains: "rack"}, func(n *baremetal.Node) bool { return strings.Contains(n.Description, "rack") })
+	check("description wildcard is literal", baremetal.NodeFilter{DescriptionContains: "k 2"}, func(n *baremetal.Node) bool { return strings.Contains(n.Description, "k 2") })
 	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"
@@ -563,7 +578,58 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 			t.Fatalf("page order differs at %d", i)
 		}
 	}
-	_, err := s.ListNodes(ctx(t), baremetal.NodeFilter{}, baremetal.Page{Limit: 5, Marker: "99999999-0000-4000-8000-000000000000"})
+	// Sorted listings: by a text, a boolean and a time column, both
+	// directions, paged by 5; ties and empty values ordered by ID.
+	for _, sc := range []struct {
+		key  string
+		less func(a, b *baremetal.Node) int
+	}{
+		{"resource_class", func(a, b *baremetal.Node) int { return strings.Compare(a.ResourceClass, b.ResourceClass) }},
+		{"name", func(a, b *baremetal.Node) int { return strings.Compare(a.Name, b.Name) }},
+		{"maintenance", func(a, b *baremetal.Node) int { return cmpBool(a.Maintenance, b.Maintenance) }},
+		{"provision_state", func(a, b *baremetal.Node) int {
+			return strings.Compare(string(a.ProvisionState), string(b.ProvisionState))
+		}},
+		{"created_at", func(a, b *baremetal.Node) int { return a.CreatedAt.Compare(b.CreatedAt) }},
+	} {
+		for _, desc := range []bool{false, true} {
+			want := slices.Clone(all)
+			slices.SortStableFunc(want, func(a, b *baremetal.Node) int {
+				c := sc.less(a, b)
+				if c == 0 {
+					c = cmpInt(a.ID, b.ID)
+				}
+				if desc {
+					c = -c
+				}
+				return c
+			})
+			var got []*baremetal.Node
+			marker := ""
+			for pages := 0; pages < 20; pages++ {
+				page, err := s.ListNodes(ctx(t), baremetal.NodeFilter{}, baremetal.Page{Limit: 5, Marker: marker, SortKey: sc.key, SortDesc: desc})
+				if err != nil {
+					t.Fatalf("sort %s desc=%v: %v", sc.key, desc, err)
+				}
+				got = append(got, page...)
+				if len(page) < 5 {
+					break
+				}
+				marker = page[len(page)-1].UUID
+			}
+			if len(got) != len(want) {
+				t.Fatalf("sort %s desc=%v: %d nodes, want %d", sc.key, desc, len(got), len(want))
+			}
+			for i := range want {
+				if got[i].UUID != want[i].UUID {
+					t.Fatalf("sort %s desc=%v: order differs at %d: %s, want %s", sc.key, desc, i, got[i].Name, want[i].Name)
+				}
+			}
+		}
+	}
+	_, err := s.ListNodes(ctx(t), baremetal.NodeFilter{}, baremetal.Page{SortKey: "driver_info"})
+	wantField(t, err, "sort_key")
+	_, err = s.ListNodes(ctx(t), baremetal.NodeFilter{}, baremetal.Page{Limit: 5, Marker: "99999999-0000-4000-8000-000000000000"})
 	wantField(t, err, "marker")
 	_, err = s.ListNodes(ctx(t), baremetal.NodeFilter{}, baremetal.Page{Limit: -1})
 	wantField(t, err, "limit")
@@ -1218,4 +1284,24 @@ func testConcurrentReserve(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	if got.Reservation != winners[0] {
 		t.Fatalf("stored holder %q, winner %q", got.Reservation, winners[0])
 	}
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

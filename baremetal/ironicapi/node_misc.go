@@ -1,0 +1,386 @@
+package ironicapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/steps"
+	"github.com/google/uuid"
+)
+
+func (h *Handler) nodeMiscRoutes() {
+	h.handle("PUT /v1/nodes/{node}/maintenance", route{}, h.putMaintenance)
+	h.handle("DELETE /v1/nodes/{node}/maintenance", route{}, h.deleteMaintenance)
+	h.handle("GET /v1/nodes/{node}/traits", route{minVersion: 37}, h.getTraits)
+	h.handle("PUT /v1/nodes/{node}/traits", route{minVersion: 37}, h.putTraits)
+	h.handle("DELETE /v1/nodes/{node}/traits", route{minVersion: 37}, h.deleteTraits)
+	h.handle("PUT /v1/nodes/{node}/traits/{trait}", route{minVersion: 37}, h.putTrait)
+	h.handle("DELETE /v1/nodes/{node}/traits/{trait}", route{minVersion: 37}, h.deleteTrait)
+	h.handle("GET /v1/nodes/{node}/inventory", route{minVersion: 81}, h.getInventory)
+	h.handle("GET /v1/nodes/{node}/history", route{minVersion: 78}, h.listHistory)
+	h.handle("GET /v1/nodes/{node}/history/{event}", route{minVersion: 78}, h.getHistory)
+}
+
+// decodeOptional reads an optional JSON body into dst: an empty body
+// leaves dst alone and reports false.
+func (rq *request) decodeOptional(dst any) (bool, error) {
+	body, err := io.ReadAll(rq.r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return false, Errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", mbe.Limit)
+		}
+		return false, badRequest("Cannot read the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return false, nil
+	}
+	rq.r.Body = io.NopCloser(bytes.NewReader(body))
+	return true, rq.decode(dst)
+}
+
+// PUT /v1/nodes/{node}/maintenance {"reason": "..."}: 202.
+func (h *Handler) putMaintenance(rq *request) error {
+	var doc map[string]any
+	if _, err := rq.decodeOptional(&doc); err != nil {
+		return err
+	}
+	reason := ""
+	for k, v := range doc {
+		if k != "reason" {
+			return badRequest("Unknown argument: \"%s\"", k)
+		}
+		s, err := asString("", "reason", v)
+		if err != nil {
+			return badRequest("Invalid input for field/attribute reason. Value: %v. Wrong type. Expected a string.", v)
+		}
+		reason = s
+	}
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	if err := h.c.SetMaintenance(rq.ctx, n.UUID, true, reason); err != nil {
+		return verbError("maintenance", n, err)
+	}
+	return rq.status(http.StatusAccepted)
+}
+
+// DELETE /v1/nodes/{node}/maintenance: 202.
+func (h *Handler) deleteMaintenance(rq *request) error {
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	if err := h.c.SetMaintenance(rq.ctx, n.UUID, false, ""); err != nil {
+		return verbError("maintenance", n, err)
+	}
+	return rq.status(http.StatusAccepted)
+}
+
+// maxTraitsPerNode is Ironic's MAX_TRAITS_PER_NODE.
+const maxTraitsPerNode = 50
+
+// checkTrait validates a trait name as Ironic's schema does: 1 to 255
+// characters, CUSTOM_ followed by upper-case letters, digits and
+// underscores, or a standard trait (an upper-case identifier; the
+// os-traits catalogue itself is not carried).
+func checkTrait(t string) error {
+	if steps.ValidTraitName(t) && (!strings.HasPrefix(t, "CUSTOM_") || len(t) > len("CUSTOM_")) {
+		return nil
+	}
+	v, _ := json.Marshal(t)
+	if len(v) > 80 {
+		v = append(v[:77], "..."...)
+	}
+	return badRequest("Invalid input for field/attribute trait. Value: %s. %s is not a valid trait: expected CUSTOM_ followed by upper-case letters, digits or underscores, or a standard trait, of at most 255 characters", v, v)
+}
+
+// GET /v1/nodes/{node}/traits
+func (h *Handler) getTraits(rq *request) error {
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	traits := slices.Clone(n.Traits)
+	if traits == nil {
+		traits = []string{}
+	}
+	slices.Sort(traits)
+	return rq.reply(http.StatusOK, map[string]any{"traits": traits})
+}
+
+// setTraits writes the node's traits through the conductor's Update
+// (under the node's lock), refusing more than maxTraitsPerNode.
+func (h *Handler) setTraits(rq *request, n *baremetal.Node, change func(cur []string) []string) error {
+	_, err := h.c.Update(rq.ctx, n.UUID, func(cur *baremetal.Node) error {
+		next := change(slices.Clone(cur.Traits))
+		slices.Sort(next)
+		next = slices.Compact(next)
+		if len(next) > maxTraitsPerNode {
+			return badRequest("Could not modify traits for node %s as it would exceed the maximum number of traits per node (%d vs. %d)",
+				cur.UUID, len(next), maxTraitsPerNode)
+		}
+		if len(next) == 0 {
+			next = nil
+		}
+		cur.Traits = next
+		return nil
+	})
+	return err
+}
+
+const traitsUsage = "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, " +
+	"or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body."
+
+// PUT /v1/nodes/{node}/traits {"traits": [...]}: replace all; 204.
+func (h *Handler) putTraits(rq *request) error {
+	var doc map[string]any
+	has, err := rq.decodeOptional(&doc)
+	if err != nil {
+		return err
+	}
+	raw, ok := doc["traits"]
+	if !has || !ok || raw == nil {
+		return badRequest("%s", traitsUsage)
+	}
+	for k := range doc {
+		if k != "traits" {
+			return badRequest("Additional properties are not allowed ('%s' was unexpected)", k)
+		}
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return badRequest("Invalid input for field/attribute traits. Expected a list of traits.")
+	}
+	if len(list) > maxTraitsPerNode {
+		// Checked again under the lock; refusing early bounds the work.
+		return badRequest("Could not modify traits for node %s as it would exceed the maximum number of traits per node (%d vs. %d)",
+			rq.r.PathValue("node"), len(list), maxTraitsPerNode)
+	}
+	traits := make([]string, 0, len(list))
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return badRequest("Invalid input for field/attribute traits. Expected a list of strings.")
+		}
+		if err := checkTrait(s); err != nil {
+			return err
+		}
+		traits = append(traits, s)
+	}
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	if err := h.setTraits(rq, n, func([]string) []string { return traits }); err != nil {
+		return verbError("set traits", n, err)
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// PUT /v1/nodes/{node}/traits/{trait}: add one, no body; 204 with its
+// Location.
+func (h *Handler) putTrait(rq *request) error {
+	trait := rq.r.PathValue("trait")
+	var doc any
+	if has, err := rq.decodeOptional(&doc); err != nil {
+		return err
+	} else if has && doc != nil {
+		return badRequest("No body should be provided when adding a trait")
+	}
+	if err := checkTrait(trait); err != nil {
+		return err
+	}
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	if err := h.setTraits(rq, n, func(cur []string) []string { return append(cur, trait) }); err != nil {
+		return verbError("add trait", n, err)
+	}
+	rq.w.Header().Set("Location", rq.baseURL()+"/v1/nodes/"+rq.r.PathValue("node")+"/traits/"+trait)
+	return rq.status(http.StatusNoContent)
+}
+
+// DELETE /v1/nodes/{node}/traits: remove all; 204.
+func (h *Handler) deleteTraits(rq *request) error {
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	if err := h.setTraits(rq, n, func([]string) []string { return nil }); err != nil {
+		return verbError("remove traits", n, err)
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// DELETE /v1/nodes/{node}/traits/{trait}: remove one; 404 when the node
+// does not have it; 204.
+func (h *Handler) deleteTrait(rq *request) error {
+	trait := rq.r.PathValue("trait")
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	missing := notFound("Node %s doesn't have a trait '%s'", n.UUID, trait)
+	if !slices.Contains(n.Traits, trait) {
+		return missing
+	}
+	err = h.setTraits(rq, n, func(cur []string) []string {
+		return slices.DeleteFunc(cur, func(t string) bool { return t == trait })
+	})
+	if err != nil {
+		return verbError("remove trait", n, err)
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// GET /v1/nodes/{node}/inventory (1.81): {"inventory", "plugin_data"}.
+func (h *Handler) getInventory(rq *request) error {
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	inv, err := h.c.NodeInventory(rq.ctx, n.UUID)
+	if errors.Is(err, baremetal.ErrNotFound) {
+		return notFound("Node inventory record for node %s could not be found.", n.UUID)
+	}
+	if err != nil {
+		return err
+	}
+	pd := inv.PluginData
+	if len(bytes.TrimSpace(pd)) == 0 {
+		pd = json.RawMessage(`{}`)
+	}
+	body := inv.Inventory
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = json.RawMessage(`{}`)
+	}
+	return rq.reply(http.StatusOK, map[string]json.RawMessage{"inventory": body, "plugin_data": pd})
+}
+
+// historyUUID is the stable UUID of a history entry: the store keys
+// entries by number, Ironic's API by UUID, so the UUID is derived (name
+// based, SHA-1) from the node's UUID and the entry's number.
+func historyUUID(nodeUUID string, id int64) string {
+	ns, err := uuid.Parse(nodeUUID)
+	if err != nil {
+		ns = uuid.Nil
+	}
+	return uuid.NewSHA1(ns, []byte(strconv.FormatInt(id, 10))).String()
+}
+
+// historyView is one entry as Ironic shows it: uuid, created_at,
+// severity, event and links; detail adds event_type, conductor and user.
+// Without detail the event text is cut at 255 characters, as Ironic does.
+func (rq *request) historyView(nodeUUID string, e *baremetal.HistoryEntry, detail bool) map[string]any {
+	id := historyUUID(nodeUUID, e.ID)
+	text := e.Message
+	if text == "" {
+		text = e.Event
+	}
+	text = baremetal.MaskText(text)
+	if !detail && len(text) > 255 {
+		text = text[:251] + "..."
+	}
+	v := map[string]any{
+		"uuid":       id,
+		"created_at": timestamp(e.CreatedAt),
+		"severity":   e.Severity,
+		"event":      text,
+		"links":      []Link{{Href: rq.baseURL() + "/v1/nodes/" + nodeUUID + "/history/" + id, Rel: "self"}},
+	}
+	if detail {
+		v["event_type"] = e.EventType
+		v["conductor"] = nullable(e.Conductor)
+		v["user"] = nullable(e.User)
+	}
+	return v
+}
+
+// GET /v1/nodes/{node}/history (1.78): ?detail, ?limit, ?marker (an
+// entry's UUID), ?sort_dir on created_at.
+func (h *Handler) listHistory(rq *request) error {
+	q := rq.r.URL.Query()
+	detail := false
+	if s := q.Get("detail"); s != "" {
+		b, err := parseBoolParam("detail", s)
+		if err != nil {
+			return err
+		}
+		detail = b
+	}
+	limit, err := parseLimit(q)
+	if err != nil {
+		return err
+	}
+	dir, err := parseSortDir(q)
+	if err != nil {
+		return err
+	}
+	if k := q.Get("sort_key"); k != "" && k != "created_at" && k != "id" {
+		return badRequest("The sort_key value \"%s\" is an invalid field for sorting", k)
+	}
+	marker := q.Get("marker")
+	if marker != "" && !looksLikeUUID(marker) {
+		return badRequest("Expected a UUID for marker: %s", marker)
+	}
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	entries, err := h.store.ListHistory(rq.ctx, n.UUID, 0)
+	if err != nil {
+		return err
+	}
+	if dir == "desc" {
+		slices.Reverse(entries)
+	}
+	if marker != "" {
+		at := slices.IndexFunc(entries, func(e *baremetal.HistoryEntry) bool { return historyUUID(n.UUID, e.ID) == strings.ToLower(marker) })
+		if at < 0 {
+			return notFound("Node history record %s could not be found.", marker)
+		}
+		entries = entries[at+1:]
+	}
+	more := len(entries) > limit
+	if more {
+		entries = entries[:limit]
+	}
+	out := make([]map[string]any, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, rq.historyView(n.UUID, e, detail))
+	}
+	body := map[string]any{"history": out}
+	if more && len(entries) > 0 {
+		body["next"] = rq.nextURL("nodes/"+rq.r.PathValue("node")+"/history", historyUUID(n.UUID, entries[len(entries)-1].ID), limit)
+	}
+	return rq.reply(http.StatusOK, body)
+}
+
+// GET /v1/nodes/{node}/history/{event} (1.78): one entry, in detail.
+func (h *Handler) getHistory(rq *request) error {
+	ev := strings.ToLower(rq.r.PathValue("event"))
+	n, err := rq.node()
+	if err != nil {
+		return err
+	}
+	entries, err := h.store.ListHistory(rq.ctx, n.UUID, 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if historyUUID(n.UUID, e.ID) == ev {
+			return rq.reply(http.StatusOK, rq.historyView(n.UUID, e, true))
+		}
+	}
+	return notFound("Node history record %s could not be found.", rq.r.PathValue("event"))
+}
