@@ -273,4 +273,5 @@ func (h *Handler) routes() {
 	})
 	h.nodeRoutes()
 	h.nodeSyncRoutes()
+	h.portRoutes()
 }
