@@ -274,4 +274,5 @@ func (h *Handler) routes() {
 	h.nodeRoutes()
 	h.nodeSyncRoutes()
 	h.portRoutes()
+	h.driverRoutes()
 }
