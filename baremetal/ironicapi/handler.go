@@ -275,4 +275,5 @@ func (h *Handler) routes() {
 	h.nodeSyncRoutes()
 	h.portRoutes()
 	h.driverRoutes()
+	h.conductorRoutes()
 }
