@@ -17,6 +17,9 @@ type PortQuery struct {
 	ConductorGroups []string
 	// Shards matches the ports of nodes in any of these shards.
 	Shards []string
+	// DescriptionContains matches the ports whose description contains
+	// this text, compared case-insensitively.
+	DescriptionContains string
 	// SortKey orders the result by one of PortSortKeys ("" is "id"), ties
 	// broken by ID; Descending reverses the order. Paging follows the
 	// order: Page.Marker is the UUID of the last port of the previous page.

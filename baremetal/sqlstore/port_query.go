@@ -69,6 +69,11 @@ func (s *Store) QueryPorts(ctx context.Context, q baremetal.PortQuery, page bare
 	if len(q.Shards) > 0 {
 		in("n.shard", q.Shards, false)
 	}
+	if q.DescriptionContains != "" {
+		esc := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(q.DescriptionContains))
+		conds = append(conds, `lower(p.description) LIKE ? ESCAPE '\'`)
+		args = append(args, "%"+esc+"%")
+	}
 	cmp, dir := ">", "ASC"
 	if q.Descending {
 		cmp, dir = "<", "DESC"

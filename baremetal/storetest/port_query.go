@@ -16,7 +16,7 @@ func testQueryPorts(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	mk := func(node *baremetal.Node, mac, name, vendor string) *baremetal.Port {
 		t.Helper()
 		clock.Advance(time.Second)
-		p := &baremetal.Port{NodeUUID: node.UUID, Address: mac, Name: name, Vendor: vendor}
+		p := &baremetal.Port{NodeUUID: node.UUID, Address: mac, Name: name, Vendor: vendor, Description: "NIC " + name + " 100%_ok"}
 		if err := s.CreatePort(ctx(t), p); err != nil {
 			t.Fatal(err)
 		}
@@ -47,6 +47,9 @@ func testQueryPorts(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"conductor group, any case", baremetal.PortQuery{ConductorGroups: []string{"RACK-1"}}, join(p1, p2)},
 		{"default conductor group", baremetal.PortQuery{ConductorGroups: []string{""}}, join(p3, p4)},
 		{"shards", baremetal.PortQuery{Shards: []string{"s2", "s9"}}, join(p3, p4)},
+		{"description, any case", baremetal.PortQuery{DescriptionContains: "b-ETH"}, join(p3, p4)},
+		{"description with LIKE's wildcards taken literally", baremetal.PortQuery{DescriptionContains: "0%_o"}, join(p1, p2, p3, p4)},
+		{"description wildcards do not match other text", baremetal.PortQuery{DescriptionContains: "1_0"}, ""},
 		{"node and address", baremetal.PortQuery{NodeUUID: a.UUID, Address: p3.Address}, ""},
 		{"by address", baremetal.PortQuery{SortKey: "address"}, join(p2, p3, p1, p4)},
 		{"by address descending", baremetal.PortQuery{SortKey: "address", Descending: true}, join(p4, p1, p3, p2)},
