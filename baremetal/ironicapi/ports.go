@@ -32,6 +32,10 @@ var portListFields = []string{"uuid", "address", "links"}
 var portWritable = []string{"address", "extra", "is_smartnic", "local_link_connection", "node_ident",
 	"node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled", "name", "description", "vendor", "category"}
 
+// maxFilterValues bounds the values of one list filter (shard,
+// conductor_groups): each is a parameter of the store's query.
+const maxFilterValues = 100
+
 // portInvalidSortKeys are the fields Ironic refuses to sort ports by.
 var portInvalidSortKeys = []string{"extra", "internal_info", "local_link_connection"}
 
@@ -246,7 +250,7 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 			marker = m
 		}
 
-		pq := baremetal.PortQuery{SortKey: sortKey, Descending: desc}
+		pq := baremetal.PortQuery{SortKey: sortKey, Descending: desc, DescriptionContains: q.Get("description_contains")}
 		nodeIdent := q.Get("node_uuid")
 		if nodeIdent != "" && !looksLikeUUID(nodeIdent) {
 			return badRequest("Expected UUID for node_uuid: %s", nodeIdent)
@@ -269,6 +273,11 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 		groups := queryList(q["conductor_groups"])
 		if _, ok := q["conductor_groups"]; ok && !rq.v.AtLeast(99) {
 			return notAcceptable("Request not acceptable.")
+		}
+		for _, l := range [][]string{shards, groups} {
+			if len(l) > maxFilterValues {
+				return badRequest("At most %d shards or conductor groups can be filtered on; %d were given.", maxFilterValues, len(l))
+			}
 		}
 		exclusive := 0
 		for _, set := range []bool{nodeIdent != "", portgroup != "", len(shards) > 0} {
@@ -308,7 +317,9 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 				resource = "nodes/" + n.UUID + "/ports"
 			}
 		case address != "":
+			// Ironic's lookup by address takes no other filter.
 			pq.Address = address
+			pq.DescriptionContains = ""
 		case len(shards) > 0:
 			pq.Shards = shards
 		default:

@@ -299,7 +299,7 @@ func TestPortListFiltersAndPages(t *testing.T) {
 	b := l.enroll(t, "node-b", nil)
 	pa1 := l.port(t, a.UUID, "52:54:00:00:00:03", nil)
 	pa2 := l.port(t, a.UUID, "52:54:00:00:00:01", nil)
-	pb1 := l.port(t, b.UUID, "52:54:00:00:00:02", nil)
+	pb1 := l.port(t, b.UUID, "52:54:00:00:00:02", func(p *baremetal.Port) { p.Description = "the uplink" })
 	list := func(path, version string) (int, []string, string, string) {
 		t.Helper()
 		st, _, body := do(t, "GET", l.srv.URL+path, version, "")
@@ -352,6 +352,8 @@ func TestPortListFiltersAndPages(t *testing.T) {
 		{"node and shard together", "/v1/ports?node=node-a&shard=s1", "1.82", 403, ""},
 		{"unknown portgroup", "/v1/ports?portgroup=pg-1", "1.24", 404, ""},
 		{"portgroup before 1.24", "/v1/ports?portgroup=pg-1", "1.23", 406, ""},
+		{"description contains", "/v1/ports?description_contains=UPLINK", "1.97", 200, join(pb1)},
+		{"too many shards", "/v1/ports?shard=" + strings.Repeat("s,", 101), "1.82", 400, ""},
 		{"zero limit", "/v1/ports?limit=0", "1.1", 400, ""},
 		{"unknown marker", "/v1/ports?marker=11111111-2222-4333-8444-555555555555", "1.1", 404, ""},
 		{"marker not a UUID", "/v1/ports?marker=x", "1.1", 400, ""},
