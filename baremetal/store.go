@@ -88,6 +88,13 @@ type PortStore interface {
 	GetPort(ctx context.Context, ident string) (*Port, error)
 	// ListPorts returns the ports of a node in ID order ("" lists all).
 	ListPorts(ctx context.Context, nodeUUID string) ([]*Port, error)
+	// QueryPorts returns the ports matching q in q's order, at most
+	// page.Limit of them (0 for no limit), after the port whose UUID is
+	// page.Marker. The filters are evaluated by the store, so a listing
+	// by address or node costs one indexed query however many ports
+	// there are. Errors: *InvalidFieldError (a malformed address, an
+	// unknown sort key, a marker naming no port, a negative limit).
+	QueryPorts(ctx context.Context, q PortQuery, page Page) ([]*Port, error)
 	// UpdatePort writes p's fields as a compare-and-swap on p.Version.
 	UpdatePort(ctx context.Context, p *Port) error
 	// DeletePort deletes the port with the given UUID.
@@ -238,6 +245,9 @@ type ConductorStore interface {
 	UnregisterConductor(ctx context.Context, hostname string) error
 	// GetConductor returns the conductor's row.
 	GetConductor(ctx context.Context, hostname string) (*ConductorRecord, error)
+	// ListConductors returns every conductor row, online or not, in ID
+	// (registration) order, for the API's conductor listing.
+	ListConductors(ctx context.Context) ([]*ConductorRecord, error)
 	// ListAliveConductors returns the conductors that are online and kept
 	// alive within heartbeatTimeout, ordered by hostname.
 	ListAliveConductors(ctx context.Context, heartbeatTimeout time.Duration) ([]*ConductorRecord, error)

@@ -277,4 +277,7 @@ func (h *Handler) routes() {
 	h.allocationRoutes()
 	h.deployTemplateRoutes()
 	h.runbookRoutes()
+	h.portRoutes()
+	h.driverRoutes()
+	h.conductorRoutes()
 }

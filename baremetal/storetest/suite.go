@@ -43,6 +43,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"NodeDelete", testNodeDelete},
 		{"Ports", testPorts},
 		{"PortBadInput", testPortBadInput},
+		{"QueryPorts", testQueryPorts},
+		{"ListConductors", testListConductors},
 		{"Lookup", testLookup},
 		{"LookupManyAddresses", testLookupManyAddresses},
 		{"Reservation", testReservation},
