@@ -71,6 +71,7 @@ func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n"
 type daemonProc struct {
 	cmd    *exec.Cmd
 	URL    string
+	stdout *lockedBuffer // the lines before the API's
 	stderr *lockedBuffer
 	done   chan error
 }
@@ -106,7 +107,7 @@ func startAnvild(t *testing.T, args ...string) *daemonProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &daemonProc{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func startAnvild(t *testing.T, args ...string) *daemonProc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = d.stdout.Write([]byte(sc.Text() + "\n"))
 			if u, ok := strings.CutPrefix(sc.Text(), "anvild: Ironic API on "); ok {
 				urls <- u
 			}
@@ -339,6 +341,35 @@ func TestAnvildLoadsDriverPlugins(t *testing.T) {
 		t.Log("GET /v1/drivers is not served by this build of ironicapi; checked the plugin load only")
 	default:
 		t.Fatalf("GET /v1/drivers: %d %s", code, body)
+	}
+	if _, err := d.stop(t, 15*time.Second); err != nil {
+		t.Fatalf("exit: %v\n%s", err, d.stderr)
+	}
+}
+
+// TestAnvildBootServer runs the boot server's HTTP side on 127.0.0.1 and
+// fetches the iPXE entry script it serves every machine.
+func TestAnvildBootServer(t *testing.T) {
+	for _, f := range []string{"undionly.kpxe", "snponly.efi", "ipxe.efi"} {
+		if _, err := os.Stat(filepath.Join("/usr/lib/ipxe", f)); err != nil {
+			t.Skipf("Debian's ipxe package is not installed (%s)", f)
+		}
+	}
+	d := startAnvild(t, "--netboot", "--netboot-http-listen", "127.0.0.1:0", "--config-file",
+		writeConf(t, "[deploy]\nhttp_url = http://127.0.0.1:8080\n[pxe]\ntftp_server = 127.0.0.1\n"))
+	var boot string
+	for _, line := range strings.Split(d.stdout.String(), "\n") {
+		if a, ok := strings.CutPrefix(line, "anvild: boot server HTTP on "); ok {
+			boot = "http://" + a
+		}
+	}
+	if boot == "" {
+		t.Fatalf("no boot server line on stdout: %q", d.stdout.String())
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	code, _, body := get(t, hc, boot+"/boot.ipxe")
+	if code != 200 || !strings.HasPrefix(body, "#!ipxe") {
+		t.Fatalf("GET /boot.ipxe: %d %q", code, body)
 	}
 	if _, err := d.stop(t, 15*time.Second); err != nil {
 		t.Fatalf("exit: %v\n%s", err, d.stderr)

@@ -324,7 +324,15 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	bootDone := make(chan error, 1)
 	if bootLn != nil {
 		go func() { bootDone <- bootLn.Serve(bootCtx) }()
-		log.Info("boot server running", "http", cfg.NetbootHTTP, "tftp", cfg.NetbootTFTP, "http_url", cfg.HTTPURL)
+		attrs := []any{"http_url", cfg.HTTPURL}
+		if a := bootLn.HTTPAddr(); a != nil {
+			attrs = append(attrs, "http", a.String())
+			fmt.Fprintf(stdout, "anvild: boot server HTTP on %s\n", a)
+		}
+		if a := bootLn.TFTPAddr(); a != nil {
+			attrs = append(attrs, "tftp", a.String())
+		}
+		log.Info("boot server running", attrs...)
 	} else {
 		bootDone <- nil
 	}
