@@ -12,7 +12,7 @@
 // /v1/nodes/detail page, with the machine's load average before and
 // after.
 //
-//	go run ./examples/apibench [-nodes 1000] [-clients 16] [-poll 20ms] [-get-requests 20000] [-detail-requests 200]
+//	go run ./examples/apibench [-nodes 1000] [-clients 16] [-poll 20ms] [-get-requests 20000] [-detail-requests 200] [-cpuprofile FILE]
 //
 // The REST clients poll every -poll (Ironic's clients poll every 2 s by
 // default, which would measure the sleep, not the API); a 409 (node
@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,19 @@ func main() {
 	flag.IntVar(&cfg.getRequests, "get-requests", 20000, "GET /v1/nodes/{id} requests for the read figure")
 	flag.IntVar(&cfg.detailRequests, "detail-requests", 200, "GET /v1/nodes/detail?limit=1000 requests for the read figure")
 	flag.StringVar(&cfg.apiVersion, "api-version", "1.78", "microversion the REST clients send (1.78: python-ironicclient's)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "apibench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := run(context.Background(), cfg)
 	if rep != nil {
 		enc := json.NewEncoder(os.Stdout)
@@ -132,6 +145,7 @@ func main() {
 		_ = enc.Encode(rep)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "apibench:", err)
 		os.Exit(1)
 	}
