@@ -132,6 +132,8 @@ func TestProvisionRefusals(t *testing.T) {
 			`"rescue_password" is only valid when setting target provision state to rescue`},
 		{"rescue needs a password", active, "1.89", `{"target":"rescue","rescue_password":"  "}`, 400,
 			`A non-empty "rescue_password" is required when setting target provision state to rescue`},
+		{"a malformed rescue password is not echoed", active, "1.89", `{"target":"rescue","rescue_password":987654321}`, 400,
+			"Invalid input for field/attribute rescue_password. Wrong type. Expected a string."},
 		{"rescue needs 1.38", active, "1.37", `{"target":"rescue","rescue_password":"pw"}`, 406, "Request not acceptable."},
 		{"disable_ramdisk with deploy", available, "1.89", `{"target":"active","disable_ramdisk":true}`, 400,
 			"disable_ramdisk is supported only with manual cleaning or servicing"},
