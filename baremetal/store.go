@@ -346,6 +346,17 @@ type NodeFilter struct {
 	// DescriptionContains matches nodes whose description contains this
 	// text (case-sensitive) when not empty.
 	DescriptionContains string
+	// Project matches nodes whose owner or lessee is this project when
+	// not empty.
+	Project string
+	// Sharded matches nodes with (true) or without (false) a shard.
+	Sharded *bool
+	// InstanceName matches the instance name exactly when not empty.
+	InstanceName string
+	// ParentNode matches the children of this node when set; a pointer to
+	// "" matches nodes without a parent (Ironic's listings hide child
+	// nodes unless asked to include them).
+	ParentNode *string
 }
 
 // Page bounds a listing: at most Limit items (0 for no limit) that come

@@ -61,6 +61,12 @@ func TestUpdateWithClearInstanceInMaintenance(t *testing.T) {
 	}
 	clearInstance := func(x *baremetal.Node) error { x.InstanceUUID = ""; return nil }
 	alsoName := func(x *baremetal.Node) error { x.InstanceUUID = ""; x.Name = "renamed"; return nil }
+	traits := func(x *baremetal.Node) error { x.Traits = []string{"CUSTOM_GPU"}; return nil }
+	traitsAndExtra := func(x *baremetal.Node) error {
+		x.Traits = []string{"CUSTOM_X"}
+		x.Extra = map[string]any{"a": "b"}
+		return nil
+	}
 	cases := []struct {
 		name   string
 		opts   conductor.UpdateOptions
@@ -69,6 +75,9 @@ func TestUpdateWithClearInstanceInMaintenance(t *testing.T) {
 	}{
 		{"plain update refused in a transition", conductor.UpdateOptions{}, clearInstance, false},
 		{"more than instance_uuid refused", conductor.UpdateOptions{ClearInstanceInMaintenance: true}, alsoName, false},
+		{"traits refused without the option", conductor.UpdateOptions{}, traits, false},
+		{"traits with more refused", conductor.UpdateOptions{TraitsInAnyState: true}, traitsAndExtra, false},
+		{"traits alone allowed in any state", conductor.UpdateOptions{TraitsInAnyState: true}, traits, true},
 		{"instance_uuid alone allowed in maintenance", conductor.UpdateOptions{ClearInstanceInMaintenance: true}, clearInstance, true},
 	}
 	for _, tc := range cases {
@@ -83,7 +92,8 @@ func TestUpdateWithClearInstanceInMaintenance(t *testing.T) {
 		})
 	}
 	got, _ := h.store.GetNode(h.ctx, n.UUID)
-	if got.InstanceUUID != "" || got.Name != "stuck" || got.Reservation != "" || got.ProvisionState != statemachine.Deploying {
+	if got.InstanceUUID != "" || got.Name != "stuck" || got.Reservation != "" || got.ProvisionState != statemachine.Deploying ||
+		len(got.Traits) != 1 || got.Traits[0] != "CUSTOM_GPU" || got.Extra != nil {
 		t.Fatalf("after: instance %q name %q reservation %q state %q", got.InstanceUUID, got.Name, got.Reservation, got.ProvisionState)
 	}
 }

@@ -160,6 +160,12 @@ type UpdateOptions struct {
 	// first run on a copy to see what it touches, so it runs twice and
 	// must not depend on running once.
 	ClearInstanceInMaintenance bool
+	// TraitsInAnyState lets a change of the node's traits alone through
+	// whatever the provision state, as Ironic's add_node_traits and
+	// remove_node_traits take the lock without a state check. A change
+	// touching anything else is refused like any other in a transition;
+	// change runs twice, as with ClearInstanceInMaintenance.
+	TraitsInAnyState bool
 }
 
 // UpdateWith is Update with options.
@@ -171,12 +177,18 @@ func (c *Conductor) UpdateWith(ctx context.Context, ident string, o UpdateOption
 	defer t.release()
 	n := t.node
 	exempt := false
-	if o.ClearInstanceInMaintenance && n.Maintenance && !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
+	inMaint := o.ClearInstanceInMaintenance && n.Maintenance
+	if (inMaint || o.TraitsInAnyState) && !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {
 		probe := n.Clone()
 		if err := change(probe); err != nil {
 			return nil, err
 		}
-		probe.InstanceUUID = n.InstanceUUID
+		if inMaint {
+			probe.InstanceUUID = n.InstanceUUID
+		}
+		if o.TraitsInAnyState {
+			probe.Traits = n.Traits
+		}
 		exempt = reflect.DeepEqual(probe, n)
 	}
 	if !exempt && !statemachine.NodeUpdatable(n.ProvisionState, n.TargetProvisionState) {

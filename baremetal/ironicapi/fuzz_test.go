@@ -135,3 +135,40 @@ func FuzzNodeListQuery(f *testing.F) {
 		checkIronicAnswer(t, rec, key, fmt.Sprintf("GET %s?%s at %q", path, query, version))
 	})
 }
+
+// FuzzProvisionBody sends arbitrary provision and power bodies to a
+// node: every answer is 202 or Ironic's client error, never a 5xx.
+func FuzzProvisionBody(f *testing.F) {
+	h := fuzzHandler(f)
+	for _, s := range []string{
+		`{"target":"manage"}`, `{"target":"active","configdrive":{"meta_data":{}}}`,
+		`{"target":"clean","clean_steps":[{"interface":"bios","step":"factory_reset"}]}`,
+		`{"target":"rescue","rescue_password":""}`, `{"target":"abort"}`, `{"target":"deploy","deploy_steps":[{}]}`,
+		`{"target":"power on","timeout":"5"}`, `{"target":"soft power off","timeout":1e99}`, `[]`, `{"target":null}`,
+		`{"target":"service","service_steps":[1],"disable_ramdisk":"yes"}`, `{"target":"clean","runbook":"x"}`,
+	} {
+		f.Add(uint8(0), s, "1.89")
+		f.Add(uint8(1), s, "latest")
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body, version string) {
+		if len(body) > 8192 || len(version) > 64 {
+			return
+		}
+		node := fmt.Sprintf("fz%d", int(which/2)%5)
+		path := "/v1/nodes/" + node + "/states/provision"
+		if which%2 == 1 {
+			path = "/v1/nodes/" + node + "/states/power"
+		}
+		req := httptest.NewRequest("PUT", "http://127.0.0.1"+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if version != "" {
+			req.Header["X-Openstack-Ironic-Api-Version"] = []string{version}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusAccepted {
+			return
+		}
+		checkIronicAnswer(t, rec, "", fmt.Sprintf("PUT %s %q at %q", path, body, version))
+	})
+}

@@ -109,6 +109,8 @@ func TestEveryProvisionVerb(t *testing.T) {
 			CleanSteps: []nodes.CleanStep{{Interface: nodes.InterfaceBIOS, Step: "factory_reset"}}}), "manageable", nil},
 		{"adopt", statemachine.Manageable, gc(c89, nodes.ProvisionStateOpts{Target: nodes.TargetAdopt}), "active", nil},
 		{"deploy alias", statemachine.Available, raw("1.73", `{"target":"deploy"}`), "active", nil},
+		{"an empty config drive object is none", statemachine.Available, raw("1.1", `{"target":"active","configdrive":{}}`), "active", nil},
+		{"an empty config drive string is none", statemachine.Available, raw("1.89", `{"target":"active","configdrive":""}`), "active", nil},
 		{"rebuild with a config drive", statemachine.Active, gc(c89, nodes.ProvisionStateOpts{Target: nodes.TargetRebuild,
 			ConfigDrive: gzipBase64(t, "not really an ISO image")}), "active", nil},
 		{"undeploy alias", statemachine.Active, raw("1.73", `{"target":"undeploy"}`), "available", nil},

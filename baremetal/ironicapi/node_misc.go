@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/steps"
 	"github.com/google/uuid"
 )
@@ -118,9 +119,10 @@ func (h *Handler) getTraits(rq *request) error {
 }
 
 // setTraits writes the node's traits through the conductor's Update
-// (under the node's lock), refusing more than maxTraitsPerNode.
+// (under the node's lock, in any provision state as Ironic's
+// add_node_traits), refusing more than maxTraitsPerNode.
 func (h *Handler) setTraits(rq *request, n *baremetal.Node, change func(cur []string) []string) error {
-	_, err := h.c.Update(rq.ctx, n.UUID, func(cur *baremetal.Node) error {
+	_, err := h.c.UpdateWith(rq.ctx, n.UUID, conductor.UpdateOptions{TraitsInAnyState: true}, func(cur *baremetal.Node) error {
 		next := change(slices.Clone(cur.Traits))
 		slices.Sort(next)
 		next = slices.Compact(next)

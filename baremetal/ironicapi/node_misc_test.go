@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 )
 
@@ -112,6 +113,29 @@ func TestTraits(t *testing.T) {
 		if got != s.want {
 			t.Fatalf("%s: traits %q, want %q", s.name, got, s.want)
 		}
+	}
+	// Traits change in any provision state, as in Ironic (the lock is
+	// still taken).
+	setState(t, l, "tr", statemachine.Deploying, statemachine.Active, nil)
+	if st, _, body := do(t, "PUT", base+"/CUSTOM_BUSY", "1.37", ""); st != 204 {
+		t.Fatalf("trait on a deploying node: %d %s", st, body)
+	}
+	if got := get(); len(got) != 1 || got[0] != "CUSTOM_BUSY" {
+		t.Fatalf("traits %v", got)
+	}
+	trNode, _ := l.c.Store().GetNode(context.Background(), "tr")
+	if _, err := l.c.Store().ReserveNode(context.Background(), trNode.UUID, "other-host"); err != nil {
+		t.Fatal(err)
+	}
+	st, hdr, body := do(t, "DELETE", base, "1.37", "")
+	if st != 409 || hdr.Get("Retry-After") == "" || !strings.Contains(faultString(t, body), "locked by host other-host") {
+		t.Fatalf("traits of a locked node: %d %v %s", st, hdr, body)
+	}
+	if err := l.c.Store().ReleaseNode(context.Background(), trNode.UUID, "other-host"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _ := do(t, "DELETE", base, "1.37", ""); st != 204 {
+		t.Fatalf("remove all: %d", st)
 	}
 	// The node shows its traits from 1.37.
 	n, err := nodes.Get(context.Background(), l.client(t, "1.37"), "tr").Extract()

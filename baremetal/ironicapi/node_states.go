@@ -99,6 +99,10 @@ func rawString(field string, raw json.RawMessage) (*string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
+		if field == "rescue_password" {
+			// A secret, even malformed, is never echoed.
+			return nil, badRequest("Invalid input for field/attribute %s. Wrong type. Expected a string.", field)
+		}
 		return nil, badRequest("Invalid input for field/attribute %s. Value: %s. Wrong type. Expected a string.", field, truncateRaw(raw))
 	}
 	return &s, nil
@@ -129,6 +133,25 @@ func truncateRaw(raw json.RawMessage) string {
 	return s
 }
 
+// emptyConfigDrive reports whether a configdrive value is absent, null,
+// "" or {}: Ironic treats them all as no config drive.
+func emptyConfigDrive(raw json.RawMessage) bool {
+	if isNull(raw) {
+		return true
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch t := v.(type) {
+	case string:
+		return t == ""
+	case map[string]any:
+		return len(t) == 0
+	}
+	return false
+}
+
 // b64Alphabet is what a config drive string that is not a URL may hold
 // (base64 and the white space base64 text is wrapped with).
 const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n\r\t "
@@ -137,22 +160,12 @@ const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 // targets take a config drive, its form, and the versions of the object
 // form (1.56) and of vendor_data (1.59).
 func (rq *request) checkConfigDrive(target string, raw json.RawMessage) error {
-	if isNull(raw) {
+	if emptyConfigDrive(raw) {
 		return nil
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return badRequest("Invalid configdrive format: %v", err)
-	}
-	switch t := v.(type) {
-	case string:
-		if t == "" {
-			return nil
-		}
-	case map[string]any:
-		if len(t) == 0 {
-			return nil
-		}
 	}
 	allowed := []string{string(statemachine.VerbActive)}
 	if rq.v.AtLeast(35) {
@@ -413,7 +426,7 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 			return err
 		}
 		o := conductor.DeployOptions{DeploySteps: ds}
-		if !isNull(configDrive) {
+		if !emptyConfigDrive(configDrive) {
 			o.ConfigDrive = configDrive
 		}
 		if target == "rebuild" {

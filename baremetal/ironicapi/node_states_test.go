@@ -83,6 +83,12 @@ func TestProvisionRefusals(t *testing.T) {
 	setState(t, l, active, statemachine.Active, "", nil)
 	maint := newNode(t, l, "p-maint", "")
 	setState(t, l, maint, statemachine.Available, "", func(n *baremetal.Node) { n.Maintenance = true })
+	waiting := newNode(t, l, "p-waiting", "")
+	setState(t, l, waiting, statemachine.DeployWait, statemachine.Active, nil)
+	held := newNode(t, l, "p-held", "")
+	setState(t, l, held, statemachine.DeployHold, statemachine.Active, nil)
+	inspecting := newNode(t, l, "p-inspecting", "")
+	setState(t, l, inspecting, statemachine.InspectWait, statemachine.Manageable, nil)
 	locked := newNode(t, l, "p-locked", "")
 	setState(t, l, locked, statemachine.Deploying, statemachine.Active, nil)
 	if _, err := l.c.Store().ReserveNode(context.Background(), locked, "other-host"); err != nil {
@@ -126,6 +132,8 @@ func TestProvisionRefusals(t *testing.T) {
 			`"rescue_password" is only valid when setting target provision state to rescue`},
 		{"rescue needs a password", active, "1.89", `{"target":"rescue","rescue_password":"  "}`, 400,
 			`A non-empty "rescue_password" is required when setting target provision state to rescue`},
+		{"a malformed rescue password is not echoed", active, "1.89", `{"target":"rescue","rescue_password":987654321}`, 400,
+			"Invalid input for field/attribute rescue_password. Wrong type. Expected a string."},
 		{"rescue needs 1.38", active, "1.37", `{"target":"rescue","rescue_password":"pw"}`, 406, "Request not acceptable."},
 		{"disable_ramdisk with deploy", available, "1.89", `{"target":"active","disable_ramdisk":true}`, 400,
 			"disable_ramdisk is supported only with manual cleaning or servicing"},
@@ -136,6 +144,10 @@ func TestProvisionRefusals(t *testing.T) {
 			`"service_steps" is required when setting target provision state to service`},
 		{"runbook before 1.92", manageable, "1.91", `{"target":"clean","runbook":"rb"}`, 406, "Request not acceptable."},
 		{"unknown runbook", manageable, "1.92", `{"target":"clean","runbook":"rb"}`, 404, "Runbook rb could not be found."},
+		{"abort wait call-back before 1.110", waiting, "1.109", `{"target":"abort"}`, 406, "Request not acceptable."},
+		{"abort inspect wait before 1.41", inspecting, "1.40", `{"target":"abort"}`, 406, "Request not acceptable."},
+		{"unhold before 1.85", held, "1.84", `{"target":"unhold"}`, 406, "Request not acceptable."},
+		{"unhold where nothing is held", waiting, "1.85", `{"target":"unhold"}`, 400, "can not be performed"},
 		{"no target", enroll, "1.89", `{"configdrive":null}`, 400, `Missing argument: "target"`},
 		{"unknown key", enroll, "1.89", `{"target":"manage","colour":1}`, 400, `Unknown argument: "colour"`},
 		{"target not a string", enroll, "1.89", `{"target":5}`, 400, "target"},

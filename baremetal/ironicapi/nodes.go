@@ -288,6 +288,7 @@ var filterMinVersions = []struct {
 }{
 	{"provision_state", 9}, {"driver", 16}, {"resource_class", 21}, {"fault", 42},
 	{"conductor_group", 46}, {"conductor", 49}, {"owner", 50}, {"lessee", 65}, {"shard", 82},
+	{"sharded", 82}, {"include_children", 83}, {"parent_node", 83}, {"instance_name", 104},
 }
 
 // parseNodeListQuery reads and checks the query of a node listing in
@@ -316,8 +317,11 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 	}
 	for _, f := range filterMinVersions {
 		if _, ok := q[f.name]; ok && !rq.v.AtLeast(f.minor) {
-			if f.name == "provision_state" {
+			switch f.name {
+			case "provision_state":
 				return nil, notAcceptable("Request not acceptable.")
+			case "instance_name":
+				return nil, notAcceptable("instance_name is not acceptable in this API version")
 			}
 			return nil, notAcceptable("Request not acceptable. The minimal required API version should be 1.%d", f.minor)
 		}
@@ -369,10 +373,19 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 	if s, ok := one("description_contains"); ok && s != "" {
 		out.filter.DescriptionContains = s
 	}
+	if s, ok := one("project"); ok && s != "" {
+		out.filter.Project = s
+	}
+	if s, ok := one("instance_name"); ok {
+		out.filter.InstanceName = s
+		out.empty = out.empty || s == ""
+	}
+	var includeChildren *bool
 	for _, b := range []struct {
 		name string
 		dst  **bool
-	}{{"maintenance", &out.filter.Maintenance}, {"associated", &out.filter.Associated}, {"retired", &out.filter.Retired}} {
+	}{{"maintenance", &out.filter.Maintenance}, {"associated", &out.filter.Associated}, {"retired", &out.filter.Retired},
+		{"sharded", &out.filter.Sharded}, {"include_children", &includeChildren}} {
 		if s, ok := one(b.name); ok {
 			v, err := parseBoolParam(b.name, s)
 			if err != nil {
@@ -380,6 +393,21 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 			}
 			*b.dst = &v
 		}
+	}
+	// As Ironic, listings hide child nodes unless include_children is
+	// set; parent_node lists one node's children.
+	if includeChildren == nil || !*includeChildren {
+		parent := ""
+		if s, ok := one("parent_node"); ok {
+			if s == "" {
+				out.empty = true
+			}
+			parent = s
+			if looksLikeUUID(s) {
+				parent = strings.ToLower(s)
+			}
+		}
+		out.filter.ParentNode = &parent
 	}
 	if s, ok := one("instance_uuid"); ok {
 		if !looksLikeUUID(s) {

@@ -262,3 +262,55 @@ func TestNodeListPagingSortingFields(t *testing.T) {
 		t.Fatalf("detail at 1.20: %d %s", st, body)
 	}
 }
+
+func TestNodeListChildrenProjectShardedInstanceName(t *testing.T) {
+	l := newLab(t)
+	parent := newNode(t, l, "parent", `,"owner":"proj-a","shard":"s1"`)
+	newNode(t, l, "child", `,"parent_node":"`+parent+`","lessee":"proj-a"`)
+	if st, _, body := do(t, "POST", l.srv.URL+"/v1/nodes", "1.104", `{"name":"plain","driver":"fake-hardware","instance_name":"vm-1"}`); st != 201 {
+		t.Fatalf("create plain: %d %s", st, body)
+	}
+	cases := []struct {
+		version, query string
+		status         int
+		want           []string
+		fault          string
+	}{
+		{"1.89", "", 200, []string{"parent", "plain"}, ""},
+		{"1.1", "", 200, nil, ""}, // names are hidden before 1.5, children still are
+		{"1.89", "include_children=true", 200, []string{"parent", "child", "plain"}, ""},
+		{"1.89", "parent_node=" + parent, 200, []string{"child"}, ""},
+		{"1.89", "parent_node=" + strings.ToUpper(parent), 200, []string{"child"}, ""},
+		{"1.82", "include_children=true", 406, nil, "should be 1.83"},
+		{"1.82", "parent_node=" + parent, 406, nil, "should be 1.83"},
+		{"1.89", "project=proj-a&include_children=True", 200, []string{"parent", "child"}, ""},
+		{"1.89", "sharded=true", 200, []string{"parent"}, ""},
+		{"1.89", "sharded=false", 200, []string{"plain"}, ""},
+		{"1.81", "sharded=true", 406, nil, "should be 1.82"},
+		{"1.110", "instance_name=vm-1", 200, []string{"plain"}, ""},
+		{"1.103", "instance_name=vm-1", 406, nil, "instance_name is not acceptable in this API version"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.version+" "+tc.query, func(t *testing.T) {
+			st, names, doc, body := listNames(t, l, tc.version, tc.query)
+			if st != tc.status {
+				t.Fatalf("status %d, want %d: %s", st, tc.status, body)
+			}
+			if st != 200 {
+				if f := faultString(t, body); !strings.Contains(f, tc.fault) {
+					t.Fatalf("fault %q, want %q", f, tc.fault)
+				}
+				return
+			}
+			if tc.version == "1.1" {
+				if n := len(doc["nodes"].([]any)); n != 2 {
+					t.Fatalf("%d nodes at 1.1, want 2", n)
+				}
+				return
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("got %v, want %v", names, tc.want)
+			}
+		})
+	}
+}

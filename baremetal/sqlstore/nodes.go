@@ -371,6 +371,29 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 		}
 		args = append(args, f.DescriptionContains)
 	}
+	if f.Project != "" {
+		conds = append(conds, "(owner = ? OR lessee = ?)")
+		args = append(args, f.Project, f.Project)
+	}
+	if f.Sharded != nil {
+		if *f.Sharded {
+			conds = append(conds, "shard IS NOT NULL")
+		} else {
+			conds = append(conds, "shard IS NULL")
+		}
+	}
+	if f.InstanceName != "" {
+		conds = append(conds, "instance_name = ?")
+		args = append(args, f.InstanceName)
+	}
+	if f.ParentNode != nil {
+		if *f.ParentNode == "" {
+			conds = append(conds, "parent_node IS NULL")
+		} else {
+			conds = append(conds, "parent_node = ?")
+			args = append(args, *f.ParentNode)
+		}
+	}
 	if page.Marker != "" {
 		sortExpr, err := s.sortExpr(page.SortKey)
 		if err != nil {

@@ -472,7 +472,11 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 			ResourceClass: []string{"", "gold", "silver"}[i%3], Fault: []string{"", "power failure"}[min(i%6, 1)],
 			Owner: []string{"", "proj-a", "proj-b"}[i%3], Lessee: []string{"proj-c", "", "proj-d", ""}[i%4],
 			Shard: []string{"", "s1", "s2", "s3"}[i%4], Retired: i%9 == 2,
-			Description: []string{"", "rack 1 top", "rack 2 bottom", "spare"}[i%4],
+			Description:  []string{"", "rack 1 top", "rack 2 bottom", "spare"}[i%4],
+			InstanceName: []string{"", "vm-a", "vm-b"}[i%3],
+		}
+		if i%5 == 3 {
+			n.ParentNode = all[0].UUID
 		}
 		if i%4 == 0 {
 			n.InstanceUUID = fmt.Sprintf("aaaaaaaa-0000-4000-8000-%012d", i)
@@ -548,6 +552,13 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	check("not retired", baremetal.NodeFilter{Retired: new(false)}, func(n *baremetal.Node) bool { return !n.Retired })
 	check("description contains", baremetal.NodeFilter{DescriptionContains: "rack"}, func(n *baremetal.Node) bool { return strings.Contains(n.Description, "rack") })
 	check("description wildcard is literal", baremetal.NodeFilter{DescriptionContains: "k 2"}, func(n *baremetal.Node) bool { return strings.Contains(n.Description, "k 2") })
+	check("project", baremetal.NodeFilter{Project: "proj-c"}, func(n *baremetal.Node) bool { return n.Owner == "proj-c" || n.Lessee == "proj-c" })
+	check("project as owner", baremetal.NodeFilter{Project: "proj-a"}, func(n *baremetal.Node) bool { return n.Owner == "proj-a" || n.Lessee == "proj-a" })
+	check("sharded", baremetal.NodeFilter{Sharded: new(true)}, func(n *baremetal.Node) bool { return n.Shard != "" })
+	check("not sharded", baremetal.NodeFilter{Sharded: new(false)}, func(n *baremetal.Node) bool { return n.Shard == "" })
+	check("instance name", baremetal.NodeFilter{InstanceName: "vm-b"}, func(n *baremetal.Node) bool { return n.InstanceName == "vm-b" })
+	check("no parent", baremetal.NodeFilter{ParentNode: new("")}, func(n *baremetal.Node) bool { return n.ParentNode == "" })
+	check("children of", baremetal.NodeFilter{ParentNode: new(all[0].UUID)}, func(n *baremetal.Node) bool { return n.ParentNode == all[0].UUID })
 	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"
