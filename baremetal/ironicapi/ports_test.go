@@ -114,6 +114,18 @@ func TestPortsThroughGophercloud(t *testing.T) {
 			t.Errorf("%s: %+v", tc.name, got)
 		}
 	}
+	// The baremetal-operator's getPorts: these fields, by address or by
+	// node UUID (which wins when both are given, as in Ironic).
+	bmo := []string{"node_uuid", "uuid", "address"}
+	for _, opts := range []ports.ListOpts{
+		{Fields: bmo, Address: "52:54:00:AB:CD:01"},
+		{Fields: bmo, NodeUUID: n.UUID},
+		{Fields: bmo, NodeUUID: n.UUID, Address: "52:54:00:ab:cd:02"},
+	} {
+		if got := list(opts, false); len(got) != 1 || got[0].NodeUUID != n.UUID || got[0].UUID != created.UUID || got[0].Address != created.Address || got[0].Extra != nil {
+			t.Errorf("%+v: %+v", opts, got)
+		}
+	}
 	if got := list(ports.ListOpts{Limit: 1}, true); len(got) != 2 {
 		t.Errorf("paging one at a time through next links gave %d ports", len(got))
 	}
