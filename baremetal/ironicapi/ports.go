@@ -752,9 +752,9 @@ func (h *Handler) patchPort(rq *request) error {
 	if err := rq.setPortFields(updated, after); err != nil {
 		return err
 	}
-	if err := checkSmartNIC(updated); err != nil {
-		return err
-	}
+	// Unlike a create, a PATCH may leave a Smart NIC port without its
+	// hostname for now, as Ironic allows: a client sets is_smartnic and
+	// local_link_connection in two requests.
 	changed := map[string]bool{}
 	for f := range before {
 		if !reflect.DeepEqual(normalize(before[f]), normalize(after[f])) {
