@@ -7,6 +7,8 @@ import "slices"
 type PortQuery struct {
 	// NodeUUID matches the ports of one node.
 	NodeUUID string
+	// PortgroupUUID matches the member ports of one portgroup.
+	PortgroupUUID string
 	// Address matches the port with this MAC address (any case, colons or
 	// dashes); a malformed address is an *InvalidFieldError.
 	Address string

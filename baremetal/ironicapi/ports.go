@@ -52,10 +52,12 @@ var portVIFKeys = []string{"cleaning_vif_port_id", "provisioning_vif_port_id", "
 	"inspection_vif_port_id", "servicing_vif_port_id", "tenant_vif_port_id"}
 
 func (h *Handler) portRoutes() {
-	h.handle("GET /v1/ports", route{}, h.listPorts(false, false))
-	h.handle("GET /v1/ports/detail", route{}, h.listPorts(true, false))
-	h.handle("GET /v1/nodes/{node}/ports", route{}, h.listPorts(false, true))
-	h.handle("GET /v1/nodes/{node}/ports/detail", route{}, h.listPorts(true, true))
+	h.handle("GET /v1/ports", route{}, h.listPorts(false, parentNone))
+	h.handle("GET /v1/ports/detail", route{}, h.listPorts(true, parentNone))
+	h.handle("GET /v1/nodes/{node}/ports", route{}, h.listPorts(false, parentNode))
+	h.handle("GET /v1/nodes/{node}/ports/detail", route{}, h.listPorts(true, parentNode))
+	h.handle("GET /v1/portgroups/{portgroup}/ports", route{minVersion: 24}, h.listPorts(false, parentPortgroup))
+	h.handle("GET /v1/portgroups/{portgroup}/ports/detail", route{minVersion: 24}, h.listPorts(true, parentPortgroup))
 	h.handle("GET /v1/ports/{port}", route{}, h.getPort)
 	h.handle("POST /v1/ports", route{}, h.createPort)
 	h.handle("PATCH /v1/ports/{port}", route{}, h.patchPort)
@@ -98,9 +100,8 @@ func (rq *request) portView(p *baremetal.Port) map[string]any {
 	return view
 }
 
-// portgroupOf is the port's portgroup UUID: null until the model has
-// portgroups.
-func portgroupOf(*baremetal.Port) any { return nil }
+// portgroupOf is the port's portgroup UUID, or null.
+func portgroupOf(p *baremetal.Port) any { return nullable(p.PortgroupUUID) }
 
 // checkPortFieldVersions refuses (406) fields newer than the request's
 // version, as Ironic's _check_allowed_port_fields.
@@ -198,8 +199,19 @@ func (rq *request) listPage() (limit int, sortKey string, desc bool, err error) 
 	return limit, sortKey, dir == "desc", nil
 }
 
-// GET /v1/ports, /v1/ports/detail, /v1/nodes/{node}/ports(/detail)
-func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
+// The resource a port listing is under.
+type portParent int
+
+const (
+	parentNone portParent = iota
+	parentNode
+	parentPortgroup
+)
+
+// GET /v1/ports, /v1/ports/detail, /v1/nodes/{node}/ports(/detail),
+// /v1/portgroups/{portgroup}/ports(/detail)
+func (h *Handler) listPorts(detailPath bool, parent portParent) handlerFunc {
+	underNode := parent == parentNode
 	return func(rq *request) error {
 		q := rq.r.URL.Query()
 		fields, err := rq.parseFields(portFieldVersions)
@@ -263,6 +275,9 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 			nodeIdent = rq.r.PathValue("node")
 		}
 		portgroup := q.Get("portgroup")
+		if parent == parentPortgroup {
+			portgroup = rq.r.PathValue("portgroup")
+		}
 		if portgroup != "" && !rq.v.AtLeast(24) {
 			return notAcceptable("Request not acceptable.")
 		}
@@ -301,7 +316,17 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 		// address, else shard, else conductor groups.
 		switch {
 		case portgroup != "":
-			return notFound("Portgroup %s could not be found.", portgroup)
+			g, err := h.store.GetPortgroup(rq.ctx, portgroup)
+			if errors.Is(err, baremetal.ErrNotFound) || errors.Is(err, baremetal.ErrInvalidInput) {
+				return notFound("Portgroup %s could not be found.", portgroup)
+			}
+			if err != nil {
+				return err
+			}
+			pq.PortgroupUUID = g.UUID
+			if parent == parentPortgroup {
+				resource = "portgroups/" + g.UUID + "/ports"
+			}
 		case nodeIdent != "":
 			var n *baremetal.Node
 			if underNode {
@@ -470,14 +495,35 @@ func (rq *request) setPortFields(p *baremetal.Port, doc map[string]any) error {
 	if p.LocalLinkConnection, err = checkLocalLink(llc); err != nil {
 		return err
 	}
+	p.PortgroupUUID = ""
 	if pg, ok := doc["portgroup_uuid"]; ok && pg != nil {
 		s, isStr := pg.(string)
 		if !isStr || !looksLikeUUID(s) {
 			return badRequest("Expected UUID for portgroup_uuid: %v", pg)
 		}
-		return badRequest("Portgroup %s could not be found.", s)
+		p.PortgroupUUID = strings.ToLower(s)
 	}
 	return nil
+}
+
+// portPortgroup checks the portgroup p joins: it exists (else Ironic's
+// 400 PortgroupNotFound) and belongs to p's node. It returns nil for no
+// portgroup.
+func (rq *request) portPortgroup(p *baremetal.Port) (*baremetal.Portgroup, error) {
+	if p.PortgroupUUID == "" {
+		return nil, nil
+	}
+	g, err := rq.h.store.GetPortgroup(rq.ctx, p.PortgroupUUID)
+	if errors.Is(err, baremetal.ErrNotFound) {
+		return nil, badRequest("Portgroup %s could not be found.", p.PortgroupUUID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if g.NodeUUID != p.NodeUUID {
+		return nil, badRequest("Port can not be added to a portgroup belonging to a different node.")
+	}
+	return g, nil
 }
 
 // portJSON is v as JSON text, for error messages.
@@ -638,11 +684,18 @@ func (h *Handler) createPort(rq *request) error {
 	if err := rq.setPortFields(p, doc); err != nil {
 		return err
 	}
+	g, err := rq.portPortgroup(p)
+	if err != nil {
+		return err
+	}
 	if err := checkSmartNIC(p); err != nil {
 		return err
 	}
 	if pn, ok := doc["physical_network"]; ok && pn == "" {
 		return badRequest("A non-empty value is required when setting physical_network")
+	}
+	if pxe, _ := doc["pxe_enabled"].(bool); g != nil && (pxe || doc["pxe_enabled"] == "true") && !g.StandalonePortsSupported {
+		return Errorf(http.StatusConflict, "Port group %s doesn't support standalone ports. This port cannot be created as a member of that portgroup as the port's 'pxe_enabled' field was set to True.", g.UUID)
 	}
 	// Ironic creates a port under a shared lock of its node: no
 	// reservation, the store's transaction checks that the node exists.
@@ -752,9 +805,13 @@ func (h *Handler) patchPort(rq *request) error {
 	if err := rq.setPortFields(updated, after); err != nil {
 		return err
 	}
-	if err := checkSmartNIC(updated); err != nil {
+	g, err := rq.portPortgroup(updated)
+	if err != nil {
 		return err
 	}
+	// Unlike a create, a PATCH may leave a Smart NIC port without its
+	// hostname for now, as Ironic allows: a client sets is_smartnic and
+	// local_link_connection in two requests.
 	changed := map[string]bool{}
 	for f := range before {
 		if !reflect.DeepEqual(normalize(before[f]), normalize(after[f])) {
@@ -763,6 +820,9 @@ func (h *Handler) patchPort(rq *request) error {
 	}
 	if changed["physical_network"] && after["physical_network"] == "" {
 		return badRequest("A non-empty value is required when setting physical_network")
+	}
+	if changed["physical_network"] && g != nil && rq.v.AtLeast(102) {
+		return badRequest("physical_network cannot be changed while the port belongs to a portgroup.")
 	}
 	if target.ProvisionState == statemachine.Inspecting && rq.v.AtLeast(39) {
 		return Errorf(http.StatusConflict, "Cannot update port \"%s\" on \"%s\" while it is in state \"%s\".", port.UUID, target.UUID, statemachine.Inspecting)

@@ -114,6 +114,18 @@ func TestPortsThroughGophercloud(t *testing.T) {
 			t.Errorf("%s: %+v", tc.name, got)
 		}
 	}
+	// The baremetal-operator's getPorts: these fields, by address or by
+	// node UUID (which wins when both are given, as in Ironic).
+	bmo := []string{"node_uuid", "uuid", "address"}
+	for _, opts := range []ports.ListOpts{
+		{Fields: bmo, Address: "52:54:00:AB:CD:01"},
+		{Fields: bmo, NodeUUID: n.UUID},
+		{Fields: bmo, NodeUUID: n.UUID, Address: "52:54:00:ab:cd:02"},
+	} {
+		if got := list(opts, false); len(got) != 1 || got[0].NodeUUID != n.UUID || got[0].UUID != created.UUID || got[0].Address != created.Address || got[0].Extra != nil {
+			t.Errorf("%+v: %+v", opts, got)
+		}
+	}
 	if got := list(ports.ListOpts{Limit: 1}, true); len(got) != 2 {
 		t.Errorf("paging one at a time through next links gave %d ports", len(got))
 	}
@@ -425,12 +437,16 @@ func TestPortPatchAndDeleteRules(t *testing.T) {
 		{"physical_network before 1.34", "1.33", `[{"op":"replace","path":"/physical_network","value":"p"}]`, 406, ""},
 		{"network_type before 1.64", "1.63", `[{"op":"add","path":"/local_link_connection/network_type","value":"unmanaged"}]`, 406, ""},
 		{"empty physical network", "1.89", `[{"op":"replace","path":"/physical_network","value":""}]`, 400, "A non-empty value is required when setting physical_network"},
+		{"smart NIC first, its link later", "1.89", `[{"op":"replace","path":"/is_smartnic","value":true}]`, 200, ""},
 		{"new root attribute", "1.89", `[{"op":"add","path":"/node_ident","value":"owned"}]`, 400, "Adding a new attribute (/node_ident)"},
 	}
 	for _, tc := range refusals {
 		st, resp := patch(tc.version, tc.body)
-		if st != tc.status || !strings.Contains(faultString(t, resp), tc.fault) {
+		if st != tc.status || (st != 200 && !strings.Contains(faultString(t, resp), tc.fault)) {
 			t.Errorf("%s: %d %s", tc.name, st, resp)
+		}
+		if st == 200 {
+			p, _ = l.c.Store().GetPort(ctx, p.UUID)
 		}
 	}
 	// A node busy with an operation: its lock is taken, the PATCH is 409.
@@ -517,5 +533,81 @@ func TestPortPatchAndDeleteRules(t *testing.T) {
 	}
 	if node, _ := l.c.Store().GetNode(ctx, n.UUID); node.Reservation != "" {
 		t.Fatalf("node left locked by %s", node.Reservation)
+	}
+}
+
+func TestPortsInPortgroups(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	a := l.enroll(t, "node-a", nil)
+	b := l.enroll(t, "node-b", nil)
+	bond := &baremetal.Portgroup{NodeUUID: a.UUID, Name: "bond0"}
+	other := &baremetal.Portgroup{NodeUUID: b.UUID, Name: "bond1", StandalonePortsSupported: true}
+	for _, g := range []*baremetal.Portgroup{bond, other} {
+		if err := l.c.Store().CreatePortgroup(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(version, body string) (int, map[string]any, string) {
+		t.Helper()
+		st, _, resp := do(t, "POST", l.srv.URL+"/v1/ports", version, body)
+		if st != 201 {
+			return st, nil, faultString(t, resp)
+		}
+		return st, decodeJSON(t, resp), ""
+	}
+	st, p, fault := create("1.24", `{"node_uuid":"`+a.UUID+`","address":"52:54:00:00:00:01","portgroup_uuid":"`+bond.UUID+`"}`)
+	if st != 201 || p["portgroup_uuid"] != bond.UUID {
+		t.Fatalf("member port: %d %v %s", st, p, fault)
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		fault      string
+	}{
+		{"pxe_enabled in a portgroup without standalone ports", `{"node_uuid":"` + a.UUID + `","address":"52:54:00:00:00:02","pxe_enabled":true,"portgroup_uuid":"` + bond.UUID + `"}`,
+			409, "Port group " + bond.UUID + " doesn't support standalone ports."},
+		{"another node's portgroup", `{"node_uuid":"` + a.UUID + `","address":"52:54:00:00:00:02","portgroup_uuid":"` + other.UUID + `"}`,
+			400, "Port can not be added to a portgroup belonging to a different node."},
+	} {
+		if st, _, fault := create("1.24", tc.body); st != tc.status || !strings.Contains(fault, tc.fault) {
+			t.Errorf("%s: %d %s", tc.name, st, fault)
+		}
+	}
+	uuid := p["uuid"].(string)
+	for _, tc := range []struct {
+		path, version string
+		status        int
+		want          int
+	}{
+		{"/v1/ports?portgroup=bond0", "1.24", 200, 1},
+		{"/v1/ports?portgroup=" + other.UUID, "1.24", 200, 0},
+		{"/v1/portgroups/bond0/ports", "1.24", 200, 1},
+		{"/v1/portgroups/" + bond.UUID + "/ports/detail", "1.24", 200, 1},
+		{"/v1/portgroups/bond0/ports", "1.23", 404, 0},
+		{"/v1/portgroups/nobody/ports", "1.24", 404, 0},
+	} {
+		st, _, body := do(t, "GET", l.srv.URL+tc.path, tc.version, "")
+		if st != tc.status {
+			t.Errorf("%s at %s: %d, want %d: %s", tc.path, tc.version, st, tc.status, body)
+			continue
+		}
+		if st == 200 {
+			list := decodeJSON(t, body)["ports"].([]any)
+			if len(list) != tc.want || (tc.want == 1 && list[0].(map[string]any)["uuid"] != uuid) {
+				t.Errorf("%s: %v", tc.path, list)
+			}
+		}
+	}
+	st, _, resp := do(t, "PATCH", l.srv.URL+"/v1/ports/"+uuid, "1.102", `[{"op":"add","path":"/physical_network","value":"p2"}]`)
+	if st != 400 || faultString(t, resp) != "physical_network cannot be changed while the port belongs to a portgroup." {
+		t.Fatalf("physical_network in a portgroup: %d %s", st, resp)
+	}
+	st, _, resp = do(t, "PATCH", l.srv.URL+"/v1/ports/"+uuid, "1.102", `[{"op":"remove","path":"/portgroup_uuid"},{"op":"add","path":"/physical_network","value":"p2"}]`)
+	if m := decodeJSON(t, resp); st != 200 || m["portgroup_uuid"] != nil || m["physical_network"] != "p2" {
+		t.Fatalf("leave the portgroup: %d %s", st, resp)
+	}
+	if got, _ := l.c.Store().GetPort(ctx, uuid); got.PortgroupUUID != "" {
+		t.Fatalf("stored portgroup %q", got.PortgroupUUID)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -179,7 +180,17 @@ func TestRamdiskEndpointsOnTheAPIListener(t *testing.T) {
 	if rec.Code != http.StatusNotFound || faultString(t, rec.Body.String()) != "The resource could not be found." {
 		t.Fatalf("lookup without an agent handler: %d %s", rec.Code, rec.Body)
 	}
-	if after, _ := l.c.Store().GetNode(ctx, n.UUID); after.Reservation != "" {
-		t.Fatalf("node left locked by %s", after.Reservation)
+	// The heartbeat is processed after the 202, under the node's lock:
+	// the lock is released once that is done.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after, _ := l.c.Store().GetNode(ctx, n.UUID)
+		if after.Reservation == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node left locked by %s", after.Reservation)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -40,6 +40,10 @@ func (s *Store) QueryPorts(ctx context.Context, q baremetal.PortQuery, page bare
 		conds = append(conds, "n.uuid = ?")
 		args = append(args, strings.ToLower(q.NodeUUID))
 	}
+	if q.PortgroupUUID != "" {
+		conds = append(conds, "g.uuid = ?")
+		args = append(args, strings.ToLower(q.PortgroupUUID))
+	}
 	if q.Address != "" {
 		mac, err := baremetal.NormalizeMAC("address", q.Address)
 		if err != nil {

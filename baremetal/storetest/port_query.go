@@ -22,8 +22,16 @@ func testQueryPorts(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		}
 		return p
 	}
+	g := &baremetal.Portgroup{NodeUUID: a.UUID, Name: "bond0"}
+	if err := s.CreatePortgroup(ctx(t), g); err != nil {
+		t.Fatal(err)
+	}
 	p1 := mk(a, "52:54:00:00:00:03", "eth0", "intel")
 	p2 := mk(a, "52:54:00:00:00:01", "", "")
+	p2.PortgroupUUID = g.UUID
+	if err := s.UpdatePort(ctx(t), p2); err != nil {
+		t.Fatal(err)
+	}
 	p3 := mk(b, "52:54:00:00:00:02", "b-eth0", "intel")
 	p4 := mk(b, "52:54:00:00:00:04", "b-eth1", "broadcom")
 	uuids := func(ps []*baremetal.Port) string {
@@ -44,6 +52,7 @@ func testQueryPorts(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"address in any form", baremetal.PortQuery{Address: "52-54-00-00-00-02"}, join(p3)},
 		{"address of nobody", baremetal.PortQuery{Address: "52:54:00:00:00:09"}, ""},
 		{"name", baremetal.PortQuery{Name: "b-eth1"}, join(p4)},
+		{"portgroup, any case", baremetal.PortQuery{PortgroupUUID: strings.ToUpper(g.UUID)}, join(p2)},
 		{"conductor group, any case", baremetal.PortQuery{ConductorGroups: []string{"RACK-1"}}, join(p1, p2)},
 		{"default conductor group", baremetal.PortQuery{ConductorGroups: []string{""}}, join(p3, p4)},
 		{"shards", baremetal.PortQuery{Shards: []string{"s2", "s9"}}, join(p3, p4)},
