@@ -66,9 +66,9 @@ func parsePatch(raw []map[string]any, specialChars bool) ([]patchOp, error) {
 				return nil, badRequest("Patch operation %d (%s %s): 'value' is a required property.", i, op, path)
 			}
 		case "remove":
-			if has {
-				return nil, badRequest("Patch operation %d (remove %s): 'value' is not allowed with remove.", i, path)
-			}
+			// Ironic's schema lets a remove carry a value, and ignores
+			// it; gophercloud sends "value": null with every remove.
+			value, has = nil, false
 		default:
 			return nil, badRequest("Patch operation %d: op %q is not one of 'add', 'replace', 'remove'.", i, op)
 		}

@@ -730,25 +730,9 @@ func (rq *request) withNodeLock(uuid string, fn func(n *baremetal.Node) error) e
 	return fn(n)
 }
 
-// decodePortPatch reads a port PATCH. A remove operation may carry a
-// value, which is ignored: Ironic's patch schema allows it and
-// gophercloud's ports.UpdateOperation always sends one.
-func (rq *request) decodePortPatch() ([]patchOp, error) {
-	var raw []map[string]any
-	if err := rq.decode(&raw); err != nil {
-		return nil, err
-	}
-	for _, m := range raw {
-		if m["op"] == "remove" {
-			delete(m, "value")
-		}
-	}
-	return parsePatch(raw, rq.v.AtLeast(98))
-}
-
 // PATCH /v1/ports/{port}
 func (h *Handler) patchPort(rq *request) error {
-	ops, err := rq.decodePortPatch()
+	ops, err := rq.decodePatch()
 	if err != nil {
 		return err
 	}
