@@ -12,6 +12,8 @@ type PortQuery struct {
 	Address string
 	// Name matches the port with this name.
 	Name string
+	// PortgroupUUID matches the member ports of one portgroup.
+	PortgroupUUID string
 	// ConductorGroups matches the ports of nodes in any of these conductor
 	// groups (compared case-insensitively; "" is the default group).
 	ConductorGroups []string

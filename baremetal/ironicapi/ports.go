@@ -98,9 +98,8 @@ func (rq *request) portView(p *baremetal.Port) map[string]any {
 	return view
 }
 
-// portgroupOf is the port's portgroup UUID: null until the model has
-// portgroups.
-func portgroupOf(*baremetal.Port) any { return nil }
+// portgroupOf is the port's portgroup UUID, or null.
+func portgroupOf(p *baremetal.Port) any { return nullable(p.PortgroupUUID) }
 
 // checkPortFieldVersions refuses (406) fields newer than the request's
 // version, as Ironic's _check_allowed_port_fields.
@@ -301,7 +300,11 @@ func (h *Handler) listPorts(detailPath, underNode bool) handlerFunc {
 		// address, else shard, else conductor groups.
 		switch {
 		case portgroup != "":
-			return notFound("Portgroup %s could not be found.", portgroup)
+			g, err := h.store.GetPortgroup(rq.ctx, portgroup)
+			if err != nil {
+				return notFoundAs(err, "Portgroup %s could not be found.", portgroup)
+			}
+			pq.PortgroupUUID = g.UUID
 		case nodeIdent != "":
 			var n *baremetal.Node
 			if underNode {
@@ -475,7 +478,17 @@ func (rq *request) setPortFields(p *baremetal.Port, doc map[string]any) error {
 		if !isStr || !looksLikeUUID(s) {
 			return badRequest("Expected UUID for portgroup_uuid: %v", pg)
 		}
-		return badRequest("Portgroup %s could not be found.", s)
+		g, err := rq.h.store.GetPortgroup(rq.ctx, s)
+		if err != nil {
+			if errors.Is(err, baremetal.ErrNotFound) {
+				return badRequest("Portgroup %s could not be found.", s)
+			}
+			return err
+		}
+		p.PortgroupUUID = g.UUID
+	} else {
+		// Absent (a PATCH removed it) or null: no portgroup.
+		p.PortgroupUUID = ""
 	}
 	return nil
 }

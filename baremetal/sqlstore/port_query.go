@@ -52,6 +52,10 @@ func (s *Store) QueryPorts(ctx context.Context, q baremetal.PortQuery, page bare
 		conds = append(conds, "p.name = ?")
 		args = append(args, q.Name)
 	}
+	if q.PortgroupUUID != "" {
+		conds = append(conds, "g.uuid = ?")
+		args = append(args, strings.ToLower(q.PortgroupUUID))
+	}
 	in := func(col string, vals []string, lower bool) {
 		marks := make([]string, len(vals))
 		for i, v := range vals {
