@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/portgroups"
+	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/ports"
 )
 
 func TestPortgroupsThroughGophercloud(t *testing.T) {
@@ -122,15 +122,27 @@ func TestPortgroupsThroughGophercloud(t *testing.T) {
 	status, _, body = do(t, "PATCH", base+"portgroups/bond0", "1.26", `[{"op":"add","path":"/internal_info/x","value":"y"}]`)
 	wantRaw(t, "PATCH internal_info", status, http.StatusBadRequest, body, "internal attribute")
 
-	// A portgroup with ports cannot be deleted (Ironic's PortgroupNotEmpty).
-	port := &baremetal.Port{NodeUUID: n.UUID, Address: "52:54:00:bb:00:01", PortgroupUUID: g.UUID}
-	if err := l.c.Store().CreatePort(ctx, port); err != nil {
+	// Ports join portgroups of their node through the ports API (1.24).
+	port, err := ports.Create(ctx, l.client(t, "1.26"), ports.CreateOpts{NodeUUID: n.UUID, Address: "52:54:00:bb:00:01", PortGroupUUID: g.UUID}).Extract()
+	if err != nil || port.PortGroupUUID != g.UUID {
+		t.Fatalf("port in a portgroup = %+v, %v", port, err)
+	}
+	pages, err := ports.List(l.client(t, "1.26"), ports.ListOpts{PortGroup: "bond0", Fields: []string{"uuid", "portgroup_uuid"}}).AllPages(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if list, err := ports.ExtractPorts(pages); err != nil || len(list) != 1 || list[0].UUID != port.UUID || list[0].PortGroupUUID != g.UUID {
+		t.Fatalf("ports of portgroup bond0 = %+v, %v", list, err)
+	}
+	status, _, body = do(t, "POST", base+"ports", "1.26", `{"node_uuid":"`+other.UUID+`","address":"52:54:00:bb:00:02","portgroup_uuid":"`+g.UUID+`"}`)
+	wantRaw(t, "port in another node's portgroup", status, http.StatusBadRequest, body, "portgroup")
+
+	// A portgroup with ports cannot be deleted (Ironic's PortgroupNotEmpty).
 	status, _, body = do(t, "DELETE", base+"portgroups/"+g.UUID, "1.26", "")
 	wantRaw(t, "DELETE non-empty", status, http.StatusBadRequest, body, "contains ports")
-	if err := l.c.Store().DeletePort(ctx, port.UUID); err != nil {
-		t.Fatal(err)
+	status, _, body = do(t, "PATCH", base+"ports/"+port.UUID, "1.26", `[{"op":"remove","path":"/portgroup_uuid"}]`)
+	if status != http.StatusOK || bodyMap(t, body)["portgroup_uuid"] != nil {
+		t.Fatalf("PATCH remove portgroup_uuid = %d %s", status, body)
 	}
 	if err := portgroups.Delete(ctx, sc, g.UUID).ExtractErr(); err != nil {
 		t.Fatalf("Delete: %v", err)

@@ -148,6 +148,22 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	if err != nil || len(ports) != 1 || ports[0].PortgroupUUID != g2.UUID {
 		t.Fatalf("ListPorts(n2) = %v, %v; want the port in %s", ports, err, g2.UUID)
 	}
+	for _, tc := range []struct {
+		pg   string
+		want []string
+	}{{strings.ToUpper(g2.UUID), []string{other.UUID}}, {g.UUID, []string{p.UUID}}, {"aaaaaaaa-0000-4000-8000-00000000dead", nil}} {
+		got, err := s.QueryPorts(c, baremetal.PortQuery{PortgroupUUID: tc.pg}, baremetal.Page{})
+		if err != nil {
+			t.Fatalf("QueryPorts(portgroup %s): %v", tc.pg, err)
+		}
+		var ids []string
+		for _, x := range got {
+			ids = append(ids, x.UUID)
+		}
+		if !reflect.DeepEqual(ids, tc.want) {
+			t.Fatalf("QueryPorts(portgroup %s) = %v, want %v", tc.pg, ids, tc.want)
+		}
+	}
 
 	// A portgroup with ports can be neither deleted nor moved.
 	err = s.DeletePortgroup(c, g.UUID)
