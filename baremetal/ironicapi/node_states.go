@@ -345,11 +345,18 @@ func (h *Handler) putProvisionState(rq *request) error {
 	if err := rq.checkConfigDrive(target, body.ConfigDrive); err != nil {
 		return err
 	}
+	runbookName := ""
 	if runbook != nil && *runbook != "" {
 		if !rq.v.AtLeast(92) {
 			return notAcceptable("Request not acceptable.")
 		}
-		return notFound("Runbook %s could not be found.", *runbook)
+		if target != "clean" && target != "service" {
+			return badRequest("\"runbook\" is only valid when setting target provision state to clean or service")
+		}
+		if _, err := h.store.GetRunbook(rq.ctx, *runbook); err != nil {
+			return notFoundAs(err, "Runbook %s could not be found.", *runbook)
+		}
+		runbookName = *runbook
 	}
 	if disableRamdisk != nil {
 		switch target {
@@ -396,7 +403,7 @@ func (h *Handler) putProvisionState(rq *request) error {
 	if target == "service" && !rq.v.AtLeast(87) {
 		return notAcceptable("Request not acceptable.")
 	}
-	if err := h.doProvision(rq, n, target, body.ConfigDrive, cleanSteps, deploySteps, serviceSteps, rescuePassword, disableRamdisk); err != nil {
+	if err := h.doProvision(rq, n, target, body.ConfigDrive, cleanSteps, deploySteps, serviceSteps, rescuePassword, disableRamdisk, runbookName); err != nil {
 		return verbError(target, n, err)
 	}
 	rq.statesLocation("")
@@ -417,7 +424,7 @@ func parseSteps(kind steps.Kind, field string, raw json.RawMessage) ([]steps.Ste
 }
 
 // doProvision calls the conductor verb of target.
-func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, configDrive, cleanSteps, deploySteps, serviceSteps json.RawMessage, rescuePassword *string, disableRamdisk *bool) error {
+func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, configDrive, cleanSteps, deploySteps, serviceSteps json.RawMessage, rescuePassword *string, disableRamdisk *bool, runbook string) error {
 	ctx, id := rq.ctx, n.UUID
 	switch target {
 	case "active", "deploy", "rebuild":
@@ -445,23 +452,23 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 	case "inspect":
 		return h.c.Inspect(ctx, id)
 	case "clean":
-		if cleanSteps == nil {
+		if cleanSteps == nil && runbook == "" {
 			return badRequest("\"clean_steps\" is required when setting target provision state to clean")
 		}
 		cs, err := parseSteps(steps.Clean, "clean_steps", cleanSteps)
 		if err != nil {
 			return err
 		}
-		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk})
+		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
 	case "service":
-		if serviceSteps == nil {
+		if serviceSteps == nil && runbook == "" {
 			return badRequest("\"service_steps\" is required when setting target provision state to service")
 		}
 		ss, err := parseSteps(steps.Service, "service_steps", serviceSteps)
 		if err != nil {
 			return err
 		}
-		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk})
+		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
 	case "manage":
 		return h.c.Manage(ctx, id)
 	case "provide":

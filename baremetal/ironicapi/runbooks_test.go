@@ -3,7 +3,9 @@ package ironicapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/runbooks"
@@ -75,4 +77,54 @@ func TestRunbooksThroughGophercloud(t *testing.T) {
 	if _, err := runbooks.Get(ctx, sc, rb.UUID).Extract(); err == nil {
 		t.Fatal("Get after Delete succeeded")
 	}
+}
+
+// A manual clean names a stored runbook (1.92) instead of clean_steps;
+// the node carries the runbook's name as a trait, as Ironic requires.
+func TestCleanWithRunbookThroughTheProvisionAPI(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	sc := l.client(t, "1.92")
+	if _, err := runbooks.Create(ctx, sc, runbooks.CreateOpts{Name: "CUSTOM_RESET", Steps: []runbooks.Step{
+		{Interface: nodes.InterfaceBIOS, Step: "factory_reset", Args: map[string]any{}, Order: 1},
+	}}).Extract(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := nodes.Create(ctx, sc, nodes.CreateOpts{Driver: "fake-hardware", Name: "rb-node"}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := l.srv.URL + "/v1/nodes/" + n.UUID
+	wait := func(state string) {
+		t.Helper()
+		for i := 0; i < 200; i++ {
+			got, err := nodes.Get(ctx, sc, n.UUID).Extract()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ProvisionState == state && got.TargetProvisionState == "" {
+				return
+			}
+			if strings.Contains(got.ProvisionState, "failed") {
+				t.Fatalf("node %s: %s", got.ProvisionState, got.LastError)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("node never reached %s", state)
+	}
+	st, _, body := do(t, "PUT", base+"/states/provision", "1.92", `{"target":"manage"}`)
+	wantRaw(t, "manage", st, http.StatusAccepted, body, "")
+	wait("manageable")
+	// Without the trait the conductor refuses the runbook.
+	st, _, body = do(t, "PUT", base+"/states/provision", "1.92", `{"target":"clean","runbook":"CUSTOM_RESET"}`)
+	if st != http.StatusBadRequest {
+		t.Fatalf("runbook without the trait: %d %s", st, body)
+	}
+	st, _, body = do(t, "PUT", base+"/traits/CUSTOM_RESET", "1.92", "")
+	wantRaw(t, "trait", st, http.StatusNoContent, body, "")
+	st, _, body = do(t, "PUT", base+"/states/provision", "1.92", `{"target":"provide","runbook":"CUSTOM_RESET"}`)
+	wantRaw(t, "runbook with provide", st, http.StatusBadRequest, body, "only valid when setting target provision state to clean or service")
+	st, _, body = do(t, "PUT", base+"/states/provision", "1.92", `{"target":"clean","runbook":"CUSTOM_RESET"}`)
+	wantRaw(t, "clean with runbook", st, http.StatusAccepted, body, "")
+	wait("manageable")
 }
