@@ -212,3 +212,28 @@ func TestHTTPBasicThroughHandler(t *testing.T) {
 		t.Fatalf("gophercloud with a wrong password: %v, want a 401", err)
 	}
 }
+
+// FuzzParseHTPasswd: any user file either loads at least one user or
+// fails with an *HTPasswdError whose line is within the file, never
+// echoing a hash; Authenticate on what loaded never panics.
+func FuzzParseHTPasswd(f *testing.F) {
+	f.Add([]byte(ironicFixture), "myName", "myPassword")
+	f.Add([]byte("a:$2y$05$x\n:b\n"), "a", "b")
+	f.Add([]byte("u:{SHA}abc\n"), "u", "")
+	f.Fuzz(func(t *testing.T, data []byte, user, password string) {
+		b, err := ironicapi.ParseHTPasswd("f", data)
+		if err != nil {
+			var he *ironicapi.HTPasswdError
+			if !errors.As(err, &he) || he.Line < 0 || he.Line > strings.Count(string(data), "\n")+1 {
+				t.Fatalf("error %v (%T)", err, err)
+			}
+			return
+		}
+		if b.Users() == 0 {
+			t.Fatal("loaded without a user")
+		}
+		r := httptest.NewRequest(http.MethodGet, "/v1/nodes", nil)
+		r.Header.Set("Authorization", basic(user, password))
+		_ = b.Authenticate(r)
+	})
+}

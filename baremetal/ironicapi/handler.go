@@ -164,6 +164,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// python-ironicclient lists with filters at "/v1/nodes/?..." and
+	// "/v1/ports/?...": Ironic's pecan routes a trailing slash as if it
+	// were absent, so one is dropped here (the version document keeps
+	// its own route for "/v1/").
+	if p := r.URL.Path; len(p) > 1 && p != "/v1/" && strings.HasSuffix(p, "/") {
+		u := *r.URL
+		u.Path = strings.TrimSuffix(p, "/")
+		u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+		r2 := *r
+		r2.URL = &u
+		r = &r2
+	}
 	if h.opts.Agent != nil && isRamdiskPath(r.URL.Path) {
 		h.opts.Agent.ServeHTTP(w, r)
 		return

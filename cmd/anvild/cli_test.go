@@ -229,6 +229,15 @@ func runCLISession(t *testing.T, c *cli) {
 		if len(nodes) != 1 || nodes[0]["UUID"] != uuid || nodes[0]["Name"] != "cli-node-1" || nodes[0]["Provisioning State"] != "enroll" {
 			t.Fatalf("node list: %v", nodes)
 		}
+		// Filtered lists go to "/v1/nodes/?...", with the slash.
+		c.json(&nodes, "node", "list", "--provision-state", "enroll")
+		if len(nodes) != 1 || nodes[0]["UUID"] != uuid {
+			t.Fatalf("node list --provision-state enroll: %v", nodes)
+		}
+		c.json(&nodes, "node", "list", "--provision-state", "active")
+		if len(nodes) != 0 {
+			t.Fatalf("node list --provision-state active: %v", nodes)
+		}
 	})
 	ch.step("node show", func(t *testing.T) {
 		c.t = t

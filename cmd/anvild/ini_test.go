@@ -56,3 +56,28 @@ func TestParseINI(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseINI: any input either parses into values that all have a
+// section, a name without separators and a line within the input, or
+// fails with a *ConfigSyntaxError naming a line within it.
+func FuzzParseINI(f *testing.F) {
+	for _, s := range []string{"[DEFAULT]\nhost = a\n", "[api]\nport: 6385\n  cont\n", "x\n", "[a\n", "; c\n[b]\nk=\"v\"\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines := strings.Count(string(data), "\n") + 1
+		ini, err := parseINI("f.conf", data)
+		if err != nil {
+			var se *ConfigSyntaxError
+			if !errors.As(err, &se) || se.Line < 1 || se.Line > lines {
+				t.Fatalf("error %v (%T) for %q", err, err, data)
+			}
+			return
+		}
+		for _, v := range ini.Values {
+			if v.Section == "" || v.Name == "" || strings.ContainsAny(v.Name, "=:\n") || v.Line < 1 || v.Line > lines {
+				t.Fatalf("value %+v from %q", v, data)
+			}
+		}
+	})
+}
