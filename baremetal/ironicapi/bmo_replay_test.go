@@ -62,9 +62,14 @@ package ironicapi_test
 //     MAC and every NIC the last inspection found that has no port, GET
 //     /v1/ports?address=<mac>&fields=... (a port of another node is an
 //     error) then POST /v1/ports {node_uuid, address, pxe_enabled}.
-//  4. With preprovisioning network data (and no image builder), PATCH
-//     /v1/nodes/{uuid} [{"op":"add","path":"/network_data",...}] when the
-//     node's network_data differs.
+//  4. For a node that already existed, the node PATCH of this pass
+//     carries /name when it differs, the whole /driver_info (the API masks
+//     the password, so BMO sends it again only when the credentials
+//     secret changed or the first *_address key differs),
+//     /disable_power_off and /properties/cpu_arch when they differ; and,
+//     with preprovisioning network data (and no image builder),
+//     /network_data when the node's differs. Rewriting driver_info drops
+//     the deploy image keys; the configuration PATCH below puts them back.
 //  5. By provision state: enroll without last_error and without target
 //     manageable: PUT /v1/nodes/{uuid}/states/provision {"target":"manage"}
 //     (202); verifying: wait; cleaning, clean wait, deploying, wait
@@ -112,8 +117,10 @@ package ironicapi_test
 // PoweredOn. With online true and the node off: PUT .../states/power
 // {"target":"power on"} (202), only when target_provision_state is empty,
 // then poll while target_power_state is "power on". Power off is the same
-// with "power off" (or "soft power off" with timeout 180 for a soft
-// reboot; "rebooting" when disable_power_off is set).
+// with "power off", or, for a reboot annotation (soft unless it says
+// hard), "soft power off" with timeout 180, and "power off" when that is
+// refused with 400 ("rebooting"/"soft rebooting" instead when
+// disable_power_off is set); the node is then powered on again.
 //
 // Provisioning (BMO's Provision):
 //
@@ -169,7 +176,13 @@ package ironicapi_test
 // default power interface, so inspection and deployment run with a
 // simulated IPA over real HTTP on the API's own listener: the inventory
 // BMO reads is the one the simulated ramdisk posted to
-// /v1/continue_inspection. BMO's waits (3 to 10 s) are 10 ms.
+// /v1/continue_inspection. BMO's waits (3 to 10 s) are 10 ms. The host
+// has a preprovisioningNetworkData and a networkData secret (the same
+// network_data.json), rootDeviceHints {deviceName: /dev/sda,
+// minSizeGigabytes: 100, rotational: false}, a qcow2 image with a sha256
+// checksum, user data, online: true and automated cleaning; its BMC
+// credentials are rotated once after registration and it is rebooted once
+// (soft) while provisioned.
 //
 // # Missing endpoints
 //
@@ -399,6 +412,13 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// peek returns the trail so far.
+func (r *recorder) peek() (trail, errs []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.trail), slices.Clone(r.errs)
+}
+
 // take returns (and forgets) the trail and the version errors so far.
 func (r *recorder) take() (trail, errs []string) {
 	r.mu.Lock()
@@ -507,6 +527,8 @@ type bmoHost struct {
 	nodeID             string
 	cached             *nodes.Node
 	nics               []string
+	driverInfo         map[string]any
+	credsChanged       bool
 	inv                *nodes.InventoryData
 
 	// blocked names why the remaining steps cannot run.
@@ -707,16 +729,32 @@ func (h *bmoHost) provision(t *testing.T, n *nodes.Node, opts nodes.ProvisionSta
 // "busy, later".
 func (h *bmoHost) power(t *testing.T, n *nodes.Node, target nodes.TargetPowerState) bool {
 	t.Helper()
-	if n.TargetProvisionState != "" {
-		return false
-	}
-	err := nodes.ChangePowerState(h.ctx, h.sc, n.UUID, nodes.PowerStateOpts{Target: target}).ExtractErr()
-	if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
-		return false
-	}
+	ok, err := h.tryPower(t, n, target)
 	h.must(t, fmt.Sprintf("PUT /v1/nodes/{uuid}/states/power {target: %s}", target), err)
+	return ok
+}
+
+// tryPower is changePower returning the error BMO looks at: a soft power
+// off refused with 400 makes BMO power off hard instead. BMO gives a soft
+// power off 180 s.
+func (h *bmoHost) tryPower(t *testing.T, n *nodes.Node, target nodes.TargetPowerState) (bool, error) {
+	t.Helper()
+	if n.TargetProvisionState != "" {
+		return false, nil
+	}
+	opts := nodes.PowerStateOpts{Target: target}
+	if target == nodes.SoftPowerOff {
+		opts.Timeout = 180
+	}
+	err := nodes.ChangePowerState(h.ctx, h.sc, n.UUID, opts).ExtractErr()
+	if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	h.cached = nil
-	return true
+	return true, nil
 }
 
 // portFields are the fields BMO asks for when listing ports.
@@ -810,12 +848,48 @@ func bmoCapabilities(n *nodes.Node) string {
 // exists; it reports whether registration is complete.
 func (h *bmoHost) register(t *testing.T) bool {
 	t.Helper()
+	return h.registerPass(t, false)
+}
+
+// bmcAddress is the first *_address key of a driver_info (BMO compares
+// only that one to decide whether the BMC moved).
+func bmcAddress(di map[string]any) map[string]any {
+	keys := make([]string, 0, len(di))
+	for k := range di {
+		if strings.HasSuffix(k, "_address") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return map[string]any{}
+	}
+	return map[string]any{keys[0]: di[keys[0]]}
+}
+
+// registerPass is BMO's Register; created says the node was just made by
+// POST /v1/nodes (BMO then skips the checks of an existing node's name,
+// BMC address, credentials and disable_power_off).
+func (h *bmoHost) registerPass(t *testing.T, created bool) bool {
+	t.Helper()
 	n := h.getNode(t)
+	var ops []nodes.UpdateOperation
+	if !created {
+		top := map[string]any{"name": n.Name, "driver_info": n.DriverInfo, "disable_power_off": n.DisablePowerOff}
+		ops = append(ops, updateOp("/name", top, "name", bmoNamespace+"~"+h.name)...)
+		if h.credsChanged || fmt.Sprint(bmcAddress(n.DriverInfo)) != fmt.Sprint(bmcAddress(h.driverInfo)) {
+			ops = append(ops, nodes.UpdateOperation{Op: nodes.AddOp, Path: "/driver_info", Value: h.driverInfo})
+		}
+		ops = append(ops, updateOp("/disable_power_off", top, "disable_power_off", false)...)
+		ops = append(ops, updateOp("/properties/cpu_arch", n.Properties, "cpu_arch", "x86_64")...)
+	}
 	switch n.ProvisionState {
 	case "enroll", "manageable", "available", "active", "adopt failed", "inspect failed", "clean failed", "deploy failed", "service failed", "error":
 		h.createPorts(t, n)
 	}
-	n = h.patch(t, n, updateOp("/network_data", map[string]any{"network_data": n.NetworkData}, "network_data", bmoNetworkData(h.bootMAC)))
+	ops = append(ops, updateOp("/network_data", map[string]any{"network_data": n.NetworkData}, "network_data", bmoNetworkData(h.bootMAC))...)
+	n = h.patch(t, n, ops)
+	h.credsChanged = false
 	switch n.ProvisionState {
 	case "enroll":
 		if n.LastError != "" {
@@ -863,7 +937,7 @@ func TestBMOReplay(t *testing.T) {
 			lab := newBMOLab(t)
 			h := &bmoHost{lab: lab, shape: shape, ctx: context.Background(),
 				name: "worker-" + shape.name, uid: fmt.Sprintf("6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5%d", i),
-				bootMAC: fmt.Sprintf("00:5c:52:31:3a:%02x", 0x9c+i)}
+				bootMAC: fmt.Sprintf("00:5c:52:31:3a:%02x", 0x9c+i), driverInfo: shape.driverInfo}
 			h.replay(t)
 		})
 	}
@@ -875,6 +949,7 @@ func (h *bmoHost) replay(t *testing.T) {
 	h.step(t, "03-register-lookup", h.stepLookup)
 	h.step(t, "04-register-create", h.stepCreate)
 	h.step(t, "05-register-manage", h.stepManage)
+	h.step(t, "05b-register-credentials-rotated", h.stepRotateCredentials)
 	h.step(t, "06-register-firmware-bios", h.stepFirmwareBIOS)
 	h.step(t, "07-inspect", h.stepInspect)
 	h.step(t, "08-inspect-inventory", h.stepInventory)
@@ -884,6 +959,7 @@ func (h *bmoHost) replay(t *testing.T) {
 	h.step(t, "12-provision-instance-info-validate", h.stepInstanceInfo)
 	h.step(t, "13-provision-deploy-configdrive", h.stepDeploy)
 	h.step(t, "14-provisioned-steady", h.stepProvisioned)
+	h.step(t, "14b-provisioned-soft-reboot", h.stepSoftReboot)
 	h.step(t, "15-deprovision", h.stepDeprovision)
 	h.step(t, "16-power-off-before-delete", h.stepPowerOff)
 	h.step(t, "17-delete", h.stepDelete)
@@ -960,7 +1036,7 @@ func (h *bmoHost) stepCreate(t *testing.T) {
 	opts := nodes.CreateOpts{
 		Driver:              builtin.FakeHardware,
 		Name:                bmoNamespace + "~" + h.name,
-		DriverInfo:          h.shape.driverInfo,
+		DriverInfo:          h.driverInfo,
 		BIOSInterface:       h.shape.interfaces["bios_interface"],
 		BootInterface:       h.shape.interfaces["boot_interface"],
 		FirmwareInterface:   h.shape.interfaces["firmware_interface"],
@@ -1002,7 +1078,7 @@ func (h *bmoHost) stepCreate(t *testing.T) {
 		differs(t, "", "created driver_info."+k, n.DriverInfo[k], want)
 	}
 	h.cached = n
-	if h.register(t) {
+	if h.registerPass(t, true) {
 		t.Fatalf("registration done on a node in %s; BMO asks for manageable first", n.ProvisionState)
 	}
 	ps := h.listPorts(t, ports.ListOpts{NodeUUID: h.nodeID})
@@ -1062,6 +1138,54 @@ func (h *bmoHost) stepManage(t *testing.T) {
 	if ops := h.configureOps(n); len(ops) != 0 {
 		t.Errorf("configuration PATCH again after it applied: %+v (node driver_info %v properties %v)", ops, n.DriverInfo, n.Properties)
 	}
+}
+
+// Step 5b: the BMC credentials secret changes: BMO writes the whole
+// driver_info again (the API never shows the password, so BMO cannot
+// compare it), which drops the deploy image keys; the configuration PATCH
+// of the same pass puts them back.
+func (h *bmoHost) stepRotateCredentials(t *testing.T) {
+	const rotated = "bmc-rotated-s3cret"
+	info := map[string]any{}
+	pwKey := ""
+	for k, v := range h.driverInfo {
+		info[k] = v
+		if strings.HasSuffix(k, "_password") {
+			pwKey = k
+			info[k] = rotated
+		}
+	}
+	h.driverInfo, h.credsChanged = info, true
+	h.reconcile()
+	if !h.register(t) {
+		t.Fatalf("registration of a manageable node not done in one pass")
+	}
+	n := h.getNode(t)
+	differs(t, "", "driver_info."+pwKey+" after rotation", n.DriverInfo[pwKey], "******")
+	differs(t, "", "driver_info.deploy_kernel after rotation", n.DriverInfo["deploy_kernel"], bmoDeployKernel)
+	stored, err := h.lab.c.Store().GetNode(h.ctx, h.nodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.DriverInfo[pwKey] != rotated {
+		t.Errorf("stored driver_info.%s is not the rotated password", pwKey)
+	}
+	h.reconcile()
+	h.register(t)
+	if trail, _ := h.rec.peek(); countPrefix(trail, "PATCH ") != 2 {
+		t.Errorf("PATCHes of the rotation = %d, want 2 (driver_info, then the deploy image keys), none after:%s", countPrefix(trail, "PATCH "), fold(trail))
+	}
+}
+
+// countPrefix counts the trail lines starting with p.
+func countPrefix(trail []string, p string) int {
+	c := 0
+	for _, l := range trail {
+		if strings.HasPrefix(l, p) {
+			c++
+		}
+	}
+	return c
 }
 
 // Step 6: what BMO reads right after registration for its firmware
@@ -1421,6 +1545,58 @@ func (h *bmoHost) stepProvisioned(t *testing.T) {
 	differs(t, "", "provisioned power_state", n.PowerState, "power on")
 }
 
+// Step 14b: a reboot annotation (soft by default): BMO's power loop
+// powers the node off softly, falling back to a hard power off when the
+// soft one is refused with 400, then on again.
+func (h *bmoHost) stepSoftReboot(t *testing.T) {
+	from := len(h.lab.fleet.PowerCalls(h.nodeID))
+	soft := true
+	h.until(t, "soft power off", func() bool {
+		h.register(t)
+		n := h.getNode(t)
+		switch {
+		case n.PowerState == "power off":
+			return true
+		case n.TargetPowerState == "power off" || n.TargetPowerState == "soft power off":
+			return false
+		case n.LastError != "" && !strings.Contains(n.LastError, "aborted"):
+			t.Fatalf("power off: last_error %q", n.LastError)
+		}
+		_, err := h.tryPower(t, n, nodes.SoftPowerOff)
+		if gophercloud.ResponseCodeIs(err, http.StatusBadRequest) {
+			soft = false
+			t.Logf("soft power off refused with 400, BMO powers off hard: %v", err)
+			h.power(t, n, nodes.PowerOff)
+			return false
+		}
+		h.must(t, "PUT /v1/nodes/{uuid}/states/power {target: soft power off, timeout: 180}", err)
+		return false
+	})
+	h.until(t, "power on", func() bool {
+		h.register(t)
+		n := h.getNode(t)
+		if n.PowerState == "power on" {
+			return true
+		}
+		if n.TargetPowerState == "" {
+			h.power(t, n, nodes.PowerOn)
+		}
+		return false
+	})
+	n := h.getNode(t)
+	settled(t, "rebooted node", n, "active")
+	differs(t, "", "rebooted power_state", n.PowerState, "power on")
+	var targets []string
+	for _, c := range h.lab.fleet.PowerCalls(h.nodeID)[from:] {
+		targets = append(targets, string(c.Target))
+	}
+	wantOff := "power off"
+	if soft {
+		wantOff = "soft power off"
+	}
+	differs(t, "", "power actions of the reboot", targets, []string{wantOff, "power on"})
+}
+
 // Step 15: the host is deleted: deprovisioning tears the deployment down
 // and cleans; the node ends available.
 func (h *bmoHost) stepDeprovision(t *testing.T) {
@@ -1520,7 +1696,8 @@ func TestBMOReplayExternallyProvisioned(t *testing.T) {
 	t.Parallel()
 	lab := newBMOLab(t)
 	h := &bmoHost{lab: lab, shape: bmcShapes[0], ctx: context.Background(),
-		name: "controlplane-0", uid: "0d6f7a3c-1b2e-4f5a-8c9d-0e1f2a3b4c5d", bootMAC: "00:5c:52:31:3a:b0"}
+		name: "controlplane-0", uid: "0d6f7a3c-1b2e-4f5a-8c9d-0e1f2a3b4c5d", bootMAC: "00:5c:52:31:3a:b0",
+		driverInfo: bmcShapes[0].driverInfo}
 	h.step(t, "01-client-microversion", h.stepMicroversion)
 	h.step(t, "02-readiness-drivers", h.stepDrivers)
 	h.step(t, "03-register-lookup", h.stepLookup)
