@@ -154,9 +154,13 @@ package ironicapi_test
 // again; available is done; clean failed is retried through manage (after
 // DELETE .../maintenance when in maintenance).
 //
-// Deletion: powering off first (BMO's PowerOff, hard): abort inspect
-// wait or clean wait if the node is in one, then PUT .../states/power
-// {"target":"power off"} when it is not off. Then BMO's Delete: in
+// Deletion: powering off first (BMO's PowerOff, hard): in inspect wait,
+// PUT .../states/provision {"target":"abort"} (and, as the inspect failed
+// node keeps its target, {"target":"manage"}); in clean wait, abort a
+// manual cleaning (an automated one is waited for); wait while
+// inspecting or cleaning; then PUT .../states/power {"target":"power
+// off"} when it is not off, failing on a last_error unless it says
+// "aborted". Then BMO's Delete: in
 // available or manageable, PATCH remove /instance_uuid when it is still
 // set; in enroll, delete at once; in the *ing states wait; in any other
 // state (active, failed states) PUT /v1/nodes/{uuid}/maintenance
@@ -283,7 +287,9 @@ func (l *bmoLab) executed(node string) []agenttest.Execution {
 	return out
 }
 
-func newBMOLab(t *testing.T) *bmoLab {
+// newBMOLab builds the lab; inspection, when set, adjusts what a node's
+// inspection ramdisk posts (simfleet.Config.Inspection).
+func newBMOLab(t *testing.T, inspection ...func(string, agenttest.InspectionConfig) agenttest.InspectionConfig) *bmoLab {
 	t.Helper()
 	store := sqlstoretest.OpenSQLite(t, clock.System())
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
@@ -324,13 +330,18 @@ func newBMOLab(t *testing.T) *bmoLab {
 	t.Cleanup(srv.Close)
 	apiURL := "http://" + srv.Listener.Addr().String()
 	lab := &bmoLab{srv: srv, agents: map[string][]*agenttest.Agent{}}
-	fleet, err := simfleet.New(simfleet.Config{APIURL: apiURL, Agent: func(node string) *agenttest.Agent {
+	fc := simfleet.Config{APIURL: apiURL}
+	if len(inspection) > 0 {
+		fc.Inspection = inspection[0]
+	}
+	fc.Agent = func(node string) *agenttest.Agent {
 		a := agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: 5 * time.Millisecond})
 		lab.mu.Lock()
 		lab.agents[node] = append(lab.agents[node], a)
 		lab.mu.Unlock()
 		return a
-	}})
+	}
+	fleet, err := simfleet.New(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1800,4 +1811,100 @@ func (h *bmoHost) stepDeleteActive(t *testing.T) {
 		deleted = true
 		return false
 	})
+}
+
+// TestBMOReplayDeletedWhileInspecting replays a host deleted while its
+// inspection waits for a ramdisk that never reports (its callback answers
+// 503): BMO's power off before deletion first aborts the inspection
+// (inspect wait: PUT .../states/provision {"target":"abort"}), then,
+// because Ironic leaves target_provision_state set on the inspect failed
+// node, moves it to manageable; the power off that follows ignores a
+// last_error that says the operation was aborted. Then BMO deletes the
+// manageable node.
+func TestBMOReplayDeletedWhileInspecting(t *testing.T) {
+	t.Parallel()
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(sink.Close)
+	lab := newBMOLab(t, func(_ string, ic agenttest.InspectionConfig) agenttest.InspectionConfig {
+		ic.CallbackURL = sink.URL + "/v1/continue_inspection"
+		return ic
+	})
+	h := &bmoHost{lab: lab, shape: bmcShapes[1], ctx: context.Background(),
+		name: "worker-stuck", uid: "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", bootMAC: "00:5c:52:31:3a:c0",
+		driverInfo: bmcShapes[1].driverInfo}
+	h.step(t, "01-client-microversion", h.stepMicroversion)
+	h.step(t, "02-readiness-drivers", h.stepDrivers)
+	h.step(t, "03-register-lookup", h.stepLookup)
+	h.step(t, "04-register-create", h.stepCreate)
+	h.step(t, "05-register-manage", h.stepManage)
+	h.step(t, "06-inspect-waits", func(t *testing.T) {
+		h.reconcile()
+		h.capacity(t)
+		h.register(t)
+		n := h.getNode(t)
+		if inv := h.inventory(t); inv != nil {
+			t.Fatalf("a node never inspected has an inventory: %+v", inv)
+		}
+		if !h.provision(t, n, nodes.ProvisionStateOpts{Target: nodes.TargetInspect}) {
+			t.Fatal("inspect refused with 409 on an idle manageable node")
+		}
+		h.until(t, "inspect wait", func() bool {
+			h.register(t)
+			switch n := h.getNode(t); n.ProvisionState {
+			case "inspecting":
+				return false
+			case "inspect wait":
+				differs(t, "", "waiting node target_provision_state", n.TargetProvisionState, "manageable")
+				return true
+			default:
+				t.Fatalf("provision state %s while the ramdisk cannot report, want inspect wait", n.ProvisionState)
+			}
+			return false
+		})
+	})
+	h.step(t, "07-power-off-before-delete", func(t *testing.T) {
+		aborted := false
+		h.until(t, "power off", func() bool {
+			h.register(t)
+			n := h.getNode(t)
+			switch n.ProvisionState {
+			case "inspect wait":
+				aborted = h.provision(t, n, nodes.ProvisionStateOpts{Target: nodes.TargetAbort}) || aborted
+				return false
+			case "inspecting":
+				return false
+			case "inspect failed":
+				if n.TargetProvisionState != "" {
+					h.provision(t, n, nodes.ProvisionStateOpts{Target: nodes.TargetManage})
+					return false
+				}
+			}
+			if n.PowerState == "power off" {
+				return true
+			}
+			if n.TargetPowerState == "power off" {
+				return false
+			}
+			if n.TargetPowerState == "" && n.LastError != "" && !strings.Contains(n.LastError, "aborted") {
+				t.Fatalf("power off: last_error %q does not say aborted: BMO fails the deletion with it", n.LastError)
+			}
+			h.power(t, n, nodes.PowerOff)
+			return false
+		})
+		if !aborted {
+			t.Error("the inspection was never aborted")
+		}
+		seen := h.since(0)
+		if !slices.Contains(seen, "inspect failed") {
+			t.Errorf("states %v: the aborted inspection never showed inspect failed", seen)
+		}
+		n := h.getNode(t)
+		differs(t, "", "node after abort and power off: power_state", n.PowerState, "power off")
+		if !strings.Contains(n.LastError, "aborted") && n.LastError != "" {
+			t.Errorf("last_error after the abort = %q, BMO expects it to say aborted", n.LastError)
+		}
+	})
+	h.step(t, "08-delete", h.stepDelete)
 }
