@@ -225,6 +225,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/steps"
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/noauth"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/drivers"
@@ -287,9 +288,16 @@ func (l *bmoLab) executed(node string) []agenttest.Execution {
 	return out
 }
 
-// newBMOLab builds the lab; inspection, when set, adjusts what a node's
-// inspection ramdisk posts (simfleet.Config.Inspection).
-func newBMOLab(t *testing.T, inspection ...func(string, agenttest.InspectionConfig) agenttest.InspectionConfig) *bmoLab {
+// bmoLabOptions adjust the simulated machines of a lab.
+type bmoLabOptions struct {
+	// inspection adjusts what a node's inspection ramdisk posts
+	// (simfleet.Config.Inspection).
+	inspection func(string, agenttest.InspectionConfig) agenttest.InspectionConfig
+	// agent scripts every simulated agent at each boot.
+	agent func(*agenttest.Agent)
+}
+
+func newBMOLab(t *testing.T, o bmoLabOptions) *bmoLab {
 	t.Helper()
 	store := sqlstoretest.OpenSQLite(t, clock.System())
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
@@ -330,12 +338,12 @@ func newBMOLab(t *testing.T, inspection ...func(string, agenttest.InspectionConf
 	t.Cleanup(srv.Close)
 	apiURL := "http://" + srv.Listener.Addr().String()
 	lab := &bmoLab{srv: srv, agents: map[string][]*agenttest.Agent{}}
-	fc := simfleet.Config{APIURL: apiURL}
-	if len(inspection) > 0 {
-		fc.Inspection = inspection[0]
-	}
+	fc := simfleet.Config{APIURL: apiURL, Inspection: o.inspection}
 	fc.Agent = func(node string) *agenttest.Agent {
 		a := agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: 5 * time.Millisecond})
+		if o.agent != nil {
+			o.agent(a)
+		}
 		lab.mu.Lock()
 		lab.agents[node] = append(lab.agents[node], a)
 		lab.mu.Unlock()
@@ -937,7 +945,7 @@ func TestBMOReplay(t *testing.T) {
 	for i, shape := range bmcShapes {
 		t.Run(shape.name, func(t *testing.T) {
 			t.Parallel()
-			lab := newBMOLab(t)
+			lab := newBMOLab(t, bmoLabOptions{})
 			h := &bmoHost{lab: lab, shape: shape, ctx: context.Background(),
 				name: "worker-" + shape.name, uid: fmt.Sprintf("6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5%d", i),
 				bootMAC: fmt.Sprintf("00:5c:52:31:3a:%02x", 0x9c+i), driverInfo: shape.driverInfo}
@@ -1610,7 +1618,7 @@ func (h *bmoHost) stepDeprovision(t *testing.T) {
 		h.register(t)
 		n := h.getNode(t)
 		switch n.ProvisionState {
-		case "active":
+		case "active", "deploy failed", "wait call-back":
 			if n.AutomatedClean == nil || !*n.AutomatedClean {
 				h.patch(t, n, updateOp("/automated_clean", nil, "automated_clean", true))
 				return false
@@ -1631,7 +1639,7 @@ func (h *bmoHost) stepDeprovision(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	subset(t, "deprovision", h.since(from), "active", "deleting", "cleaning", "clean wait", "available")
+	subset(t, "deprovision", h.since(from), "active", "wait call-back", "deploying", "deleting", "cleaning", "clean wait", "available")
 	n := h.getNode(t)
 	settled(t, "deprovisioned node", n, "available")
 	// Ironic's tear-down forgets the instance.
@@ -1697,7 +1705,7 @@ func (h *bmoHost) stepDelete(t *testing.T) {
 // (BMO's way to delete a node Ironic would otherwise refuse to).
 func TestBMOReplayExternallyProvisioned(t *testing.T) {
 	t.Parallel()
-	lab := newBMOLab(t)
+	lab := newBMOLab(t, bmoLabOptions{})
 	h := &bmoHost{lab: lab, shape: bmcShapes[0], ctx: context.Background(),
 		name: "controlplane-0", uid: "0d6f7a3c-1b2e-4f5a-8c9d-0e1f2a3b4c5d", bootMAC: "00:5c:52:31:3a:b0",
 		driverInfo: bmcShapes[0].driverInfo}
@@ -1827,10 +1835,10 @@ func TestBMOReplayDeletedWhileInspecting(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(sink.Close)
-	lab := newBMOLab(t, func(_ string, ic agenttest.InspectionConfig) agenttest.InspectionConfig {
+	lab := newBMOLab(t, bmoLabOptions{inspection: func(_ string, ic agenttest.InspectionConfig) agenttest.InspectionConfig {
 		ic.CallbackURL = sink.URL + "/v1/continue_inspection"
 		return ic
-	})
+	}})
 	h := &bmoHost{lab: lab, shape: bmcShapes[1], ctx: context.Background(),
 		name: "worker-stuck", uid: "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", bootMAC: "00:5c:52:31:3a:c0",
 		driverInfo: bmcShapes[1].driverInfo}
@@ -1907,4 +1915,54 @@ func TestBMOReplayDeletedWhileInspecting(t *testing.T) {
 		}
 	})
 	h.step(t, "08-delete", h.stepDelete)
+}
+
+// TestBMOReplayDeletedWhileDeploying replays a host deleted while its
+// image is being written: inspection is disabled (the host has a boot
+// MAC), so the host goes from registration to preparing, provisioning
+// starts, and the deploy sits in wait call-back while the agent's
+// write_image runs. BMO's Deprovision in wait call-back PATCHes
+// automated_clean if needed and sends {"target":"deleted"}; the node
+// tears down, cleans and ends available, and is deleted.
+func TestBMOReplayDeletedWhileDeploying(t *testing.T) {
+	t.Parallel()
+	lab := newBMOLab(t, bmoLabOptions{agent: func(a *agenttest.Agent) {
+		a.SetStepBehavior(steps.Deploy, "deploy", "write_image", agenttest.Behavior{Delay: time.Minute})
+	}})
+	h := &bmoHost{lab: lab, shape: bmcShapes[0], ctx: context.Background(),
+		name: "worker-slow", uid: "3c2b1a09-8f7e-4d6c-9b5a-4f3e2d1c0b9a", bootMAC: "00:5c:52:31:3a:d0",
+		driverInfo: bmcShapes[0].driverInfo}
+	h.step(t, "01-client-microversion", h.stepMicroversion)
+	h.step(t, "02-readiness-drivers", h.stepDrivers)
+	h.step(t, "03-register-lookup", h.stepLookup)
+	h.step(t, "04-register-create", h.stepCreate)
+	h.step(t, "05-register-manage", h.stepManage)
+	h.step(t, "06-prepare", h.stepPrepare)
+	h.step(t, "07-provision-provide", h.stepProvide)
+	h.step(t, "08-provision-instance-info-validate", h.stepInstanceInfo)
+	h.step(t, "09-deploy-waits", func(t *testing.T) {
+		n := h.getNode(t)
+		if !h.provision(t, n, nodes.ProvisionStateOpts{Target: nodes.TargetActive, ConfigDrive: h.bmoConfigDrive()}) {
+			t.Fatal("deploy refused with 409 on an idle available node")
+		}
+		h.until(t, "wait call-back during write_image", func() bool {
+			h.register(t)
+			n := h.getNode(t)
+			switch n.ProvisionState {
+			case "deploying", "available":
+				return false
+			case "wait call-back":
+				return n.DeployStep["step"] == "write_image"
+			default:
+				t.Fatalf("provision state %s while write_image runs, want wait call-back", n.ProvisionState)
+			}
+			return false
+		})
+		n = h.getNode(t)
+		differs(t, "", "deploying node target_provision_state", n.TargetProvisionState, "active")
+		differs(t, "", "deploying node deploy_step.interface", n.DeployStep["interface"], "deploy")
+	})
+	h.step(t, "10-deprovision", h.stepDeprovision)
+	h.step(t, "11-power-off-before-delete", h.stepPowerOff)
+	h.step(t, "12-delete", h.stepDelete)
 }
