@@ -188,6 +188,16 @@ package ironicapi_test
 // credentials are rotated once after registration and it is rebooted once
 // (soft) while provisioned.
 //
+// # The replays
+//
+// TestBMOReplay runs the whole life of a host for an IPMI and a Redfish
+// BMC; TestBMOReplayExternallyProvisioned adopts a running host and
+// deletes it through maintenance; TestBMOReplayDeletedWhileInspecting and
+// TestBMOReplayDeletedWhileDeploying delete hosts stuck in inspect wait
+// and in wait call-back. Each step logs the requests it sent (go test -v
+// shows the sequence as BMO sends it), and every request must be sent and
+// answered at the microversion BMO chose.
+//
 // # Missing endpoints
 //
 // Several endpoints land on main separately. A call answered with the
