@@ -75,8 +75,10 @@ type BMCMachine struct {
 	Username, Password string
 	// MAC is the NIC's address; Tap its tap device.
 	MAC, Tap string
-	// Console is the serial console of every boot, in one transcript.
-	Console *Console
+	// Console is the serial console of every boot, in one transcript;
+	// ConsoleLog a file with the same bytes, for a person to follow.
+	Console    *Console
+	ConsoleLog string
 
 	opts BMCMachineOptions
 	n    *Network
@@ -88,6 +90,7 @@ type BMCMachine struct {
 	conLn, ipmiLn, solLn net.Listener
 	fifo                 *os.File
 	conW                 *io.PipeWriter
+	conLog               *os.File // ConsoleLog
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -220,6 +223,10 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 	// bytes go into one Console through a pipe.
 	if m.conLn, err = net.Listen("unix", filepath.Join(m.dir, "con.sock")); err != nil {
 		return nil, fmt.Errorf("vmlab: console socket: %w", err)
+	}
+	m.ConsoleLog = filepath.Join(m.dir, "console.log")
+	if m.conLog, err = os.Create(m.ConsoleLog); err != nil {
+		return nil, err
 	}
 	var conR *io.PipeReader
 	conR, m.conW = io.Pipe()
@@ -527,6 +534,7 @@ func (m *BMCMachine) acceptConsole() {
 			k, err := c.Read(buf)
 			if k > 0 {
 				_, _ = m.conW.Write(buf[:k])
+				_, _ = m.conLog.Write(buf[:k])
 				m.mu.Lock()
 				sol := m.solConn
 				m.mu.Unlock()
@@ -638,7 +646,7 @@ func (m *BMCMachine) Close() error {
 		errs = append(errs, m.sim.Stop(5*time.Second))
 	}
 	m.cancel()
-	for _, c := range []io.Closer{m.conLn, m.ipmiLn, m.solLn, m.fifo} {
+	for _, c := range []io.Closer{m.conLn, m.ipmiLn, m.solLn, m.fifo, m.conLog} {
 		if c != nil {
 			c.Close()
 		}
