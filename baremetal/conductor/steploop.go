@@ -62,8 +62,9 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 				// just inspected the node, still up): as Ironic's
 				// prepare_inband_cleaning, the ramdisk boot is prepared
 				// but the node is not rebooted; the run waits for that
-				// agent's heartbeat.
-				err = c.prepareRamdiskBoot(ctx, t, networkPurpose(kind), c.agentRamdiskParams())
+				// agent's heartbeat. Its token stays: it may have looked
+				// the node up already.
+				err = c.prepareRamdiskConfig(ctx, t, networkPurpose(kind), c.agentRamdiskParams())
 			} else {
 				err = c.bootRamdisk(ctx, t, kind)
 			}
