@@ -100,3 +100,39 @@ func TestFastTrackCleanAfterInspectionWaitsForAgent(t *testing.T) {
 		t.Fatalf("erase_devices_metadata ran %d times on the inspection's agent, want 1", got)
 	}
 }
+
+// TestFastTrackUndeployPowersOffAndBootsTheRamdisk undeploys a node
+// deployed with fast track, soon after its inspection: the tear-down
+// powers the instance off (Ironic's agent deploy tear_down), so fast
+// track no longer applies (power off) and cleaning boots a new ramdisk
+// instead of waiting for a heartbeat from the instance, which has no
+// agent. The conductor used to leave the instance running, and with the
+// inspection still recent the cleaning waited in clean wait for an agent
+// that would never come.
+func TestFastTrackUndeployPowersOffAndBootsTheRamdisk(t *testing.T) {
+	t.Parallel()
+	// RetryInterval: the new agent's lookups refused while the undeploy
+	// holds the node are retried at once, not after IPA's 5, 10, 30 s.
+	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{FastTrack: true}, simfleet.Config{RetryInterval: 50 * time.Millisecond})
+	n := h.enrollInspectNode("ft-undeploy", simfleet.PowerName, nil)
+	h.must(h.c.Inspect(h.ctx, n.UUID))
+	h.waitForFinished(n.UUID, statemachine.Manageable)
+	h.must(h.c.Provide(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Available)
+	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
+	if a := h.waitFor(n.UUID, statemachine.Active); a.PowerState != driver.PowerOn {
+		t.Fatalf("active node power %q", a.PowerState)
+	}
+	boots, calls := h.fleet.Boots(n.UUID), len(h.fleet.PowerCalls(n.UUID))
+	h.must(h.c.Undeploy(h.ctx, n.UUID))
+	// Once cleaning waits for its agent the ramdisk is booted (before
+	// the fix it was not, and the wait never ended).
+	h.waitFor(n.UUID, statemachine.CleanWait)
+	if got := h.fleet.Boots(n.UUID); got != boots+1 {
+		t.Fatalf("%d ramdisk boots once cleaning waits, want %d (one for cleaning)", got, boots+1)
+	}
+	h.waitFor(n.UUID, statemachine.Available)
+	if pc := h.fleet.PowerCalls(n.UUID)[calls:]; len(pc) == 0 || pc[0].Target != driver.PowerOff {
+		t.Fatalf("power actions of the undeploy %v: want the instance powered off first", pc)
+	}
+}
