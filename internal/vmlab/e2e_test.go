@@ -404,6 +404,9 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 		// under TCG takes far too long; erase_devices_metadata (IPA's
 		// priority 99) stays.
 		CleanStepPriorityOverride: map[string]int{"deploy.erase_devices": 0},
+		// Under TCG on a loaded machine the agent starts minutes after
+		// its ramdisk's download (five, at load 20).
+		BootStageDeadlines: stage.Deadlines{Agent: 20 * time.Minute},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -757,8 +760,13 @@ func (lab *e2eLab) run(t *testing.T) {
 	// 6. A wrong checksum: the agent refuses the image; the deploy fails
 	// with its error, the node unlocked; undeploy recovers it.
 	start = time.Now()
+	// The undeploy emptied instance_info: the image again, with a wrong
+	// SHA-256.
 	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
-		n.InstanceInfo["image_os_hash_value"] = strings.Repeat("0", 64)
+		n.InstanceInfo = map[string]any{
+			"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
+			"image_os_hash_algo": "sha256", "image_os_hash_value": strings.Repeat("0", 64),
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -786,10 +794,10 @@ func (lab *e2eLab) run(t *testing.T) {
 	// 7. The qcow2 image (IPA converts it with qemu-img).
 	start = time.Now()
 	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
-		n.InstanceInfo["image_source"] = "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.qcow2"
-		n.InstanceInfo["image_disk_format"] = "qcow2"
-		n.InstanceInfo["image_os_hash_algo"] = "sha512"
-		n.InstanceInfo["image_os_hash_value"] = lab.img.QCOW2SHA512
+		n.InstanceInfo = map[string]any{
+			"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.qcow2", "image_disk_format": "qcow2",
+			"image_os_hash_algo": "sha512", "image_os_hash_value": lab.img.QCOW2SHA512,
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
