@@ -95,6 +95,18 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 			return err
 		}
 	}
+	if c.agentBased(t) && !n.DisablePowerOff && n.PowerState != driver.PowerOff {
+		// Ironic's agent deploy tear_down powers the instance off first:
+		// cleaning then boots the ramdisk afresh. Left running, an
+		// instance without an agent would pass for a fast-track agent
+		// soon after an inspection, and cleaning would wait for its
+		// heartbeat.
+		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
+			t.fail(ctx, msg, false)
+			return err
+		}
+	}
 	err := callIface(ctx, t, driver.KindDeploy, "tear down", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.TearDown(ctx, v); err != nil {
 			return err

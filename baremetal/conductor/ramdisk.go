@@ -36,6 +36,21 @@ func (c *Conductor) bootRamdisk(ctx context.Context, t *task, kind steps.Kind) e
 // agent's token and URL forgotten (unless the token is pre-generated), so
 // the booting agent finds no stale token.
 func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose driver.NetworkPurpose, params map[string]any) error {
+	if err := c.prepareRamdiskConfig(ctx, t, purpose, params); err != nil {
+		return err
+	}
+	n := t.node
+	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
+		delete(n.DriverInternalInfo, driver.InternalAgentToken)
+	}
+	delete(n.DriverInternalInfo, driver.InternalAgentURL)
+	return nil
+}
+
+// prepareRamdiskConfig is prepareRamdiskBoot keeping the agent's token
+// and URL: for a fast-track run whose agent is up (it may have looked
+// the node up already) and is not rebooted.
+func (c *Conductor) prepareRamdiskConfig(ctx context.Context, t *task, purpose driver.NetworkPurpose, params map[string]any) error {
 	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		if nw := d.Network(); nw != nil {
 			if err := nw.AddNetwork(ctx, v, purpose); err != nil {
@@ -56,11 +71,6 @@ func (c *Conductor) prepareRamdiskBoot(ctx context.Context, t *task, purpose dri
 		return err
 	}
 	c.bootPrepared(ctx, t)
-	n := t.node
-	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
-		delete(n.DriverInternalInfo, driver.InternalAgentToken)
-	}
-	delete(n.DriverInternalInfo, driver.InternalAgentURL)
 	return nil
 }
 

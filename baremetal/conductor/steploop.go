@@ -57,7 +57,17 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 			return nil
 		})
 		if err == nil && wait && reboot {
-			err = c.bootRamdisk(ctx, t, kind)
+			if ft, _ := c.isFastTrack(ctx, t); ft {
+				// Fast track with no agent checked in yet (the one that
+				// just inspected the node, still up): as Ironic's
+				// prepare_inband_cleaning, the ramdisk boot is prepared
+				// but the node is not rebooted; the run waits for that
+				// agent's heartbeat. Its token stays: it may have looked
+				// the node up already.
+				err = c.prepareRamdiskConfig(ctx, t, networkPurpose(kind), c.agentRamdiskParams())
+			} else {
+				err = c.bootRamdisk(ctx, t, kind)
+			}
 		}
 		if err == nil && !wait && c.agentBased(t) {
 			// The agent is already up (fast track): fetch its steps

@@ -143,12 +143,22 @@ func (c *Console) WaitForRegexp(ctx context.Context, re *regexp.Regexp) (Line, e
 	return c.wait(ctx, re.String(), re.MatchString)
 }
 
+// WaitForAfter is WaitFor for the lines read at or after since: a later
+// boot of a machine whose console outlives its boots (BMCMachine).
+func (c *Console) WaitForAfter(ctx context.Context, since time.Time, substr string) (Line, error) {
+	return c.waitLine(ctx, substr, func(l Line) bool { return !l.At.Before(since) && strings.Contains(l.Text, substr) })
+}
+
 func (c *Console) wait(ctx context.Context, what string, match func(string) bool) (Line, error) {
+	return c.waitLine(ctx, what, func(l Line) bool { return match(l.Text) })
+}
+
+func (c *Console) waitLine(ctx context.Context, what string, match func(Line) bool) (Line, error) {
 	seen := 0
 	for {
 		c.mu.Lock()
 		for i := max(seen-c.dropped, 0); i < len(c.lines); i++ {
-			if match(c.lines[i].Text) {
+			if match(c.lines[i]) {
 				l := c.lines[i]
 				c.mu.Unlock()
 				return l, nil

@@ -277,6 +277,12 @@ func Check(records []Record, now time.Time, d Deadlines) (Stall, bool) {
 		waiting, limit = "agent lookup", d.Agent
 	case DHCPDiscover, DHCPOffer, DHCPAck:
 		waiting, limit = nextAfterDHCP(cur), d.Fetch
+		if last.Arch == "" && reached(cur, Ramdisk) {
+			// A client without a PXE architecture after the ramdisk
+			// was downloaded: the ramdisk's own OS taking its address
+			// (IPA's dhclient), whose agent comes next.
+			waiting, limit = "agent lookup", d.Agent
+		}
 	case TFTPSent, TFTPFailed, File:
 		waiting, limit = "boot script or kernel request", d.Fetch
 	case Script:
@@ -295,6 +301,16 @@ func Check(records []Record, now time.Time, d Deadlines) (Stall, bool) {
 	}
 	msg := fmt.Sprintf("%s, no %s in %s", Summary(cur), waiting, secondsText(limit))
 	return Stall{Last: last, Waiting: waiting, Limit: limit, Message: msg}, true
+}
+
+// reached reports whether the attempt has a record of stage st.
+func reached(cur []Record, st Stage) bool {
+	for _, r := range cur {
+		if r.Stage == st {
+			return true
+		}
+	}
+	return false
 }
 
 // nextAfterDHCP names what a machine should ask for after its DHCP

@@ -22,6 +22,8 @@ func TestCheckNamesTheLastStageReached(t *testing.T) {
 	ramdisk := stage.Record{Node: "n1", Stage: stage.Ramdisk, At: at(20), Bytes: 90 << 20, Duration: 11 * time.Second}
 	lookup := stage.Record{Node: "n1", Stage: stage.AgentLookup, At: at(90), Addr: "192.0.2.23"}
 	beat := stage.Record{Node: "n1", Stage: stage.AgentHeartbeat, At: at(92), Addr: "192.0.2.23"}
+	ramdiskAck := stage.Record{Node: "n1", MAC: mac, Stage: stage.DHCPAck, At: at(60), Addr: "192.0.2.23"}
+	pxeAgain := stage.Record{Node: "n1", MAC: mac, Stage: stage.DHCPAck, At: at(61), Addr: "192.0.2.23", Arch: "bios"}
 	d := stage.Deadlines{DHCP: 600 * time.Second, Fetch: 600 * time.Second, Agent: 600 * time.Second, Heartbeat: 300 * time.Second}
 
 	tests := []struct {
@@ -44,6 +46,13 @@ func TestCheckNamesTheLastStageReached(t *testing.T) {
 		{name: "no heartbeat", records: []stage.Record{prepared, ramdisk, lookup}, now: at(390), stalled: true,
 			want: "boot configuration written at 10:42:00, ramdisk downloaded (90.0 MiB in 11s) at 10:42:20, agent lookup from 192.0.2.23 at 10:43:30, no agent heartbeat in 300 s"},
 		{name: "heartbeat ends the checks", records: []stage.Record{prepared, ramdisk, lookup, beat}, now: at(100000)},
+		// The booted ramdisk's own DHCP (no PXE client architecture) is
+		// not a firmware waiting for a boot file: the agent comes next.
+		{name: "the ramdisk's DHCP within the agent deadline", records: []stage.Record{prepared, offer, script, kernel, ramdisk, ramdiskAck}, now: at(60 + 599)},
+		{name: "no agent after the ramdisk's DHCP", records: []stage.Record{prepared, script, kernel, ramdisk, ramdiskAck}, now: at(60 + 600), stalled: true,
+			want: "boot configuration written at 10:42:00, boot script /boot/52-54-00-12-34-56.ipxe fetched at 10:42:07, kernel downloaded (8.0 MiB in 2s) at 10:42:09, ramdisk downloaded (90.0 MiB in 11s) at 10:42:20, DHCP acknowledged 192.0.2.23 at 10:43:00, no agent lookup in 600 s"},
+		{name: "a firmware DHCP after the ramdisk still wants a boot file", records: []stage.Record{prepared, script, kernel, ramdisk, pxeAgain}, now: at(61 + 600), stalled: true,
+			want: "boot configuration written at 10:42:00, boot script /boot/52-54-00-12-34-56.ipxe fetched at 10:42:07, kernel downloaded (8.0 MiB in 2s) at 10:42:09, ramdisk downloaded (90.0 MiB in 11s) at 10:42:20, DHCP acknowledged 192.0.2.23 at 10:43:01, no boot file request in 600 s"},
 		{name: "an earlier attempt does not count", records: []stage.Record{prepared, offer, prepared}, now: at(10)},
 	}
 	for _, tc := range tests {

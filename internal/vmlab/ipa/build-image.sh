@@ -6,7 +6,7 @@
 # openstack/latest/meta_data.json and the "anvil-marker:" line of
 # openstack/latest/user_data, and prints
 #   ANVIL-OS-MARKER hostname=<hostname> user-data=<value>
-# on the serial console, then keeps the machine up.
+# on the serial console, again every 10 s, keeping the machine up.
 #
 # usage: build-image.sh KERNEL_DEB BUSYBOX OUT_DIR
 # writes OUT_DIR/disk.raw, OUT_DIR/disk.qcow2 and their .sha256/.sha512.
@@ -77,8 +77,11 @@ else
   echo "anvil-os: no config drive (label config-2); block devices: $(ls /sys/class/block | tr '\n' ' ')"
   blkid
 fi
-echo "ANVIL-OS-MARKER hostname=${host:-none} user-data=${data:-none}"
-while :; do sleep 3600; done
+# Again every 10 s: a serial console attached later (SOL) reads it too.
+while :; do
+  echo "ANVIL-OS-MARKER hostname=${host:-none} user-data=${data:-none}"
+  sleep 10
+done
 INIT
 chmod 0755 "$root/init"
 (cd "$root" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -9 -n >"$work/initrd"

@@ -28,7 +28,9 @@ root=$work/root
 
 # IPA's Python dependencies (Debian 12's, see the peers README), the
 # virtual package debootstrap cannot resolve (python3-cffi-backend), and
-# the programs IPA runs for inventory, cleaning and image writing.
+# the programs IPA runs for inventory, cleaning and image writing
+# (fuser from psmisc before erasing a disk's metadata, hexdump from
+# bsdextrautils for a disk's identifier, file for image types).
 pkgs=(
   python3 python3-eventlet python3-netifaces python3-oslo.config python3-oslo.concurrency
   python3-oslo.log python3-oslo.service python3-oslo.utils python3-oslo.serialization
@@ -37,6 +39,7 @@ pkgs=(
   python3-pbr python3-zeroconf python3-cffi-backend
   isc-dhcp-client iproute2 kmod udev ca-certificates util-linux dmidecode lshw parted gdisk
   qemu-utils efibootmgr hdparm ipmitool mdadm pciutils dosfstools e2fsprogs xfsprogs
+  psmisc bsdextrautils file
 )
 include=$(IFS=,; echo "${pkgs[*]}")
 echo "build-ramdisk: debootstrap $suite (minbase + ${#pkgs[@]} packages)"

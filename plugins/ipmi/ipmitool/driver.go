@@ -33,8 +33,10 @@ func HardwareTypeDef() driver.HardwareType {
 	return driver.HardwareType{
 		Name: HardwareType,
 		Supported: map[driver.Kind][]string{
-			driver.KindBoot:       {"ipxe", "pxe", "http-ipxe", "http"},
-			driver.KindDeploy:     {"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent"},
+			driver.KindBoot:   {"ipxe", "pxe", "http-ipxe", "http"},
+			driver.KindDeploy: {"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent"},
+			// GenericHardware's: in-band inspection by the ramdisk.
+			driver.KindInspect:    {"agent", driver.NoInspect},
 			driver.KindManagement: {ImplIPMITool, driver.Noop},
 			driver.KindPower:      {ImplIPMITool},
 			driver.KindVendor:     {ImplIPMITool, driver.NoVendor},

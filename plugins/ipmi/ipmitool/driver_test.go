@@ -3,6 +3,7 @@ package ipmitool
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,5 +118,26 @@ func TestDriverAgainstSimulator(t *testing.T) {
 	start := time.Now()
 	if _, err := p.GetPowerState(cctx, dead); err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("unreachable BMC: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestHardwareTypeInheritsGenericLists checks the ipmi hardware type's
+// supported lists against Ironic's (IPMIHardware extends GenericHardware,
+// reference §3): in particular in-band inspection ("agent") is supported,
+// before no-inspect, so that an ipmi node can be inspected by its ramdisk.
+func TestHardwareTypeInheritsGenericLists(t *testing.T) {
+	h := HardwareTypeDef()
+	for _, tc := range []struct {
+		kind driver.Kind
+		want []string
+	}{
+		{driver.KindBoot, []string{"ipxe", "pxe", "http-ipxe", "http"}},
+		{driver.KindDeploy, []string{"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent"}},
+		{driver.KindInspect, []string{"agent", driver.NoInspect}},
+		{driver.KindPower, []string{ImplIPMITool}},
+	} {
+		if got := h.SupportedFor(tc.kind); !slices.Equal(got, tc.want) {
+			t.Errorf("%s interfaces %v, want %v", tc.kind, got, tc.want)
+		}
 	}
 }

@@ -1,0 +1,686 @@
+package vmlab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// IPMISimBinary is Debian's IPMI simulator (package openipmi).
+const IPMISimBinary = "ipmi_sim"
+
+// Disk is a disk image a BMCMachine attaches as a virtio block device.
+type Disk struct {
+	// Path is a raw image file.
+	Path string
+	// Serial is the device's serial number (what root device hints and
+	// IPA's inventory see); empty means none.
+	Serial string
+}
+
+// BMCMachineOptions describe a virtual machine with an IPMI BMC.
+type BMCMachineOptions struct {
+	// Name names the machine in logs and in ipmi_sim's configuration.
+	Name string
+	// MAC is the NIC's address, lower case with colons.
+	MAC string
+	// MemoryMB defaults to 1024 (what the IPA ramdisk needs); CPUs to 1.
+	MemoryMB, CPUs int
+	// Disks are attached in order (vda, vdb, ...).
+	Disks []Disk
+	// Username and Password of the BMC's admin user; default admin and
+	// password (at most 16 characters).
+	Username, Password string
+	// Dir holds the BMC's and the machine's files; required, and short
+	// (Unix socket paths live in it).
+	Dir string
+	// Logger: nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// BMCMachine is a QEMU virtual machine (TCG) on a Network whose BMC is
+// Debian's ipmi_sim, listening on 127.0.0.1 in the host's namespace for
+// IPMI over LAN (lanplus, cipher suite 3), as a real server's BMC would:
+// Chassis Control powers the machine on (QEMU starts in the namespace,
+// its boot order taken from the boot device last set through the BMC:
+// pxe is the network, default the disk), off (QEMU ends) and resets it
+// (QEMU is restarted, so that a boot device set meanwhile applies);
+// power status is whether QEMU runs, so a guest that powers itself off
+// reads as off. ipmi_sim reaches the harness through its chassis_control
+// program, a shell script writing to a FIFO the harness reads: every
+// QEMU is the harness's own process, stopped by PID. The machine also
+// has an in-band BMC device (QEMU's isa-ipmi-bt over ipmi-bmc-extern,
+// connected to ipmi_sim's VM serial interface), so the agent's ipmitool
+// finds a BMC; and ipmi_sim's serial-over-LAN device carries the
+// machine's serial console ("ipmitool sol activate"), which the harness
+// also keeps, across every boot, in Console.
+type BMCMachine struct {
+	// Addr and Port are the BMC's IPMI LAN address (UDP).
+	Addr               string
+	Port               int
+	Username, Password string
+	// MAC is the NIC's address; Tap its tap device.
+	MAC, Tap string
+	// Console is the serial console of every boot, in one transcript;
+	// ConsoleLog a file with the same bytes, for a person to follow.
+	Console    *Console
+	ConsoleLog string
+
+	opts BMCMachineOptions
+	n    *Network
+	log  *slog.Logger
+	dir  string
+	sim  *Process
+	slot *slot
+
+	conLn, ipmiLn, solLn net.Listener
+	fifo                 *os.File
+	conW                 *io.PipeWriter
+	conLog               *os.File // ConsoleLog
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	qemu    *Process
+	vmConn  net.Conn // the running QEMU's console connection
+	solConn net.Conn // ipmi_sim's SOL connection
+	starts  []time.Time
+	events  []string
+	closed  bool
+}
+
+// chassisHook is ipmi_sim's chassis_control program: "get" answers from
+// the files the harness keeps; "set boot" records the boot device;
+// "set power|reset|shutdown" asks the harness through the FIFO and waits
+// for its answer file.
+const chassisHook = `#!/bin/sh
+d="$(dirname "$0")"
+op="$1"; shift
+case "$op" in
+get)
+  for p in "$@"; do
+    case "$p" in
+      power) echo "power:$(cat "$d/power")" ;;
+      boot) echo "boot:$(cat "$d/boot")" ;;
+      *) echo "Invalid parameter: $p"; exit 1 ;;
+    esac
+  done ;;
+set)
+  while [ $# -gt 0 ]; do
+    p="$1"; v="$2"; shift 2 || { echo "No value for $p"; exit 1; }
+    case "$p" in
+      boot)
+        case "$v" in none|pxe|default|cdrom|bios) ;; *) echo "Invalid boot value: $v"; exit 1 ;; esac
+        echo "$v" >"$d/boot.tmp" && mv "$d/boot.tmp" "$d/boot"
+        echo "boot $v" >"$d/ctl" ;;
+      power|reset|shutdown)
+        id="$$-$(date +%s%N)"
+        echo "$p $v $id" >"$d/ctl"
+        i=0
+        while [ ! -e "$d/ack/$id" ]; do
+          i=$((i + 1))
+          [ $i -gt 600 ] && { echo "no answer from the harness"; exit 1; }
+          sleep 0.1
+        done
+        a="$(cat "$d/ack/$id")"; rm -f "$d/ack/$id"
+        [ "$a" = ok ] || { echo "$a"; exit 1; } ;;
+      identify) shift 1 2>/dev/null || true ;;
+      *) echo "Invalid parameter: $p"; exit 1 ;;
+    esac
+  done ;;
+*) exit 1 ;;
+esac
+`
+
+// StartBMCMachine starts the machine's BMC, powered off. It waits
+// (bounded by ctx) for one of the machine-wide VM slots, held until
+// Close. Without ipmi_sim, ipmitool or QEMU the error wraps
+// ErrUnavailable.
+func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMCMachine, error) {
+	for _, b := range []string{IPMISimBinary, "ipmitool", QEMUBinary} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, fmt.Errorf("%w: no %s (Debian packages openipmi, ipmitool, qemu-system-x86)", ErrUnavailable, b)
+		}
+	}
+	if !macPattern.MatchString(o.MAC) {
+		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
+	}
+	if o.Dir == "" {
+		return nil, errors.New("vmlab: BMCMachineOptions.Dir is required")
+	}
+	if o.Name == "" {
+		o.Name = "vm"
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 1024
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 1
+	}
+	if o.Username == "" {
+		o.Username = "admin"
+	}
+	if o.Password == "" {
+		o.Password = "password"
+	}
+	if len(o.Password) > 16 || strings.ContainsAny(o.Password+o.Username, "\"\n\\") {
+		return nil, errors.New("vmlab: BMC username or password: want at most 16 characters, no quote, backslash or newline")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m := &BMCMachine{Addr: "127.0.0.1", Username: o.Username, Password: o.Password, MAC: o.MAC,
+		opts: o, n: n, log: log, dir: o.Dir}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			_ = m.Close()
+		}
+	}()
+	var err error
+	if m.Tap, err = n.AddTap(ctx); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct{ name, text string }{{"power", "0\n"}, {"boot", "none\n"}} {
+		if err := os.WriteFile(filepath.Join(m.dir, f.name), []byte(f.text), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(m.dir, "ack"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkfifo(filepath.Join(m.dir, "ctl"), 0o600); err != nil {
+		return nil, fmt.Errorf("vmlab: BMC control FIFO: %w", err)
+	}
+	// O_RDWR: the harness holds a writer too, so the reader never sees
+	// end of file between two hook runs.
+	if m.fifo, err = os.OpenFile(filepath.Join(m.dir, "ctl"), os.O_RDWR, 0); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "chassis"), []byte(chassisHook), 0o755); err != nil {
+		return nil, err
+	}
+
+	// The console: QEMU connects to conLn at each start; every boot's
+	// bytes go into one Console through a pipe.
+	if m.conLn, err = net.Listen("unix", filepath.Join(m.dir, "con.sock")); err != nil {
+		return nil, fmt.Errorf("vmlab: console socket: %w", err)
+	}
+	m.ConsoleLog = filepath.Join(m.dir, "console.log")
+	if m.conLog, err = os.Create(m.ConsoleLog); err != nil {
+		return nil, err
+	}
+	var conR *io.PipeReader
+	conR, m.conW = io.Pipe()
+	m.Console = newConsole(conR)
+	// The in-band BMC device: QEMU connects to ipmiLn; the relay dials
+	// ipmi_sim's VM interface on the host's loopback.
+	if m.ipmiLn, err = net.Listen("unix", filepath.Join(m.dir, "ipmi.sock")); err != nil {
+		return nil, fmt.Errorf("vmlab: BMC device socket: %w", err)
+	}
+	// SOL: ipmi_sim connects here and gets the console.
+	if m.solLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	vmPort, err := freeTCPPort()
+	if err != nil {
+		return nil, err
+	}
+	if m.Port, err = freeUDPPort(); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`name "%s"
+set_working_mc 0x20
+  startlan 1
+    addr 127.0.0.1 %d
+    priv_limit admin
+    allowed_auths_callback none md2 md5 straight
+    allowed_auths_user none md2 md5 straight
+    allowed_auths_operator none md2 md5 straight
+    allowed_auths_admin none md2 md5 straight
+    guid a1b2c3d4e5f6%020x
+  endlan
+  serial 15 127.0.0.1 %d codec VM
+  chassis_control "%s"
+  sol "tcp:%s" 115200
+  user 2 true "%s" "%s" admin 10 none md2 md5 straight
+`, o.Name, m.Port, m.Port, vmPort, filepath.Join(m.dir, "chassis"), m.solLn.Addr(), o.Username, o.Password)
+	emu := "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nsel_enable 0x20 1000 0x0a\nmc_enable 0x20\n"
+	if err := os.WriteFile(filepath.Join(m.dir, "lan.conf"), []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "bmc.emu"), []byte(emu), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(m.dir, "state"), 0o700); err != nil {
+		return nil, err
+	}
+	simLog, err := os.Create(filepath.Join(m.dir, "ipmi_sim.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer simLog.Close()
+	// In the host's namespace (not through ip netns exec): the conductor
+	// reaches the BMC on the loopback, as a BMC network apart from the
+	// provisioning network.
+	cmd := exec.Command(IPMISimBinary, "-n", "-c", filepath.Join(m.dir, "lan.conf"), "-f", filepath.Join(m.dir, "bmc.emu"), "-s", filepath.Join(m.dir, "state"))
+	cmd.Stdout, cmd.Stderr = simLog, simLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if m.sim, err = n.Start("ipmi_sim "+o.Name, cmd); err != nil {
+		return nil, err
+	}
+	m.wg.Add(4)
+	go m.control()
+	go m.acceptConsole()
+	go m.relayBMCDevice(vmPort)
+	go m.acceptSOL()
+	if err := m.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if m.slot, err = acquireSlot(ctx, slotDir()); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// IPMITool returns an ipmitool command addressing the BMC (lanplus,
+// cipher suite 3), with the password in the environment (-E), never in
+// the arguments.
+func (m *BMCMachine) IPMITool(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "ipmitool", append([]string{"-I", "lanplus", "-C", "3", "-H", m.Addr,
+		"-p", strconv.Itoa(m.Port), "-U", m.Username, "-E", "-R", "2", "-N", "2"}, args...)...)
+	cmd.Env = append(os.Environ(), "IPMI_PASSWORD="+m.Password)
+	return cmd
+}
+
+func (m *BMCMachine) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := m.IPMITool(ctx, "power", "status").CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-m.sim.Done():
+			b, _ := os.ReadFile(filepath.Join(m.dir, "ipmi_sim.log"))
+			return fmt.Errorf("vmlab: ipmi_sim exited: %v: %s", m.sim.err, b)
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("vmlab: the BMC did not answer: %v: %s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Powered reports whether QEMU runs.
+func (m *BMCMachine) Powered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running()
+}
+
+func (m *BMCMachine) running() bool {
+	if m.qemu == nil {
+		return false
+	}
+	select {
+	case <-m.qemu.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// Starts returns when QEMU was started, each time.
+func (m *BMCMachine) Starts() []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Time(nil), m.starts...)
+}
+
+// Events returns what the BMC was asked to do, in order, each with its
+// time ("15:04:05.000 power 1").
+func (m *BMCMachine) Events() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.events...)
+}
+
+// control serves the chassis hook's requests until Close.
+func (m *BMCMachine) control() {
+	defer m.wg.Done()
+	r := bufio.NewReaderSize(m.fifo, 512)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		m.mu.Lock()
+		m.events = append(m.events, time.Now().Format("15:04:05.000")+" "+f[0]+" "+f[1])
+		m.mu.Unlock()
+		if f[0] == "boot" || len(f) < 3 {
+			continue
+		}
+		answer := "ok"
+		if err := m.chassis(f[0], f[1]); err != nil {
+			m.log.Warn("vmlab: BMC chassis control failed", "machine", m.opts.Name, "op", f[0], "err", err)
+			answer = strings.ReplaceAll(err.Error(), "\n", " ")
+		}
+		id := filepath.Base(f[2])
+		_ = os.WriteFile(filepath.Join(m.dir, "ack", id), []byte(answer), 0o644)
+	}
+}
+
+// chassis carries out one chassis control request.
+func (m *BMCMachine) chassis(op, val string) error {
+	switch {
+	case op == "power" && val == "1":
+		return m.powerOn()
+	case op == "power" && val == "0", op == "shutdown":
+		return m.powerOff()
+	case op == "reset":
+		if !m.Powered() {
+			return nil // a reset of a machine that is off does nothing
+		}
+		if err := m.powerOff(); err != nil {
+			return err
+		}
+		return m.powerOn()
+	}
+	return fmt.Errorf("unknown request %s %s", op, val)
+}
+
+func (m *BMCMachine) setPowerFile(on bool) {
+	v := "0\n"
+	if on {
+		v = "1\n"
+	}
+	tmp := filepath.Join(m.dir, "power.tmp")
+	if err := os.WriteFile(tmp, []byte(v), 0o644); err == nil {
+		_ = os.Rename(tmp, filepath.Join(m.dir, "power"))
+	}
+}
+
+// bootOrder maps the boot device set through the BMC to QEMU's order.
+func (m *BMCMachine) bootOrder() string {
+	b, _ := os.ReadFile(filepath.Join(m.dir, "boot"))
+	switch strings.TrimSpace(string(b)) {
+	case "pxe":
+		return "n"
+	case "default", "bios":
+		return "c"
+	case "cdrom":
+		return "d"
+	}
+	return "cn" // no override: the disk, then the network
+}
+
+func (m *BMCMachine) powerOn() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("machine closed")
+	}
+	if m.running() {
+		return nil
+	}
+	args := []string{
+		"-name", m.opts.Name,
+		"-accel", "tcg",
+		"-machine", "pc,graphics=off",
+		"-m", strconv.Itoa(m.opts.MemoryMB),
+		"-smp", strconv.Itoa(m.opts.CPUs),
+		"-nodefaults", "-display", "none", "-vga", "none",
+		"-chardev", "socket,id=con0,path=" + m.conLn.Addr().String(),
+		"-serial", "chardev:con0",
+		"-chardev", "socket,id=ipmi0,path=" + m.ipmiLn.Addr().String() + ",reconnect=2",
+		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0",
+		"-device", "isa-ipmi-bt,bmc=bmc0",
+		"-netdev", "tap,id=net0,ifname=" + m.Tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=net0,mac=" + m.MAC,
+		"-boot", "order=" + m.bootOrder(),
+	}
+	for i, d := range m.opts.Disks {
+		id := "disk" + strconv.Itoa(i)
+		dev := "virtio-blk-pci,drive=" + id
+		if d.Serial != "" {
+			dev += ",serial=" + d.Serial
+		}
+		args = append(args, "-drive", "file="+d.Path+",format=raw,if=none,id="+id, "-device", dev)
+	}
+	cmd := m.n.Command(QEMUBinary, args...)
+	stderr := &boundedBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	p, err := m.n.Start("qemu "+m.opts.Name, cmd)
+	if err != nil {
+		return err
+	}
+	m.qemu = p
+	m.starts = append(m.starts, time.Now())
+	m.setPowerFile(true)
+	m.log.Debug("vmlab: machine powered on", "machine", m.opts.Name, "pid", p.PID(), "args", strings.Join(args, " "))
+	m.wg.Add(1)
+	go func() { // ends when QEMU exits
+		defer m.wg.Done()
+		<-p.Done()
+		m.mu.Lock()
+		if m.qemu == p {
+			m.setPowerFile(false)
+		}
+		m.mu.Unlock()
+		if p.err != nil && !strings.Contains(p.err.Error(), "signal") {
+			m.log.Warn("vmlab: QEMU exited", "machine", m.opts.Name, "err", p.err, "output", stderr.String())
+		}
+	}()
+	return nil
+}
+
+func (m *BMCMachine) powerOff() error {
+	m.mu.Lock()
+	p := m.qemu
+	m.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	// SIGTERM: QEMU flushes its disks and exits.
+	err := p.Stop(10 * time.Second)
+	m.mu.Lock()
+	m.setPowerFile(false)
+	m.mu.Unlock()
+	return err
+}
+
+// acceptConsole takes each QEMU's console connection and copies it into
+// the Console (and to ipmi_sim's SOL connection, when there is one).
+func (m *BMCMachine) acceptConsole() {
+	defer m.wg.Done()
+	for {
+		c, err := m.conLn.Accept()
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		if old := m.vmConn; old != nil {
+			old.Close()
+		}
+		m.vmConn = c
+		m.mu.Unlock()
+		buf := make([]byte, 4096)
+		for {
+			k, err := c.Read(buf)
+			if k > 0 {
+				_, _ = m.conW.Write(buf[:k])
+				_, _ = m.conLog.Write(buf[:k])
+				m.mu.Lock()
+				sol := m.solConn
+				m.mu.Unlock()
+				if sol != nil {
+					_ = sol.SetWriteDeadline(time.Now().Add(2 * time.Second))
+					if _, err := sol.Write(buf[:k]); err != nil {
+						sol.Close()
+					}
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		c.Close()
+	}
+}
+
+// acceptSOL takes ipmi_sim's SOL connections; what arrives on one (typed
+// into an activated SOL session) goes to the running QEMU's console.
+func (m *BMCMachine) acceptSOL() {
+	defer m.wg.Done()
+	for {
+		c, err := m.solLn.Accept()
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		if old := m.solConn; old != nil {
+			old.Close()
+		}
+		m.solConn = c
+		m.mu.Unlock()
+		m.wg.Add(1)
+		go func() { // ends when the connection closes
+			defer m.wg.Done()
+			buf := make([]byte, 1024)
+			for {
+				k, err := c.Read(buf)
+				if k > 0 {
+					m.mu.Lock()
+					vm := m.vmConn
+					m.mu.Unlock()
+					if vm != nil {
+						_, _ = vm.Write(buf[:k])
+					}
+				}
+				if err != nil {
+					c.Close()
+					return
+				}
+			}
+		}()
+	}
+}
+
+// relayBMCDevice joins each QEMU's BMC device connection to ipmi_sim's
+// VM interface on the host's loopback (QEMU, in the namespace, cannot
+// reach it; the file system is shared).
+func (m *BMCMachine) relayBMCDevice(port int) {
+	defer m.wg.Done()
+	for {
+		c, err := m.ipmiLn.Accept()
+		if err != nil {
+			return
+		}
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+		s, err := d.DialContext(dctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		cancel()
+		if err != nil {
+			c.Close()
+			continue
+		}
+		m.wg.Add(1)
+		go func() { // ends when either side closes (Close closes the listener; QEMU's exit closes c)
+			defer m.wg.Done()
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(s, c)
+				s.Close()
+				close(done)
+			}()
+			stop := context.AfterFunc(m.ctx, func() { c.Close(); s.Close() })
+			defer stop()
+			_, _ = io.Copy(c, s)
+			c.Close()
+			<-done
+		}()
+	}
+}
+
+// Close stops QEMU and ipmi_sim (by PID), the relays and the console, and
+// frees the VM slot. It is idempotent.
+func (m *BMCMachine) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	p := m.qemu
+	m.mu.Unlock()
+	var errs []error
+	if p != nil {
+		errs = append(errs, p.Stop(5*time.Second))
+	}
+	if m.sim != nil {
+		errs = append(errs, m.sim.Stop(5*time.Second))
+	}
+	m.cancel()
+	for _, c := range []io.Closer{m.conLn, m.ipmiLn, m.solLn, m.fifo, m.conLog} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	m.mu.Lock()
+	for _, c := range []net.Conn{m.vmConn, m.solConn} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	if m.conW != nil {
+		m.conW.Close()
+		<-m.Console.done
+	}
+	m.slot.release()
+	return errors.Join(errs...)
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func freeUDPPort() (int, error) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
