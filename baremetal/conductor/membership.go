@@ -250,6 +250,14 @@ func (c *Conductor) NodeOwner(ctx context.Context, ident string) (string, error)
 	if err != nil {
 		return "", err
 	}
+	return c.OwnerOfNode(n)
+}
+
+// OwnerOfNode is NodeOwner for a node the caller has already read: the
+// ring decides from the node's conductor group and hardware type, so no
+// store read is needed (an API listing a thousand nodes asks it once per
+// node).
+func (c *Conductor) OwnerOfNode(n *baremetal.Node) (string, error) {
 	if c.cluster == nil {
 		return c.host, nil
 	}

@@ -144,7 +144,7 @@ func (rq *request) nodeView(n *baremetal.Node) map[string]any {
 		"volume":                 rq.links("nodes", m.UUID+"/volume"),
 	}
 	if rq.v.AtLeast(49) {
-		if owner, err := rq.h.c.NodeOwner(rq.ctx, m.UUID); err == nil {
+		if owner, err := rq.h.c.OwnerOfNode(n); err == nil {
 			view["conductor"] = nullable(owner)
 		} else {
 			view["conductor"] = nil
