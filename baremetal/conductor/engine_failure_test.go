@@ -288,6 +288,22 @@ func rescueUnrescueAdoptPower(t *testing.T) {
 	if err := h.c.SetPowerState(h.ctx, n.UUID, "sideways", 0); !errors.Is(err, statemachine.ErrUnknownPowerState) {
 		t.Fatalf("bad power target: %v", err)
 	}
+	// As in Ironic, maintenance lets an active node with an instance be
+	// deleted (how a broken node is removed), but never a protected one.
+	h.must(h.c.SetMaintenance(h.ctx, n.UUID, true, "broken BMC"))
+	if _, err := h.c.Update(h.ctx, n.UUID, func(m *baremetal.Node) error { m.Protected = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(h.ctx, n.UUID); !errors.Is(err, conductor.ErrDeleteRefused) {
+		t.Fatalf("Delete of a protected node in maintenance: %v, want ErrDeleteRefused", err)
+	}
+	if _, err := h.c.Update(h.ctx, n.UUID, func(m *baremetal.Node) error { m.Protected = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.must(h.c.Delete(h.ctx, n.UUID))
+	if _, err := h.store.GetNode(h.ctx, n.UUID); !errors.Is(err, baremetal.ErrNotFound) {
+		t.Fatalf("node after Delete in maintenance: %v", err)
+	}
 }
 
 func (h *harness) waitPower(uuid string, want statemachine.PowerState) *baremetal.Node {

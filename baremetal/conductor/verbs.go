@@ -238,14 +238,27 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 		return err
 	}
 	n := t.node
-	if !statemachine.DeleteAllowed(n.ProvisionState, !c.opts.RefuseDeletingAvailable) {
+	// As in Ironic, a node in maintenance is deleted whatever its state
+	// and instance: that is how a hopelessly broken node (a dead BMC, a
+	// failed deployment) is removed.
+	if !n.Maintenance && n.Associated() {
 		t.release()
 		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
-			Reason: fmt.Sprintf("allowed in %v", statemachine.DeleteAllowedStates())}
+			Reason: "an instance is associated; undeploy it first, or set the node into maintenance mode"}
 	}
-	if n.Associated() {
+	if n.Protected {
 		t.release()
-		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused, Reason: "an instance is associated"}
+		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+			Reason: "the node is protected; unset protected first"}
+	}
+	if !n.Maintenance && !statemachine.DeleteAllowed(n.ProvisionState, !c.opts.RefuseDeletingAvailable) {
+		t.release()
+		allowed := statemachine.DeleteAllowedStates()
+		if !c.opts.RefuseDeletingAvailable {
+			allowed = append(allowed, statemachine.Available)
+		}
+		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+			Reason: fmt.Sprintf("valid provision states to perform deletion are %v, or set the node into maintenance mode", allowed)}
 	}
 	if n.ConsoleEnabled {
 		if host, elsewhere := c.consoleRunsElsewhere(n); elsewhere {

@@ -267,12 +267,6 @@ var knownDifferences = map[string]string{
 	// ramdisk posted ({"boot_interface": mac}) without it, so every NIC
 	// of a BareMetalHost inspected by Anvil reads pxe: false.
 	"plugin-data-all-interfaces": "in-band inspection stores no plugin_data.all_interfaces",
-	// Ironic's destroy_node refuses a node outside DELETE_ALLOWED_STATES
-	// or with an instance only when it is not in maintenance: maintenance
-	// is how BMO deletes active and failed nodes. Anvil's
-	// conductor.Delete checks the state and the instance regardless of
-	// maintenance and answers 409, which BMO retries forever.
-	"delete-in-maintenance": "DELETE /v1/nodes/{uuid} refuses an active node in maintenance",
 }
 
 // bmoLab is an API server on a conductor whose fake-hardware nodes inspect
