@@ -47,6 +47,7 @@ func Reference(b driver.Bundle) string {
 			{"NMIInjector", implements[driver.NMIInjector](i.Impl)},
 			{"IndicatorManager", implements[driver.IndicatorManager](i.Impl)},
 			{"SecureBootManager", implements[driver.SecureBootManager](i.Impl)},
+			{"VirtualMediaManager", implements[driver.VirtualMediaManager](i.Impl)},
 			{"SensorReader", implements[driver.SensorReader](i.Impl)},
 			{"StepRunner", implements[driver.StepRunner](i.Impl)},
 			{"AvailabilityReporter", implements[driver.AvailabilityReporter](i.Impl)},
