@@ -24,12 +24,20 @@ var localDiskCode = []byte{
 	0xeb, 0xfd, // jmp halt
 }
 
+// localDiskMessage is what the boot sector prints: the marker three
+// times, each on a line of its own. The firmware's last characters may
+// still be reaching the console when the boot sector starts writing to
+// the UART, and a CI run saw them land inside the first copy
+// ("Booting from SAN device 0x8AN0" then "VIL-LOCALDISK"); a later copy
+// is whole.
+const localDiskMessage = "\r\n" + LocalDiskMarker + "\r\n" + LocalDiskMarker + "\r\n" + LocalDiskMarker + "\r\n\x00"
+
 // LocalDiskImage writes to path a 1 MiB raw disk whose MBR boot sector
 // prints LocalDiskMarker on COM1 and halts (Scenario.Disk).
 func LocalDiskImage(path string) error {
 	disk := make([]byte, 1<<20)
 	n := copy(disk, localDiskCode)
-	copy(disk[n:], LocalDiskMarker+"\r\n\x00")
+	copy(disk[n:], localDiskMessage)
 	disk[510], disk[511] = 0x55, 0xaa
 	return os.WriteFile(path, disk, 0o644)
 }
