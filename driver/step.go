@@ -24,6 +24,15 @@ type StepResult struct {
 	// Polling says the conductor itself polls the step for completion
 	// rather than waiting for an agent heartbeat (Ironic's *_polling).
 	Polling bool `json:"polling,omitempty"`
+	// AgentCommand is the ID of the agent command a waiting step handed
+	// its work to (the answer to execute_<kind>_step). With the
+	// conductor's AgentSettings.PollCommands the conductor waits on that
+	// command and resumes the step the moment it ends, instead of at the
+	// agent's next heartbeat. It is optional: without it the heartbeats
+	// resume the step. Over the plugin boundary it is an optional JSON
+	// field: a peer of the previous protocol ignores it, and then the
+	// heartbeats resume the step.
+	AgentCommand string `json:"agent_command,omitempty"`
 }
 
 // Done reports whether the step finished.

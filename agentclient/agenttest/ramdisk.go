@@ -585,8 +585,14 @@ func (r *Ramdisk) Run(ctx context.Context) error {
 		}
 		if forced {
 			if since := r.clock.Now().Sub(lastBeat); since < minForced {
-				// Too soon: wait out the rest of the minimum, then beat.
-				if err := r.sleep(ctx, minForced-since); err != nil {
+				// Too soon: wait out the rest of the minimum, then beat;
+				// the periodic heartbeat still comes when it is due, as
+				// IPA checks both every few seconds.
+				wait := minForced - since
+				if due := next - since; due < wait {
+					wait = max(due, 0)
+				}
+				if err := r.sleep(ctx, wait); err != nil {
 					return nil
 				}
 			}

@@ -274,3 +274,37 @@ func TestNewRamdiskValidation(t *testing.T) {
 		t.Fatal("nothing to look up by accepted")
 	}
 }
+
+// TestRamdiskForcedHeartbeatKeepsThePeriodicOne checks that a heartbeat
+// forced by a finished command but held back by MinForcedInterval does
+// not delay the periodic heartbeat: IPA checks both every few seconds,
+// so its periodic heartbeat comes when due whatever a command did.
+func TestRamdiskForcedHeartbeatKeepsThePeriodicOne(t *testing.T) {
+	api := newAPI(t, "clean wait")
+	srv, err := agenttest.NewServer(agenttest.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
+		APIURL: api.url, MACs: []string{rdMAC}, Server: srv,
+		HeartbeatInterval: 200 * time.Millisecond, MinForcedInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = rd.Run(ctx) }()
+	eventually(t, "first heartbeat", func() bool { return api.backend.HeartbeatCount(rdNode) == 1 })
+	n, _ := api.backend.Node(rdNode)
+	c, _ := agentclient.NewClient(agentclient.ClientConfig{})
+	defer c.Close()
+	// A command finishes right after the first heartbeat: its forced
+	// heartbeat is an hour away, the periodic one 200 ms.
+	if _, err := c.GetCleanSteps(ctx, agentclient.Agent{NodeUUID: rdNode, URL: n.AgentURL, Token: n.AgentToken, VerifyCA: n.AgentVerifyCA}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "periodic heartbeats after the command", func() bool { return api.backend.HeartbeatCount(rdNode) >= 3 })
+}

@@ -77,7 +77,7 @@ func (c *Conductor) refreshAgentSteps(ctx context.Context, t *task, kind steps.K
 }
 
 // executeAgentStep starts an in-band step on the agent; its completion is
-// seen on a later heartbeat.
+// seen on a later heartbeat, or at once with AgentSettings.PollCommands.
 func (c *Conductor) executeAgentStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (driver.StepResult, error) {
 	cl, err := c.agentClient()
 	if err != nil {
@@ -89,18 +89,23 @@ func (c *Conductor) executeAgentStep(ctx context.Context, t *task, kind steps.Ki
 		return driver.StepResult{}, fmt.Errorf("%w: node %s has no agent URL yet", agentclient.ErrConnectionFailed, n.UUID)
 	}
 	node, ports, ver := agentNodeDict(n, kind), t.agentPorts(ctx), hardwareManagerVersion(n)
+	var res *agentclient.CommandResult
 	switch kind {
 	case steps.Clean:
-		_, err = cl.ExecuteCleanStep(ctx, a, s, node, ports, ver)
+		res, err = cl.ExecuteCleanStep(ctx, a, s, node, ports, ver)
 	case steps.Deploy:
-		_, err = cl.ExecuteDeployStep(ctx, a, s, node, ports, ver)
+		res, err = cl.ExecuteDeployStep(ctx, a, s, node, ports, ver)
 	default:
-		_, err = cl.ExecuteServiceStep(ctx, a, s, node, ports, ver)
+		res, err = cl.ExecuteServiceStep(ctx, a, s, node, ports, ver)
 	}
 	if err != nil {
 		return driver.StepResult{}, err
 	}
-	return driver.StepResult{Wait: true}, nil
+	out := driver.StepResult{Wait: true}
+	if res != nil {
+		out.AgentCommand = res.ID
+	}
+	return out, nil
 }
 
 // processNextStep looks at the agent's last command and continues the run

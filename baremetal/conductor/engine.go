@@ -52,6 +52,7 @@ type Conductor struct {
 	state   lifecycle
 	record  *baremetal.ConductorRecord
 	cancel  context.CancelFunc // ends background loops
+	bg      context.Context    // the background loops' context (ended by cancel)
 	workCtx context.Context    // passed to jobs; cancelled when Stop gives up waiting
 	workEnd context.CancelFunc
 	loops   sync.WaitGroup // pickup, dispatcher, periodic loops
@@ -71,6 +72,11 @@ type Conductor struct {
 
 	hbMu      sync.Mutex
 	pendingHB map[string]agentclient.Heartbeat
+
+	// watches holds the command wait of each node whose in-band step
+	// runs (node UUID to *commandWatch; AgentSettings.PollCommands).
+	watches      sync.Map
+	pollCommands atomic.Bool // AgentSettings.PollCommands, or SetPollCommands
 
 	plannerOnce sync.Once
 	plan        *steps.Planner
@@ -117,6 +123,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		pendingHB:     make(map[string]agentclient.Heartbeat),
 		bootStages:    make(chan queuedStage, o.BootStageBuffer),
 	}
+	c.pollCommands.Store(o.Agent.PollCommands)
 	c.metrics.workers.Set(float64(o.Workers))
 	c.hub.onDrop = func(n int) { c.metrics.watchDropped.Add(float64(n)) }
 	return c, nil
@@ -168,6 +175,7 @@ func (c *Conductor) Launch(ctx context.Context) error {
 
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.bg = bg
 	c.workCtx, c.workEnd = context.WithCancel(context.Background())
 	c.state = lifecycleRunning
 	c.running.Store(true)

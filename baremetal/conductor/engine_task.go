@@ -398,6 +398,10 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 		c.processHeartbeat(ctx, j.uuid)
 		return
 	}
+	if j.kind == jobCommandDone {
+		c.processCommandDone(ctx, j.uuid)
+		return
+	}
 	if j.run != nil {
 		// The release below also runs when run panics.
 		defer c.releaseQuietly(j.uuid)

@@ -207,6 +207,17 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 			n.ProvisionUpdatedAt = fresh.ProvisionUpdatedAt
 		}
 	}
+	if perr := c.continueWait(ctx, t, state); perr != nil {
+		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
+	}
+}
+
+// continueWait continues a node waiting for its agent (deploy, clean,
+// service or rescue wait), as a heartbeat does: it is called by
+// processHeartbeat and when the agent's command finished (watchCommand).
+// t holds the node's reservation.
+func (c *Conductor) continueWait(ctx context.Context, t *task, state statemachine.State) error {
+	n, uuid := t.node, t.node.UUID
 	var perr error
 	switch state {
 	case statemachine.CleanWait, statemachine.ServiceWait:
@@ -242,9 +253,7 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	case statemachine.RescueWait:
 		perr = c.finalizeRescue(ctx, t)
 	}
-	if perr != nil {
-		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
-	}
+	return perr
 }
 
 // tokenDesk issues the agent token of a node while the conductor holding

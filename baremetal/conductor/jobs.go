@@ -34,11 +34,17 @@ type jobKind int
 const (
 	jobIntent jobKind = iota
 	jobHeartbeat
+	// jobCommandDone continues a node whose agent command finished
+	// (AgentSettings.PollCommands).
+	jobCommandDone
 )
 
 func (j job) key() string {
-	if j.kind == jobHeartbeat {
+	switch j.kind {
+	case jobHeartbeat:
 		return "hb:" + j.uuid
+	case jobCommandDone:
+		return "cmd:" + j.uuid
 	}
 	return j.uuid
 }

@@ -14,6 +14,7 @@ type Metrics struct {
 	stepDuration  *prometheus.HistogramVec
 	stepFailures  *prometheus.CounterVec
 	heartbeats    *prometheus.CounterVec
+	commandWaits  *prometheus.CounterVec
 	powerSync     *prometheus.CounterVec
 	powerSyncRun  prometheus.Histogram
 	busyWorkers   prometheus.Gauge
@@ -48,6 +49,10 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "agent_heartbeats_total",
 			Help: "Agent heartbeats recorded, by provision state at the time.", ConstLabels: labels,
 		}, []string{"state"}),
+		commandWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "agent_command_waits_total",
+			Help: "Waits on an in-band step's agent command (AgentSettings.PollCommands), by outcome: finished (the run continued at once) or heartbeats (the wait gave up; heartbeats drive the run).", ConstLabels: labels,
+		}, []string{"outcome"}),
 		powerSync: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "anvil", Subsystem: "conductor", Name: "power_sync_total",
 			Help: "Power state sync outcomes per node (match, recorded, forced, failure, maintenance, recovered).", ConstLabels: labels,
@@ -82,7 +87,7 @@ func newMetrics(host string) *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
-		m.heartbeats, m.powerSync, m.powerSyncRun, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
+		m.heartbeats, m.commandWaits, m.powerSync, m.powerSyncRun, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
 		m.bootStagesDropped}
 }
 

@@ -219,6 +219,23 @@ type AgentSettings struct {
 	// before a hard power off, so a hung agent delays a power action by
 	// at most this long; default 30 s.
 	SyncTimeout time.Duration
+	// PollCommands continues a step run the moment the agent's command
+	// for an in-band step finishes, instead of at the agent's next
+	// heartbeat: once a step is handed to the agent, the conductor waits
+	// on the command (IPA's GET /v1/commands/{id}?wait=true, each call
+	// bounded by the agent client's CommandTimeout and asked again while
+	// the command runs) and then does what the heartbeat would. Ironic
+	// moves only on heartbeats, so every in-band step costs up to one
+	// heartbeat interval of idle time (30 to 60 % of the agent's
+	// heartbeat timeout). When the agent cannot be reached the wait
+	// ends and heartbeats drive the run as before; a heartbeat and a
+	// finished wait arriving together are serialised by the node's lock,
+	// and the second one finds nothing left to do. Off by default
+	// (Ironic's pacing); anvild turns it on.
+	PollCommands bool
+	// PollCommandsLimit bounds how long one command is waited on before
+	// the heartbeats alone drive the run; default 1 hour.
+	PollCommandsLimit time.Duration
 }
 
 // withDefaults fills the agent settings left zero (or negative) with
@@ -235,6 +252,9 @@ func (a AgentSettings) withDefaults() AgentSettings {
 	}
 	if a.SyncTimeout <= 0 {
 		a.SyncTimeout = 30 * time.Second
+	}
+	if a.PollCommandsLimit <= 0 {
+		a.PollCommandsLimit = time.Hour
 	}
 	return a
 }

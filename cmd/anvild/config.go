@@ -98,12 +98,16 @@ func defaultConfig() *Config {
 		EnableRamdiskEndpoints: true,
 		RestrictLookup:         true,
 		AgentRequireTLS:        true,
-		Conductor:              conductor.Options{DrainTimeout: 60 * time.Second},
-		Ring:                   "balanced",
-		LogFormat:              "text",
-		Metrics:                true,
-		NetbootHTTP:            "",
-		IPXEDir:                netboot.DefaultIPXEDir,
+		// Agent commands are waited on (AgentSettings.PollCommands): a
+		// step continues when the agent finishes it, not at the next
+		// heartbeat. [anvil]agent_command_polling = false restores
+		// Ironic's pacing.
+		Conductor:   conductor.Options{DrainTimeout: 60 * time.Second, Agent: conductor.AgentSettings{PollCommands: true}},
+		Ring:        "balanced",
+		LogFormat:   "text",
+		Metrics:     true,
+		NetbootHTTP: "",
+		IPXEDir:     netboot.DefaultIPXEDir,
 	}
 }
 
@@ -394,6 +398,7 @@ func options() []option {
 		{"anvil", "hash_ring", "", "", choice([]string{"balanced", "ironic"}, func(c *Config) *string { return &c.Ring })},
 		{"anvil", "log_format", "log-format", "text or json", choice([]string{"text", "json"}, func(c *Config) *string { return &c.LogFormat })},
 		{"anvil", "metrics", "", "", boolean(func(c *Config) *bool { return &c.Metrics })},
+		{"anvil", "agent_command_polling", "", "", boolean(func(c *Config) *bool { return &c.Conductor.Agent.PollCommands })},
 	}
 	for _, k := range driver.Kinds() {
 		opts = append(opts,

@@ -75,6 +75,9 @@ default_boot_mode = bios
 [agent]
 require_tls = False
 command_timeout = 120
+
+[anvil]
+agent_command_polling = false
 `)
 	var warnings []string
 	c, err := parseConfig([]string{"--config-file", conf, "--port", "7001", "--conductor-group", "rack2", "--debug"}, nil,
@@ -112,6 +115,7 @@ command_timeout = 120
 		{"boot mode", string(c.PXE.DefaultBootMode), "bios"},
 		{"require tls", c.AgentRequireTLS, false},
 		{"command timeout", c.AgentCommand, 120 * time.Second},
+		{"agent command polling off", c.Conductor.Agent.PollCommands, false},
 		{"debug flag", c.Debug, true},
 		{"unknown options warned once", c.warnedConfig, []string{"[DEFAULT]transport_url"}},
 	}
@@ -193,5 +197,17 @@ func TestParseConnection(t *testing.T) {
 		if err != nil || got.sqlite != tc.sqlite || got.postgres != tc.pg {
 			t.Errorf("%q: %+v, %v; want sqlite %q postgres %q", tc.conn, got, err, tc.sqlite, tc.pg)
 		}
+	}
+}
+
+// TestConfigPollsAgentCommandsByDefault: anvild continues a step when the
+// agent finishes it ([anvil]agent_command_polling, on unless set false).
+func TestConfigPollsAgentCommandsByDefault(t *testing.T) {
+	c, err := parseConfig(nil, nil, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Conductor.Agent.PollCommands {
+		t.Fatal("PollCommands off by default in anvild, want on")
 	}
 }

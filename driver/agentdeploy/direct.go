@@ -485,10 +485,15 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if _, err := d.client.ExecuteDeployStep(cctx, agentclient.Agent{NodeUUID: t.NodeUUID, URL: url, Token: tok, VerifyCA: ca}, step, node, nil, version); err != nil {
+	res, err := d.client.ExecuteDeployStep(cctx, agentclient.Agent{NodeUUID: t.NodeUUID, URL: url, Token: tok, VerifyCA: ca}, step, node, nil, version)
+	if err != nil {
 		return driver.StepResult{}, fmt.Errorf("deploy/direct: write_image on node %s: %w", t.NodeUUID, err)
 	}
-	return driver.StepResult{Wait: true}, nil
+	out := driver.StepResult{Wait: true}
+	if res != nil {
+		out.AgentCommand = res.ID
+	}
+	return out, nil
 }
 
 var (

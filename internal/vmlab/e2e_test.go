@@ -76,7 +76,10 @@ var ipmiPlugin = &plugintest.Plugin{Package: "github.com/anvilmetal/anvil/plugin
 // priority override, IPA's erase_devices_metadata zeroes the disk's first
 // MiB); deploy the raw image with root device hints and a config drive
 // (the OS prints the config drive's hostname on the console); undeploy
-// (cleaning again: the partition table is gone); a deploy with a wrong
+// (cleaning again: the partition table is gone); the same deploy and
+// undeploy again with the agent's commands waited on
+// (AgentSettings.PollCommands), the first pair having moved on the
+// agent's heartbeats only, as Ironic does; a deploy with a wrong
 // checksum fails with IPA's error and recovers with undeploy; the qcow2
 // image deploys. Fast track keeps the agent up from inspection to the
 // first deploy, and from the undeploy's cleaning on. It logs the wall
@@ -647,6 +650,15 @@ func configDrive(t *testing.T, userData string) json.RawMessage {
 	return b
 }
 
+// rawInstanceInfo is the instance_info of a deploy of the raw image with
+// the given SHA-256.
+func (lab *e2eLab) rawInstanceInfo(sha256 string) map[string]any {
+	return map[string]any{
+		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
+		"image_os_hash_algo": "sha256", "image_os_hash_value": sha256,
+	}
+}
+
 func (lab *e2eLab) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -669,11 +681,8 @@ func (lab *e2eLab) run(t *testing.T) {
 			"ipmi_address": lab.m.Addr, "ipmi_port": strconv.Itoa(lab.m.Port), "ipmi_username": lab.m.Username,
 			"ipmi_password": lab.m.Password, "ipmi_cipher_suite": "3",
 		},
-		Properties: map[string]any{"root_device": map[string]any{"serial": e2eRootDisk}},
-		InstanceInfo: map[string]any{
-			"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
-			"image_os_hash_algo": "sha256", "image_os_hash_value": lab.img.RawSHA256,
-		},
+		Properties:   map[string]any{"root_device": map[string]any{"serial": e2eRootDisk}},
+		InstanceInfo: lab.rawInstanceInfo(lab.img.RawSHA256),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -736,26 +745,52 @@ func (lab *e2eLab) run(t *testing.T) {
 	phase("provide", start)
 
 	// 4. Deploy the raw image with a config drive; the machine reboots
-	// into it and prints the config drive's hostname.
+	// into it and prints the config drive's hostname. The conductor
+	// moves on the agent's heartbeats only, as Ironic does.
 	start = time.Now()
-	if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, "e2e-raw")}); err != nil {
-		t.Fatal(err)
+	deployRaw := func(userData string) {
+		if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, userData)}); err != nil {
+			t.Fatal(err)
+		}
+		nd = lab.waitState(t, statemachine.Active, 20*time.Minute)
+		marker := lab.osMarker(t, start, userData, 10*time.Minute)
+		t.Logf("active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
+		lab.checkImageWritten(t)
 	}
-	nd = lab.waitState(t, statemachine.Active, 20*time.Minute)
-	marker := lab.osMarker(t, start, "e2e-raw", 10*time.Minute)
-	t.Logf("active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
-	lab.checkImageWritten(t)
+	deployRaw("e2e-raw")
 	lab.markerThroughSOL(t, "e2e-raw")
-	phase("deploy-raw", start)
+	phase("deploy-raw (heartbeats)", start)
 
 	// 5. Undeploy: cleaning (the ramdisk boots again) erases the disk.
+	undeploy := func() {
+		if err := lab.cond.Undeploy(ctx, nd.UUID); err != nil {
+			t.Fatal(err)
+		}
+		nd = lab.waitState(t, statemachine.Available, 25*time.Minute)
+		lab.checkErased(t, "after undeploy")
+	}
 	start = time.Now()
-	if err := lab.cond.Undeploy(ctx, nd.UUID); err != nil {
+	undeploy()
+	phase("undeploy (heartbeats)", start)
+
+	// The same deploy and undeploy with the agent's commands waited on
+	// (AgentSettings.PollCommands): each in-band step continues when the
+	// agent finishes it instead of at its next heartbeat. The rest of
+	// the test keeps it on.
+	lab.cond.SetPollCommands(true)
+	start = time.Now()
+	// The undeploy emptied instance_info: the image again.
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.InstanceInfo = lab.rawInstanceInfo(lab.img.RawSHA256)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	nd = lab.waitState(t, statemachine.Available, 25*time.Minute)
-	lab.checkErased(t, "after undeploy")
-	phase("undeploy", start)
+	deployRaw("e2e-raw-polled")
+	phase("deploy-raw (polling)", start)
+	start = time.Now()
+	undeploy()
+	phase("undeploy (polling)", start)
 
 	// 6. A wrong checksum: the agent refuses the image; the deploy fails
 	// with its error, the node unlocked; undeploy recovers it.
@@ -763,10 +798,7 @@ func (lab *e2eLab) run(t *testing.T) {
 	// The undeploy emptied instance_info: the image again, with a wrong
 	// SHA-256.
 	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
-		n.InstanceInfo = map[string]any{
-			"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
-			"image_os_hash_algo": "sha256", "image_os_hash_value": strings.Repeat("0", 64),
-		}
+		n.InstanceInfo = lab.rawInstanceInfo(strings.Repeat("0", 64))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -806,7 +838,7 @@ func (lab *e2eLab) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	nd = lab.waitState(t, statemachine.Active, 20*time.Minute)
-	marker = lab.osMarker(t, start, "e2e-qcow2", 10*time.Minute)
+	marker := lab.osMarker(t, start, "e2e-qcow2", 10*time.Minute)
 	t.Logf("qcow2 active (power %s); OS marker %.1fs after the deploy began", nd.PowerState, marker.At.Sub(start).Seconds())
 	lab.checkImageWritten(t)
 	phase("deploy-qcow2", start)

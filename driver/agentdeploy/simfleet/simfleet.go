@@ -57,6 +57,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	LookupInterval    time.Duration
 	RetryInterval     time.Duration
+	// ForcedHeartbeatInterval is the least time between a heartbeat and
+	// the next one forced by a finished command (IPA's 5 s); zero means
+	// LookupInterval, or IPA's 5 s with IPAPace.
+	ForcedHeartbeatInterval time.Duration
 	// CommandDelay is how long agent commands run; zero means 5 ms.
 	CommandDelay time.Duration
 	// Agent, when set, builds the fake agent of a node at each boot
@@ -176,6 +180,9 @@ func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.Inspe
 		HeartbeatInterval: f.cfg.HeartbeatInterval,
 		HeartbeatRetryMin: f.cfg.RetryInterval, HeartbeatRetryMax: 2 * f.cfg.RetryInterval,
 		MinForcedInterval: f.cfg.LookupInterval, Logger: f.cfg.Logger, Inspection: inspection,
+	}
+	if f.cfg.ForcedHeartbeatInterval > 0 {
+		rc.MinForcedInterval = f.cfg.ForcedHeartbeatInterval
 	}
 	// With IPAPace the fields left zero take IPA's own defaults in the
 	// ramdisk.
