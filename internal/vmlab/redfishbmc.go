@@ -2,6 +2,7 @@ package vmlab
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,10 +105,10 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	if o.Dir == "" {
 		return nil, errors.New("vmlab: RedfishMachineOptions.Dir is required")
 	}
-	o.Name = cmpOr(o.Name, "vm")
-	o.SystemID = cmpOr(o.SystemID, "vm")
-	o.Username = cmpOr(o.Username, "admin")
-	o.Password = cmpOr(o.Password, "password")
+	o.Name = cmp.Or(o.Name, "vm")
+	o.SystemID = cmp.Or(o.SystemID, "vm")
+	o.Username = cmp.Or(o.Username, "admin")
+	o.Password = cmp.Or(o.Password, "password")
 	if o.MemoryMB == 0 {
 		o.MemoryMB = 1024
 	}
@@ -169,13 +170,6 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	}
 	ok = true
 	return m, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Powered reports whether QEMU runs.

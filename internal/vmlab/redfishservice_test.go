@@ -1,14 +1,17 @@
 package vmlab
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -346,5 +349,64 @@ func TestRedfishBMCStartFailure(t *testing.T) {
 	r.wantError(code, m, 500, "InternalError")
 	if r.system()["PowerState"] != "Off" || len(r.svc.startTimes()) != 0 {
 		t.Error("a failed start counted as a start")
+	}
+}
+
+// TestQMPCommand runs qmpCommand against a stand-in QMP server: the
+// greeting, capabilities negotiation, an event before the answer, and
+// an error answer.
+func TestQMPCommand(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r := bufio.NewReader(c)
+			fmt.Fprint(c, `{"QMP": {"version": {}, "capabilities": []}}`+"\n")
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					break
+				}
+				var m struct {
+					Execute   string         `json:"execute"`
+					Arguments map[string]any `json:"arguments"`
+				}
+				_ = json.Unmarshal([]byte(line), &m)
+				switch m.Execute {
+				case "qmp_capabilities":
+					fmt.Fprint(c, `{"return": {}}`+"\n")
+				case "blockdev-change-medium":
+					got <- fmt.Sprint(m.Arguments["id"], " ", m.Arguments["filename"])
+					fmt.Fprint(c, `{"event": "DEVICE_TRAY_MOVED", "data": {}}`+"\n"+`{"return": {}}`+"\n")
+				default:
+					fmt.Fprint(c, `{"error": {"class": "CommandNotFound", "desc": "no such command"}}`+"\n")
+				}
+			}
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := qmpCommand(ctx, sock, "blockdev-change-medium", map[string]any{"id": rfCdDevice, "filename": "/x.iso", "format": "raw"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != rfCdDevice+" /x.iso" {
+		t.Errorf("server got %q", g)
+	}
+	err = qmpCommand(ctx, sock, "explode", nil)
+	if err == nil || !strings.Contains(err.Error(), "CommandNotFound") {
+		t.Errorf("error answer: %v", err)
+	}
+	if err := qmpCommand(ctx, filepath.Join(t.TempDir(), "none.sock"), "eject", nil); err == nil {
+		t.Error("no QMP socket: no error")
 	}
 }
