@@ -448,30 +448,12 @@ func (m *BMCMachine) powerOn() error {
 	if m.running() {
 		return nil
 	}
-	args := []string{
-		"-name", m.opts.Name,
-		"-accel", "tcg",
-		"-machine", "pc,graphics=off",
-		"-m", strconv.Itoa(m.opts.MemoryMB),
-		"-smp", strconv.Itoa(m.opts.CPUs),
-		"-nodefaults", "-display", "none", "-vga", "none",
-		"-chardev", "socket,id=con0,path=" + m.conLn.Addr().String(),
-		"-serial", "chardev:con0",
-		"-chardev", "socket,id=ipmi0,path=" + m.ipmiLn.Addr().String() + ",reconnect=2",
+	args := machineQEMUArgs(machineQEMU{Name: m.opts.Name, MemoryMB: m.opts.MemoryMB, CPUs: m.opts.CPUs,
+		Console: m.conLn.Addr().String(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks})
+	args = append(args,
+		"-chardev", "socket,id=ipmi0,path="+m.ipmiLn.Addr().String()+",reconnect=2",
 		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0",
-		"-device", "isa-ipmi-bt,bmc=bmc0",
-		"-netdev", "tap,id=net0,ifname=" + m.Tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=net0,mac=" + m.MAC,
-		"-boot", "order=" + m.bootOrder(),
-	}
-	for i, d := range m.opts.Disks {
-		id := "disk" + strconv.Itoa(i)
-		dev := "virtio-blk-pci,drive=" + id
-		if d.Serial != "" {
-			dev += ",serial=" + d.Serial
-		}
-		args = append(args, "-drive", "file="+d.Path+",format=raw,if=none,id="+id, "-device", dev)
-	}
+		"-device", "isa-ipmi-bt,bmc=bmc0")
 	cmd := m.n.Command(QEMUBinary, args...)
 	stderr := &boundedBuffer{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
@@ -683,4 +665,44 @@ func freeUDPPort() (int, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
+
+// machineQEMU is what a lab machine's QEMU has whatever its BMC.
+type machineQEMU struct {
+	Name           string
+	MemoryMB, CPUs int
+	// Console is the Unix socket QEMU connects its serial port to.
+	Console  string
+	Tap, MAC string
+	// Order is QEMU's -boot order (c disk, d CD-ROM, n network).
+	Order string
+	Disks []Disk
+}
+
+// machineQEMUArgs are the QEMU arguments of a lab machine (TCG, SeaBIOS,
+// serial console to a socket, a virtio NIC on its tap, virtio disks), to
+// which a BMC adds its own devices.
+func machineQEMUArgs(q machineQEMU) []string {
+	args := []string{
+		"-name", q.Name,
+		"-accel", "tcg",
+		"-machine", "pc,graphics=off",
+		"-m", strconv.Itoa(q.MemoryMB),
+		"-smp", strconv.Itoa(q.CPUs),
+		"-nodefaults", "-display", "none", "-vga", "none",
+		"-chardev", "socket,id=con0,path=" + q.Console,
+		"-serial", "chardev:con0",
+		"-netdev", "tap,id=net0,ifname=" + q.Tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=net0,mac=" + q.MAC,
+		"-boot", "order=" + q.Order,
+	}
+	for i, d := range q.Disks {
+		id := "disk" + strconv.Itoa(i)
+		dev := "virtio-blk-pci,drive=" + id
+		if d.Serial != "" {
+			dev += ",serial=" + d.Serial
+		}
+		args = append(args, "-drive", "file="+d.Path+",format=raw,if=none,id="+id, "-device", dev)
+	}
+	return args
 }

@@ -99,24 +99,84 @@ func TestVMProvisionIPMI(t *testing.T) {
 		}
 	}
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
-	lab := startE2ELab(t, n, tarball)
+	lab := startE2ELab(t, n, tarball, ipmiBMC())
 	lab.run(t)
+}
+
+// labMachine is the machine under test, whatever its BMC.
+type labMachine interface {
+	Powered() bool
+	Starts() []time.Time
+	Events() []string
+	Close() error
+	serial() *Console
+}
+
+func (m *BMCMachine) serial() *Console     { return m.Console }
+func (m *RedfishMachine) serial() *Console { return m.Console }
+
+// e2eBMC is what differs between the end-to-end tests of two kinds of
+// BMC: the hardware type, its plugin and interfaces, the machine, the
+// node's fields, and the phases beyond the common ones.
+type e2eBMC struct {
+	hardwareType  string
+	plugin        *plugintest.Plugin
+	boot, console string
+	// prepare runs before the plugin is loaded (its environment) and the
+	// machine starts; may be nil.
+	prepare func(t *testing.T, lab *e2eLab, rd IPARamdisk, dir string)
+	start   func(ctx context.Context, lab *e2eLab, dir string, disks []Disk, logger *slog.Logger) (labMachine, error)
+	// node fills the node's driver, interfaces and driver_info.
+	node func(lab *e2eLab, nd *baremetal.Node)
+	// sol: read the OS marker through the console interface too; full:
+	// also the deploy and undeploy with PollCommands, the failing deploy
+	// and the qcow2 deploy.
+	sol, full bool
+}
+
+// ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
+// ipmitool-socat console.
+func ipmiBMC() e2eBMC {
+	return e2eBMC{
+		hardwareType: ipmitool.HardwareType, plugin: ipmiPlugin, boot: pxe.NameIPXE, console: ipmisol.Name, sol: true, full: true,
+		start: func(ctx context.Context, lab *e2eLab, dir string, disks []Disk, logger *slog.Logger) (labMachine, error) {
+			m, err := StartBMCMachine(ctx, lab.n, BMCMachineOptions{
+				Name: "vm-ipmi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-1", Disks: disks, Logger: logger,
+			})
+			if err != nil {
+				return nil, err
+			}
+			lab.bmcInfo = map[string]any{
+				"ipmi_address": m.Addr, "ipmi_port": strconv.Itoa(m.Port), "ipmi_username": m.Username,
+				"ipmi_password": m.Password, "ipmi_cipher_suite": "3",
+			}
+			return m, nil
+		},
+		node: func(lab *e2eLab, nd *baremetal.Node) {
+			nd.Name, nd.Driver = "vm-ipmi-0", ipmitool.HardwareType
+			nd.BootInterface, nd.ConsoleInterface = pxe.NameIPXE, ipmisol.Name
+			nd.DriverInfo = lab.bmcInfo
+		},
+	}
 }
 
 // e2eLab is everything the test runs: the machine, the boot server, the
 // image server, the conductor and what they recorded.
 type e2eLab struct {
-	n       *Network
-	m       *BMCMachine
-	cond    *conductor.Conductor
-	store   baremetal.Store
-	img     OSImage
-	rootImg string // the root disk's file
-	spare   string
-	condLog string
-	tl      *timeline
-	began   time.Time
-	node    string
+	n         *Network
+	bmc       e2eBMC
+	m         labMachine
+	bmcInfo   map[string]any // the node's driver_info for the BMC
+	deployISO string         // the IPA ISO, for virtual media
+	cond      *conductor.Conductor
+	store     baremetal.Store
+	img       OSImage
+	rootImg   string // the root disk's file
+	spare     string
+	condLog   string
+	tl        *timeline
+	began     time.Time
+	node      string
 }
 
 // timeline keeps what happened, from every source, with its time.
@@ -217,9 +277,9 @@ func sparseFile(t *testing.T, path string, size int64) {
 	}
 }
 
-func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
+func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	t.Helper()
-	lab := &e2eLab{n: n, tl: &timeline{}, began: time.Now()}
+	lab := &e2eLab{n: n, bmc: bmc, tl: &timeline{}, began: time.Now()}
 	ctx := context.Background()
 	cache, err := DefaultCache()
 	if err != nil {
@@ -241,13 +301,15 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v)", time.Since(lab.began).Seconds(), rd.Built, lab.img.Built)
-
 	dir, err := os.MkdirTemp("", "vme2e-") // short: Unix socket paths
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if bmc.prepare != nil {
+		bmc.prepare(t, lab, rd, dir)
+	}
+	t.Logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v)", time.Since(lab.began).Seconds(), rd.Built, lab.img.Built)
 	serverIP := n.ServerAddr().String()
 
 	// The disks: vda the root disk the hints name (6 GiB), holding an
@@ -334,7 +396,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 		}
 	})
 
-	// The drivers: the real ipmi plugin, the network boot interfaces over
+	// The drivers: the real BMC plugin, the network boot interfaces over
 	// the boot server, the direct deploy and agent inspect interfaces.
 	client, err := agentclient.NewClient(agentclient.ClientConfig{
 		CommandTimeout: 60 * time.Second, Logger: logger.With("component", "agentclient"),
@@ -354,12 +416,12 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 	}
 	t.Cleanup(client.Close)
 	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{ipmitool.HardwareType},
+		EnabledHardwareTypes: []string{bmc.hardwareType},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindBoot:    {pxe.NameIPXE},
+			driver.KindBoot:    {bmc.boot},
 			driver.KindDeploy:  {agentdeploy.Name},
 			driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
-			driver.KindConsole: {ipmisol.Name, driver.NoConsole},
+			driver.KindConsole: {bmc.console, driver.NoConsole},
 		},
 	})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
@@ -378,8 +440,10 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 	// 127.0.0.1 by the console manager).
 	cm := console.NewManager(console.Options{Logger: logger.With("component", "console")})
 	t.Cleanup(func() { cm.Close() })
-	if err := reg.Register(ipmisol.New(cm, ipmisol.Options{Logger: logger.With("component", "ipmisol")}).Bundle()); err != nil {
-		t.Fatal(err)
+	if bmc.console == ipmisol.Name {
+		if err := reg.Register(ipmisol.New(cm, ipmisol.Options{Logger: logger.With("component", "ipmisol")}).Bundle()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 		t.Fatal(err)
@@ -391,7 +455,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
 		t.Fatal(err)
 	}
-	plugintest.Load(t, ipmiPlugin.Path(t), plugintest.Options{Registry: reg})
+	plugintest.Load(t, bmc.plugin.Path(t), plugintest.Options{Registry: reg})
 
 	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "anvil.db"), sqlstore.Options{})
 	if err != nil {
@@ -436,12 +500,9 @@ func startE2ELab(t *testing.T, n *Network, tarball string) *e2eLab {
 
 	mctx, mcancel := context.WithTimeout(ctx, 10*time.Minute) // the VM slot may be busy
 	defer mcancel()
-	m, err := StartBMCMachine(mctx, n, BMCMachineOptions{
-		Name: "vm-ipmi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-1",
-		// The root disk first: SeaBIOS boots the first disk only.
-		Disks:  []Disk{{Path: lab.rootImg, Serial: e2eRootDisk}, {Path: lab.spare, Serial: e2eSpareDisk}},
-		Logger: logger.With("component", "bmc"),
-	})
+	// The root disk first: SeaBIOS boots the first disk only.
+	m, err := bmc.start(mctx, lab, dir, []Disk{{Path: lab.rootImg, Serial: e2eRootDisk}, {Path: lab.spare, Serial: e2eSpareDisk}},
+		logger.With("component", "bmc"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +591,7 @@ func (lab *e2eLab) report(t *testing.T, name string, from time.Time) time.Durati
 	t.Helper()
 	to := time.Now()
 	events := lab.tl.between(from, to)
-	for _, l := range lab.m.Console.Lines() {
+	for _, l := range lab.m.serial().Lines() {
 		if l.At.Before(from) || l.At.After(to) {
 			continue
 		}
@@ -590,7 +651,7 @@ func (lab *e2eLab) fail(t *testing.T, format string, args ...any) {
 	if s := lab.m.Starts(); len(s) > 0 {
 		start = s[len(s)-1]
 	}
-	fmt.Fprintf(&b, "\nconsole since the last power on (last 80 lines):\n%s", lab.m.Console.Transcript(start, 80))
+	fmt.Fprintf(&b, "\nconsole since the last power on (last 80 lines):\n%s", lab.m.serial().Transcript(start, 80))
 	if log, err := os.ReadFile(lab.condLog); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(log)), "\n")
 		if len(lines) > 60 {
@@ -628,7 +689,7 @@ func (lab *e2eLab) osMarker(t *testing.T, since time.Time, userData string, time
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	line, err := lab.m.Console.WaitForAfter(ctx, since, OSMarkerPrefix)
+	line, err := lab.m.serial().WaitForAfter(ctx, since, OSMarkerPrefix)
 	if err != nil {
 		lab.fail(t, "no OS marker on the console: %v", err)
 	}
@@ -671,19 +732,15 @@ func (lab *e2eLab) run(t *testing.T) {
 	}()
 
 	// 1. Enroll and manage: verification reads the power state through
-	// the plugin's ipmitool from ipmi_sim.
+	// the plugin from the BMC (ipmitool from ipmi_sim; Redfish).
 	start := time.Now()
-	nd, err := lab.cond.Enroll(ctx, &baremetal.Node{
-		Name: "vm-ipmi-0", Driver: ipmitool.HardwareType,
-		BootInterface: pxe.NameIPXE, DeployInterface: agentdeploy.Name, InspectInterface: agentdeploy.InspectName,
-		ConsoleInterface: ipmisol.Name,
-		DriverInfo: map[string]any{
-			"ipmi_address": lab.m.Addr, "ipmi_port": strconv.Itoa(lab.m.Port), "ipmi_username": lab.m.Username,
-			"ipmi_password": lab.m.Password, "ipmi_cipher_suite": "3",
-		},
+	node := &baremetal.Node{
+		DeployInterface: agentdeploy.Name, InspectInterface: agentdeploy.InspectName,
 		Properties:   map[string]any{"root_device": map[string]any{"serial": e2eRootDisk}},
 		InstanceInfo: lab.rawInstanceInfo(lab.img.RawSHA256),
-	})
+	}
+	lab.bmc.node(lab, node)
+	nd, err := lab.cond.Enroll(ctx, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -758,7 +815,9 @@ func (lab *e2eLab) run(t *testing.T) {
 		lab.checkImageWritten(t)
 	}
 	deployRaw("e2e-raw")
-	lab.markerThroughSOL(t, "e2e-raw")
+	if lab.bmc.sol {
+		lab.markerThroughSOL(t, "e2e-raw")
+	}
 	phase("deploy-raw (heartbeats)", start)
 
 	// 5. Undeploy: cleaning (the ramdisk boots again) erases the disk.
@@ -772,6 +831,9 @@ func (lab *e2eLab) run(t *testing.T) {
 	start = time.Now()
 	undeploy()
 	phase("undeploy (heartbeats)", start)
+	if !lab.bmc.full {
+		return
+	}
 
 	// The same deploy and undeploy with the agent's commands waited on
 	// (AgentSettings.PollCommands): each in-band step continues when the

@@ -414,7 +414,64 @@ func Remaster(ctx context.Context, src *os.File, size int64, dst *os.File, args,
 		ElTorito: opts, VolumeIdentifier: rep.Label}); err != nil {
 		return rep, fmt.Errorf("redfish: re-master: write the ISO: %w", err)
 	}
+	if err := placeBootRecord(dst); err != nil {
+		return rep, fmt.Errorf("redfish: re-master: %w", err)
+	}
 	return rep, nil
+}
+
+// bootRecordSector is where El Torito puts the boot record volume
+// descriptor: sector 17, right after the primary volume descriptor.
+// Firmware reads that sector and no other (SeaBIOS fails a CD boot with
+// "Could not read from CDROM (code 0004)" when it holds anything else).
+const bootRecordSector = 17
+
+// placeBootRecord moves the El Torito boot record of the ISO in f to
+// sector 17 when the writer put it later in the volume descriptor set
+// (go-diskfs writes the Joliet supplementary descriptor first), shifting
+// the descriptors between up by one: descriptors do not refer to their
+// own position, only the set's order changes.
+func placeBootRecord(f *os.File) error {
+	var set [][]byte
+	boot := -1
+	for i := 0; i < 64; i++ {
+		buf := make([]byte, isoSector)
+		if _, err := f.ReadAt(buf, int64(16+i)*isoSector); err != nil {
+			return fmt.Errorf("volume descriptor %d: %w", 16+i, err)
+		}
+		if string(buf[1:6]) != "CD001" {
+			return fmt.Errorf("sector %d is not an ISO 9660 volume descriptor", 16+i)
+		}
+		set = append(set, buf)
+		if buf[0] == 0 && boot < 0 {
+			boot = i
+		}
+		if buf[0] == 255 {
+			break
+		}
+	}
+	if set[len(set)-1][0] != 255 {
+		return errors.New("no volume descriptor set terminator in 64 sectors")
+	}
+	first := bootRecordSector - 16
+	if boot < 0 {
+		return errors.New("the written ISO has no El Torito boot record")
+	}
+	if boot == first {
+		return nil
+	}
+	if boot < first || set[0][0] != 1 {
+		return fmt.Errorf("unexpected volume descriptor order (boot record at sector %d, sector 16 of type %d)", 16+boot, set[0][0])
+	}
+	br := set[boot]
+	copy(set[first+1:boot+1], set[first:boot])
+	set[first] = br
+	for i := first; i <= boot; i++ {
+		if _, err := f.WriteAt(set[i], int64(16+i)*isoSector); err != nil {
+			return fmt.Errorf("volume descriptor %d: %w", 16+i, err)
+		}
+	}
+	return nil
 }
 
 // maxESPSize is the largest EFI system partition image whose grub.cfg

@@ -539,3 +539,51 @@ func BenchmarkRemaster(b *testing.B) {
 		out.Close()
 	}
 }
+
+// TestRemasterPutsTheBootRecordAtSector17 re-masters an ISO with Joliet
+// (which go-diskfs writes before the boot record) and checks the boot
+// record volume descriptor is at sector 17, where El Torito puts it and
+// firmware reads it: SeaBIOS failed to boot the re-mastered IPA ISO
+// ("Could not read from CDROM (code 0004)") with it at sector 18. The
+// rest of the set is kept: the primary descriptor first, Joliet's, the
+// terminator.
+func TestRemasterPutsTheBootRecordAtSector17(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ipa.iso")
+	if err := redfishtest.WriteBootISO(src); err != nil {
+		t.Fatal(err)
+	}
+	dst, _, err := remasterFile(t, src, testArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var types []byte
+	buf := make([]byte, 2048)
+	for s := int64(16); len(types) == 0 || types[len(types)-1] != 255; s++ {
+		if _, err := f.ReadAt(buf, s*2048); err != nil {
+			t.Fatal(err)
+		}
+		if string(buf[1:6]) != "CD001" {
+			t.Fatalf("sector %d is not a volume descriptor", s)
+		}
+		if s == 17 && strings.TrimRight(string(buf[7:39]), "\x00") != "EL TORITO SPECIFICATION" {
+			t.Errorf("sector 17 is a volume descriptor of type %d (%q), not the El Torito boot record", buf[0], buf[7:39])
+		}
+		types = append(types, buf[0])
+	}
+	if !bytes.Equal(types, []byte{1, 0, 2, 255}) {
+		t.Errorf("volume descriptor types %v, want [1 0 2 255] (primary, boot record, Joliet, terminator)", types)
+	}
+	// Still readable, catalog and all.
+	et, err := readVolumeDescriptors(f)
+	if err != nil || !et.joliet {
+		t.Fatalf("re-read: %+v, %v", et, err)
+	}
+	if _, err := readCatalog(f, et.catalogLBA); err != nil {
+		t.Fatal(err)
+	}
+}
