@@ -129,11 +129,10 @@ func (c *Conductor) processCommandDone(ctx context.Context, uuid string) {
 		c.log.Debug("finished agent command not processed; the next heartbeat continues", "node", uuid, "error", err)
 		return
 	}
-	if !c.ownsNode(n) {
-		c.releaseQuietly(uuid)
+	t := c.ownedTask(n)
+	if t == nil {
 		return
 	}
-	t := c.newTask(n)
 	defer t.release()
 	switch n.ProvisionState {
 	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait:
@@ -146,4 +145,15 @@ func (c *Conductor) processCommandDone(ctx context.Context, uuid string) {
 	if err := c.continueWait(ctx, t, n.ProvisionState); err != nil {
 		c.log.Debug("finished agent command processing ended with an error", "node", uuid, "error", err)
 	}
+}
+
+// ownedTask wraps the node this conductor just reserved in a task when
+// the conductor owns it; otherwise it releases the reservation and
+// returns nil: the node's work is its owner's.
+func (c *Conductor) ownedTask(n *baremetal.Node) *task {
+	if !c.ownsNode(n) {
+		c.releaseQuietly(n.UUID)
+		return nil
+	}
+	return c.newTask(n)
 }

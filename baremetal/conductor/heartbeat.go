@@ -145,13 +145,12 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 		// Locked: Ironic drops the heartbeat; the agent sends another.
 		return
 	}
-	if !c.ownsNode(n) {
-		// Another conductor owns the node; its heartbeats must be routed
-		// there (NodeOwner). The agent sends another.
-		c.releaseQuietly(uuid)
+	// Another conductor owning the node gets its heartbeats routed there
+	// (NodeOwner); the agent sends another.
+	t := c.ownedTask(n)
+	if t == nil {
 		return
 	}
-	t := c.newTask(n)
 	defer t.release()
 	// The first heartbeat of a boot attempt is marked in the node and
 	// recorded as a boot stage once the node is saved: the mark rides on

@@ -339,17 +339,7 @@ func (m *BMCMachine) Powered() bool {
 	return m.running()
 }
 
-func (m *BMCMachine) running() bool {
-	if m.qemu == nil {
-		return false
-	}
-	select {
-	case <-m.qemu.Done():
-		return false
-	default:
-		return true
-	}
-}
+func (m *BMCMachine) running() bool { return m.qemu.Running() }
 
 // Starts returns when QEMU was started, each time.
 func (m *BMCMachine) Starts() []time.Time {

@@ -38,6 +38,20 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
+// Running reports whether p was started and has not exited; a nil p has
+// not been started.
+func (p *Process) Running() bool {
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Wait waits for the process to exit and returns its exit error, or ctx's
 // error first.
 func (p *Process) Wait(ctx context.Context) error {

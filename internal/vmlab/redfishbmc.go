@@ -266,17 +266,7 @@ func (h *qemuHardware) running() bool {
 	return h.runningLocked()
 }
 
-func (h *qemuHardware) runningLocked() bool {
-	if h.proc == nil {
-		return false
-	}
-	select {
-	case <-h.proc.Done():
-		return false
-	default:
-		return true
-	}
-}
+func (h *qemuHardware) runningLocked() bool { return h.proc.Running() }
 
 func (h *qemuHardware) start(target, medium string) error {
 	h.mu.Lock()
