@@ -7,13 +7,31 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/steps"
 )
 
-// commandWatch is one wait on an agent command (AgentSettings.PollCommands).
+// commandWatch is one wait on an agent command (AgentSettings.PollCommands):
+// the command, and the step and agent it was started for, so that a
+// continuation arriving late (the node failed and moved on to another
+// operation meanwhile) is recognised and dropped.
 type commandWatch struct {
 	id     string
+	kind   steps.Kind
+	step   steps.Step
+	url    string
 	cancel context.CancelFunc
+}
+
+// current reports whether the node still waits on the watched step of
+// the watched agent.
+func (w *commandWatch) current(n *baremetal.Node) bool {
+	if n.ProvisionState != waitState(w.kind) || agentOf(n).URL != w.url {
+		return false
+	}
+	col := *currentStepColumn(n, w.kind)
+	iface, _ := col["interface"].(string)
+	name, _ := col["step"].(string)
+	return iface == w.step.Interface && name == w.step.Name
 }
 
 // Bounds of a command wait.
@@ -40,7 +58,7 @@ func (c *Conductor) SetPollCommands(on bool) { c.pollCommands.Store(on) }
 // continuation (jobCommandDone). A newer watch of the same node replaces
 // the older one. It does nothing unless PollCommands is on or when the
 // conductor is not running.
-func (c *Conductor) watchCommand(a agentclient.Agent, id string) {
+func (c *Conductor) watchCommand(a agentclient.Agent, id string, kind steps.Kind, step steps.Step) {
 	if !c.pollCommands.Load() || id == "" || c.agent.Client == nil {
 		return
 	}
@@ -50,7 +68,7 @@ func (c *Conductor) watchCommand(a agentclient.Agent, id string) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.bg, c.agent.PollCommandsLimit)
-	w := &commandWatch{id: id, cancel: cancel}
+	w := &commandWatch{id: id, kind: kind, step: step, url: a.URL, cancel: cancel}
 	if old, loaded := c.watches.Swap(a.NodeUUID, w); loaded {
 		old.(*commandWatch).cancel()
 	}
@@ -61,7 +79,7 @@ func (c *Conductor) watchCommand(a agentclient.Agent, id string) {
 		defer c.watches.CompareAndDelete(a.NodeUUID, w)
 		if c.waitCommand(ctx, a, id) {
 			c.metrics.commandWaits.WithLabelValues("finished").Inc()
-			c.submit(job{uuid: a.NodeUUID, kind: jobCommandDone})
+			c.submit(job{uuid: a.NodeUUID, kind: jobCommandDone, watched: w})
 			return
 		}
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -120,10 +138,11 @@ func isTimeout(err error) bool {
 
 // processCommandDone continues a node whose agent command finished, as
 // its next heartbeat would. The node's lock is retried for a moment (the
-// task that started the step may still hold it); a node still locked, no
-// longer waiting for its agent, in maintenance or owned by another
-// conductor is left to the heartbeats.
-func (c *Conductor) processCommandDone(ctx context.Context, uuid string) {
+// task that started the step may still hold it); a node still locked, in
+// maintenance or owned by another conductor is left to the heartbeats,
+// and one no longer waiting on the watched step of the watched agent is
+// left alone.
+func (c *Conductor) processCommandDone(ctx context.Context, uuid string, w *commandWatch) {
 	n, err := baremetal.AcquireNode(ctx, c.store, uuid, c.host, baremetal.LockPolicy{Attempts: doneLockAttempts, Interval: doneLockInterval})
 	if err != nil {
 		c.log.Debug("finished agent command not processed; the next heartbeat continues", "node", uuid, "error", err)
@@ -134,12 +153,7 @@ func (c *Conductor) processCommandDone(ctx context.Context, uuid string) {
 		return
 	}
 	defer t.release()
-	switch n.ProvisionState {
-	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait:
-	default:
-		return
-	}
-	if n.Maintenance {
+	if w == nil || !w.current(n) || n.Maintenance {
 		return
 	}
 	if err := c.continueWait(ctx, t, n.ProvisionState); err != nil {

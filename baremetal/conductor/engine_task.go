@@ -399,7 +399,7 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 		return
 	}
 	if j.kind == jobCommandDone {
-		c.processCommandDone(ctx, j.uuid)
+		c.processCommandDone(ctx, j.uuid, j.watched)
 		return
 	}
 	if j.run != nil {
@@ -447,7 +447,7 @@ func (c *Conductor) retryLater(j job) {
 	}
 	time.AfterFunc(200*time.Millisecond, func() {
 		if c.running.Load() {
-			c.queue.push(job{uuid: j.uuid, kind: j.kind})
+			c.queue.push(job{uuid: j.uuid, kind: j.kind, watched: j.watched})
 		}
 	})
 }

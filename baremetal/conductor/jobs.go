@@ -27,6 +27,8 @@ type job struct {
 	// call): the worker runs it and releases the node. Such a job is
 	// never queued.
 	run func(ctx context.Context)
+	// watched is the finished command wait a jobCommandDone continues.
+	watched *commandWatch
 }
 
 type jobKind int
@@ -44,7 +46,11 @@ func (j job) key() string {
 	case jobHeartbeat:
 		return "hb:" + j.uuid
 	case jobCommandDone:
-		return "cmd:" + j.uuid
+		id := ""
+		if j.watched != nil {
+			id = j.watched.id
+		}
+		return "cmd:" + j.uuid + ":" + id
 	}
 	return j.uuid
 }

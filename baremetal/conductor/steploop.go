@@ -172,7 +172,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				if res.AgentCommand != "" {
 					// Waits for the node's lock, which this run holds
 					// until it has recorded the wait.
-					c.watchCommand(agentOf(n), res.AgentCommand)
+					c.watchCommand(agentOf(n), res.AgentCommand, kind, a.Step)
 				}
 				if v, ok := n.DriverInternalInfo[keys.Reboot].(bool); ok && v {
 					prog.Reboot = true

@@ -651,7 +651,8 @@ func (lab *e2eLab) fail(t *testing.T, format string, args ...any) {
 	if s := lab.m.Starts(); len(s) > 0 {
 		start = s[len(s)-1]
 	}
-	fmt.Fprintf(&b, "\nconsole since the last power on (last 80 lines):\n%s", lab.m.serial().Transcript(start, 80))
+	// IPA logs its request lines, agent_token included.
+	fmt.Fprintf(&b, "\nconsole since the last power on (last 80 lines):\n%s", baremetal.MaskText(lab.m.serial().Transcript(start, 80)))
 	if log, err := os.ReadFile(lab.condLog); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(log)), "\n")
 		if len(lines) > 60 {
