@@ -424,8 +424,8 @@ func (s *session) releaseHeld(now time.Time) {
 func (s *session) releaseHeldLocked() {
 	out, in := s.outHold, s.inHold
 	s.outHold, s.inHold = nil, nil
-	s.emitLocked(false, out)
-	s.emitLocked(true, in)
+	s.emitLocked(false, s.scrub.flush(out))
+	s.emitLocked(true, s.scrub.flush(in))
 }
 
 // input records keystrokes of the read-write client and returns the
