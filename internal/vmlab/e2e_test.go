@@ -101,6 +101,7 @@ type e2eLab struct {
 // boot files are missing; the lab is closed when the test ends.
 func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	t.Helper()
+	began := time.Now() // the phases images and whole test include the plugin build
 	lb := bmc.LabBMC
 	if bmc.prepare != nil {
 		// t.Skip and t.Fatal end the goroutine inside StartLab, whose
@@ -111,7 +112,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 		}
 	}
 	lab, err := StartLab(context.Background(), LabOptions{
-		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf,
+		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
 	})
 	var mf *netboot.MissingFileError
 	if errors.Is(err, ErrUnavailable) || errors.As(err, &mf) {
