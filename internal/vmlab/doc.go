@@ -96,6 +96,21 @@
 // s, then its inventory), cleaning by the same agent (fast track) 30-50
 // s, the raw deploy to the OS marker 60-125 s.
 //
+// # The lab as a library
+//
+// StartLab (lab.go) is that setup without a *testing.T: given a LabBMC
+// (IPMILabBMC, or the test's Redfish one), the BMC's plugin executable
+// (BuildPlugin) and the images (BuildLabImages, or built by StartLab
+// from the IPA tarball), it starts the boot server, the image server,
+// the conductor with its agent API and the machine on a Network (its
+// own, with RouterAdvertisements, when none is given) and returns a Lab
+// whose Close stops all of it, processes by PID, and removes what it
+// made. The Lab enrolls the node (EnrollNode), waits for its states
+// (WaitState), reads the OS marker (OSMarker), reports a phase's boot
+// stages, steps and heartbeats (PhaseReport) and explains a failure
+// (Diagnostics, console masked). The end-to-end tests' startE2ELab is a
+// thin wrapper over it; examples/vmlab runs one deploy with it.
+//
 // # A machine with a Redfish BMC
 //
 // StartRedfishMachine makes a VM whose BMC is a Redfish service on

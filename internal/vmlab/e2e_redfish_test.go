@@ -55,8 +55,8 @@ func TestVMProvisionRedfish(t *testing.T) {
 // redfish-virtual-media boot interface.
 func redfishBMC() e2eBMC {
 	return e2eBMC{
-		hardwareType: rfdriver.HardwareType, plugin: redfishPlugin, boot: rfdriver.ImplVirtualMedia, console: driver.NoConsole,
-		prepare: func(t *testing.T, lab *e2eLab, rd IPARamdisk, dir string) {
+		plugin: redfishPlugin,
+		prepare: func(t *testing.T, lab *Lab, rd IPARamdisk, dir string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			cache, err := DefaultCache()
@@ -88,24 +88,31 @@ func redfishBMC() e2eBMC {
 			t.Setenv("ANVIL_REDFISH_HTTP_ROOT", media)
 			t.Setenv("ANVIL_REDFISH_HTTP_URL", "http://"+ln.Addr().String())
 		},
-		start: func(ctx context.Context, lab *e2eLab, dir string, disks []Disk, logger *slog.Logger) (labMachine, error) {
-			m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
-				Name: "vm-redfish", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-2", Disks: disks, Logger: logger,
-			})
-			if err != nil {
-				return nil, err
-			}
-			lab.bmcInfo = map[string]any{
-				"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
-				"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
-			}
-			return m, nil
-		},
-		node: func(lab *e2eLab, nd *baremetal.Node) {
-			nd.Name, nd.Driver = "vm-redfish-0", rfdriver.HardwareType
-			nd.BootInterface, nd.ConsoleInterface = rfdriver.ImplVirtualMedia, driver.NoConsole
-			nd.ManagementInterface, nd.PowerInterface = rfdriver.ImplRedfish, rfdriver.ImplRedfish
-			nd.DriverInfo = lab.bmcInfo
-		},
+		LabBMC: LabBMC{HardwareType: rfdriver.HardwareType, Boot: rfdriver.ImplVirtualMedia, Console: driver.NoConsole,
+			Start: redfishStart, Node: redfishNode},
 	}
+}
+
+// redfishStart starts the RedfishMachine and sets the node's driver_info
+// for it.
+func redfishStart(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+	m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
+		Name: "vm-redfish", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-2", Disks: disks, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	lab.bmcInfo = map[string]any{
+		"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
+		"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
+	}
+	return m, nil
+}
+
+// redfishNode fills the node's redfish driver, interfaces and driver_info.
+func redfishNode(lab *Lab, nd *baremetal.Node) {
+	nd.Name, nd.Driver = "vm-redfish-0", rfdriver.HardwareType
+	nd.BootInterface, nd.ConsoleInterface = rfdriver.ImplVirtualMedia, driver.NoConsole
+	nd.ManagementInterface, nd.PowerInterface = rfdriver.ImplRedfish, rfdriver.ImplRedfish
+	nd.DriverInfo = lab.bmcInfo
 }
