@@ -235,7 +235,7 @@ func (p *provision) run(ctx context.Context, keepActive bool) error {
 	if nd, err = p.wait(ctx, statemachine.Manageable, 2*time.Minute); err != nil {
 		return err
 	}
-	p.done("manage", fmt.Sprintf("node %s (%s) enrolled, BMC credentials verified, power %s", nd.Name, nd.UUID, nd.PowerState), start)
+	p.done("manage", fmt.Sprintf("node %s (%s) enrolled, BMC credentials verified (%s)", nd.Name, nd.UUID, nd.PowerState), start)
 
 	// Inspect in band: the IPA ramdisk boots over the network (iPXE) and
 	// posts the machine's inventory.
@@ -422,7 +422,7 @@ func prereqs(tarball string) []prereq {
 		cmd("qemu-img", "qemu-utils"),
 		cmd("xz", "xz-utils"),
 		{what: vmlab.BusyboxPath + " (static)", have: file(vmlab.BusyboxPath), pkgs: []string{"busybox-static"}},
-		cmd("go", "golang-go"),
+		{what: "go", have: command("go"), hint: "the Go toolchain go.mod names, which builds the ipmi plugin"},
 		{what: "IPA source " + tarball, have: file(tarball), hint: "-ipa-tarball or $" + vmlab.IPATarballEnv},
 	}
 }
