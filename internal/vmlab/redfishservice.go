@@ -188,11 +188,7 @@ func (s *rfService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.get(w, p)
 	case http.MethodPatch:
 		if p != s.systemPath() {
-			if s.resource(p) != nil {
-				rfError(w, http.StatusMethodNotAllowed, "OperationNotAllowed", "PATCH is not allowed on "+p)
-			} else {
-				rfError(w, http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+p)
-			}
+			s.refuse(w, r.Method, p, "no resource at ")
 			return
 		}
 		body, ok := readRFBody(w, r)
@@ -209,11 +205,7 @@ func (s *rfService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case rfCd + "/Actions/VirtualMedia.EjectMedia":
 			do = s.ejectMedia
 		default:
-			if s.resource(p) != nil {
-				rfError(w, http.StatusMethodNotAllowed, "OperationNotAllowed", "POST is not allowed on "+p)
-			} else {
-				rfError(w, http.StatusNotFound, "ResourceMissingAtURI", "no action at "+p)
-			}
+			s.refuse(w, r.Method, p, "no action at ")
 			return
 		}
 		body, ok := readRFBody(w, r)
@@ -226,6 +218,16 @@ func (s *rfService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readRFBody reads a JSON object body of at most rfMaxBody bytes.
+// refuse answers a method the resource at p does not take (405), or a
+// path with nothing there (404, missing naming what was looked for).
+func (s *rfService) refuse(w http.ResponseWriter, method, p, missing string) {
+	if s.resource(p) != nil {
+		rfError(w, http.StatusMethodNotAllowed, "OperationNotAllowed", method+" is not allowed on "+p)
+		return
+	}
+	rfError(w, http.StatusNotFound, "ResourceMissingAtURI", missing+p)
+}
+
 func readRFBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, rfMaxBody+1))
 	if err != nil {
