@@ -125,7 +125,11 @@ func TestListenRefusesWhatItWouldOverride(t *testing.T) {
 func TestRunOverIPv6Loopback(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.HTTPBase6 = "http://[fd00:a6::1]:8080" })
 	mac := "52:54:00:aa:bb:06"
-	f.put(t, f.ramdiskConfig("node-6", IPXE, UEFI, mac))
+	cfg := f.ramdiskConfig("node-6", IPXE, UEFI, mac)
+	// The conductor's ipa-api-url with an IPv6 literal passes the
+	// kernel parameter checks and reaches the script as written.
+	cfg.Params = []string{"ipa-api-url=http://[fd00:a6::1]:6385", "console=ttyS0,115200n8"}
+	f.put(t, cfg)
 	l, err := f.srv.Listen(ListenOptions{TFTPAddr: "[::1]:0", HTTPAddr: "[::1]:0"})
 	if err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
@@ -145,7 +149,8 @@ func TestRunOverIPv6Loopback(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !bytes.Contains(body, []byte("http://[fd00:a6::1]:8080/boot/52-54-00-aa-bb-06/kernel")) {
+	if !bytes.Contains(body, []byte("http://[fd00:a6::1]:8080/boot/52-54-00-aa-bb-06/kernel")) ||
+		!bytes.Contains(body, []byte(" ipa-api-url=http://[fd00:a6::1]:6385 ")) {
 		t.Errorf("script over IPv6 does not use HTTPBase6:\n%s", body)
 	}
 	var buf bytes.Buffer
