@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,56 @@ func TestLoopbackProxy(t *testing.T) {
 	defer cancel2()
 	if m, err := c.Solicit(short, dhcpv6.WithArchType(iana.INTEL_X86PC)); err == nil {
 		t.Errorf("a client that is not a boot firmware got an answer:\n%s", render(m))
+	}
+}
+
+// TestNetnsStateful runs Serve bound to a veth in one namespace and
+// nclient6 on the other end (a direct client: its multicast Solicit
+// reaches ff02::1:2, the answer goes back to its link-local address)
+// through Solicit, Advertise, Request and Reply.
+func TestNetnsStateful(t *testing.T) {
+	p := newVethPair(t)
+	s, _, rec := newTestServer(t, Stateful, func(o *Options) { o.Interface = p.serverIf; o.Clock = nil })
+	serveInNetns(t, s, p.serverNS)
+	var c *nclient6.Client
+	// nclient6 binds the link-local address, which exists once the
+	// kernel's duplicate address detection is done.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := inNetns(p.clientNS, func() (err error) {
+			c, err = nclient6.New(p.clientIf, nclient6.WithTimeout(500*time.Millisecond), nclient6.WithRetry(20))
+			return err
+		})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nclient6 in %s: %v", p.clientNS, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adv, err := c.Solicit(ctx, ipxeClient())
+	if err != nil {
+		t.Fatalf("solicit: %v", err)
+	}
+	rep, err := c.Request(ctx, adv, ipxeClient())
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	if got := leasedAddr(t, rep); got != netip.MustParseAddr("fd00:a6::100") {
+		t.Errorf("leased %v", got)
+	}
+	mac := c.InterfaceAddr().String()
+	if want := "/boot/" + strings.ReplaceAll(mac, ":", "-") + "/boot.ipxe"; !strings.HasSuffix(rep.Options.BootFileURL(), want) {
+		t.Errorf("boot file URL %q, want one ending %s", rep.Options.BootFileURL(), want)
+	}
+	if l := s.Leases(); len(l) != 1 || l[0].MAC != mac || !l[0].Bound {
+		t.Errorf("leases %+v, want one bound to %s", l, mac)
+	}
+	if len(rec.Records()) < 3 {
+		t.Errorf("records %v", rec.Records())
 	}
 }
