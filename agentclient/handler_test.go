@@ -433,6 +433,11 @@ func TestHeartbeatChecks(t *testing.T) {
 			b["callback_url"] = "ftp://10.0.0.5:9999"
 			return b
 		}, want: 400, wantMsg: "Invalid callback_url"},
+		{name: "callback_url IPv6 without brackets", body: func(tok string) map[string]any {
+			b := beat(tok)
+			b["callback_url"] = "https://fd00:a6::64:9999"
+			return b
+		}, want: 400, wantMsg: "Invalid callback_url"},
 		{name: "callback_url empty without agent_status", body: func(tok string) map[string]any {
 			b := beat(tok)
 			b["callback_url"] = ""
@@ -469,6 +474,11 @@ func TestHeartbeatChecks(t *testing.T) {
 		{name: "TLS not required", cfg: agentclient.HandlerConfig{AllowInsecureCallback: true}, body: func(tok string) map[string]any {
 			b := beat(tok)
 			b["callback_url"] = "http://10.0.0.5:9999"
+			return b
+		}, want: 202},
+		{name: "callback_url with a bracketed IPv6 literal", body: func(tok string) map[string]any {
+			b := beat(tok)
+			b["callback_url"] = "https://[fd00:a6::64]:9999"
 			return b
 		}, want: 202},
 		{name: "certificate not PEM", body: func(tok string) map[string]any {

@@ -9,14 +9,17 @@ import (
 	"text/tabwriter"
 
 	"github.com/anvilmetal/anvil/netboot/dhcp"
+	"github.com/anvilmetal/anvil/netboot/dhcp6"
 )
 
 // TestDecisionTable is DecideBoot's decision table: every kind of machine
 // (a configuration per interface and action, an enrolled machine
 // without one, an unknown one with and without a fallback, one the
 // Resolver fails on) against every kind of client, in authoritative and
-// proxy mode. testdata/decisions.golden is the table (go test -update
-// rewrites it); read it to see what a machine is told.
+// proxy mode, for DHCPv4 (boot file and next server) and DHCPv6 (the
+// boot file URL, with the MAC in its path). testdata/decisions.golden
+// is the table (go test -update rewrites it); read it to see what a
+// machine is told.
 func TestDecisionTable(t *testing.T) {
 	clients := []struct {
 		name string
@@ -40,6 +43,7 @@ func TestDecisionTable(t *testing.T) {
 		for _, withFallback := range []bool{false, true} {
 			f := newFixture(t, func(o *Options) {
 				o.DHCPMode = mode
+				o.HTTPBase6 = "http://[fd00:a6::1]:8080"
 				if withFallback {
 					o.Fallback = &Fallback{Kernel: "http://192.0.2.1:8080/ipa.kernel", Ramdisk: "http://192.0.2.1:8080/ipa.initramfs"}
 				}
@@ -69,7 +73,7 @@ func TestDecisionTable(t *testing.T) {
 				subject{"bad MAC", "52:54:00:00:01"})
 			fmt.Fprintf(&buf, "## DHCP mode %s, fallback %v\n", mode, withFallback)
 			tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "machine\tclient\tboot file\tnext server\tnode")
+			fmt.Fprintln(tw, "machine\tclient\tboot file\tnext server\tnode\tDHCPv6 boot file URL\tv6 node")
 			for _, sub := range subjects {
 				for _, cl := range clients {
 					c := cl.c
@@ -93,7 +97,22 @@ func TestDecisionTable(t *testing.T) {
 					if strings.HasPrefix(file, "http") != (next == "-") && !d.Ignore && d.BootFile != "" {
 						t.Errorf("%s, %s: boot file %s with next server %s: a TFTP file needs one, a URL none", sub.name, cl.name, file, next)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", sub.name, cl.name, file, next, node)
+					d6 := f.srv.DecideBoot6(context.Background(), dhcp6.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE,
+						HTTPClient: c.HTTPClient, PXEClient: c.PXEClient, WantsBootFileURL: true})
+					url6, node6 := d6.BootFileURL, d6.Node
+					switch {
+					case d6.Ignore:
+						url6 = "(no answer)"
+					case url6 == "":
+						url6 = "(none)"
+					}
+					if node6 == "" {
+						node6 = "-"
+					}
+					if url6 != "(none)" && url6 != "(no answer)" && !strings.Contains(url6, strings.ReplaceAll(c.MAC, ":", "-")) {
+						t.Errorf("%s, %s: DHCPv6 boot file URL %s does not name the MAC", sub.name, cl.name, url6)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sub.name, cl.name, file, next, node, url6, node6)
 				}
 			}
 			tw.Flush()

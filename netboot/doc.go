@@ -8,8 +8,10 @@
 // # Pieces
 //
 // The protocol engines are their own packages: netboot/dhcp (a DHCPv4
-// server that classifies clients and asks a dhcp.Decider what they boot)
-// and netboot/tftp (a read-only TFTP server that asks a tftp.Handler for
+// server that classifies clients and asks a dhcp.Decider what they boot),
+// netboot/dhcp6 (the same for DHCPv6, asking a dhcp6.Decider),
+// netboot/ra (router advertisements with the managed flag) and
+// netboot/tftp (a read-only TFTP server that asks a tftp.Handler for
 // files). This package is the rest, the Server:
 //
 //   - a ConfigStore: the boot interfaces PutConfig a node's Config
@@ -19,8 +21,10 @@
 //     (kernel parameters against a safe character set, paths, URLs) and
 //     refuses a MAC another node holds, changing nothing on error;
 //   - DecideBoot, the dhcp.Decider: by the client's architecture, iPXE
-//     and HTTP boot flags and the MAC's Config, the boot file or URL
-//     (testdata/decisions.golden is the whole table);
+//     and HTTP boot flags and the MAC's Config, the boot file or URL;
+//     DecideBoot6, the dhcp6.Decider: the same decision as a boot file
+//     URL (option 59) naming the MAC in its path
+//     (testdata/decisions.golden is the whole table, both families);
 //   - OpenTFTP and OnTransfer, the tftp.Handler and its transfer callback;
 //   - Handler, the http.Handler for scripts, configurations, kernels,
 //     ramdisks and the boot loaders of UEFI HTTP boot;
@@ -56,7 +60,10 @@
 //	undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0, ldlinux.c32, grubnetx64.efi
 //	                                 (also under ipxe/ and grub/, for HTTP boot URLs)
 //
-// <mac> is written with hyphens (52-54-00-12-34-56) or colons. Kernels
+// boot/<mac>/<binary> serves a boot loader named for a MAC, as DHCPv6
+// boot file URLs name them. <mac> is written with hyphens
+// (52-54-00-12-34-56) or colons. Scripts and configurations fetched
+// over IPv6 name Options.HTTPBase6's URLs. Kernels
 // and ramdisks given as absolute local paths are served at
 // boot/<mac>/kernel and boot/<mac>/ramdisk, with Range requests on HTTP,
 // and their downloads are recorded with bytes and duration. Given as
@@ -90,6 +97,10 @@
 //		HTTPAddr: "192.0.2.1:8080",
 //	})
 //	cond.Launch(ctx)
+//
+// On an IPv6 network add ListenOptions.DHCP6 (dhcp6.Options, Stateful)
+// and RA (ra.Options with Managed and the link's Prefix), and set
+// Options.HTTPBase6 (or give HTTPBase as an IPv6 literal).
 //
 // Listen opens the listening sockets on the calling goroutine and Serve
 // serves them; Run is both. (A caller that switched only its thread into a

@@ -48,7 +48,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sv, err := s.resolve(ctx, rt)
+	sv, err := s.resolve(ctx, rt, remoteAddr(r))
 	if err != nil {
 		http.NotFound(w, r)
 		return

@@ -69,6 +69,7 @@ func knownBinary(name string) (binaryFile, bool) {
 //	<binary>, ipxe/<binary>, grub/<binary>
 //	                               undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0,
 //	                               ldlinux.c32, grubnetx64.efi
+//	boot/<mac>/<binary>            the same, named for a MAC (DHCPv6 boot file URLs)
 //
 // <mac> is written with hyphens or colons, in either case.
 func parsePath(p string) route {
@@ -120,6 +121,9 @@ func parsePath(p string) route {
 			return route{kind: routeKernel, mac: mac}
 		case "ramdisk":
 			return route{kind: routeRamdisk, mac: mac}
+		}
+		if f, ok := knownBinary(parts[2]); ok {
+			return route{kind: routeBinary, mac: mac, file: f}
 		}
 	}
 	return route{}

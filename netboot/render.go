@@ -23,9 +23,9 @@ func bootIF(mac string) string { return "BOOTIF=01-" + hyphenMAC(mac) }
 // imageRef is how a script names a kernel or ramdisk: a URL as given (the
 // machine fetches it from there, and the server records no download
 // stage for it), or the server's path for a local file.
-func (s *Server) imageRef(v, path string) string {
+func imageRef(base, v, path string) string {
 	if strings.HasPrefix(v, "/") {
-		return s.base + path
+		return base + path
 	}
 	return v
 }
@@ -89,9 +89,12 @@ func ipxeLocal(comment string, mode Mode) []byte {
 	return []byte(b.String())
 }
 
-// script is the iPXE script for a MAC under p, and the stage its serving
-// is recorded as.
-func (s *Server) script(mac string, p plan) []byte {
+// script is the iPXE script for a MAC under p, for a machine on IPv4.
+func (s *Server) script(mac string, p plan) []byte { return s.scriptAt(s.base, mac, p) }
+
+// scriptAt is the iPXE script for a MAC under p whose URLs start with
+// base (HTTPBase, or HTTPBase6 for a machine on IPv6).
+func (s *Server) scriptAt(base, mac string, p plan) []byte {
 	switch p.kind {
 	case planConfig:
 		c := p.cfg
@@ -99,14 +102,14 @@ func (s *Server) script(mac string, p plan) []byte {
 			return ipxeLocal(fmt.Sprintf("Anvil: node %s boots from its local disk (%s).", c.Node, mac), c.Mode)
 		}
 		return s.ipxeRamdisk(mac, configComment(c, mac),
-			s.imageRef(c.Kernel, KernelPath(mac)), s.imageRef(c.Ramdisk, RamdiskPath(mac)),
+			imageRef(base, c.Kernel, KernelPath(mac)), imageRef(base, c.Ramdisk, RamdiskPath(mac)),
 			c.Params, c.Mode == UEFI, c.IPXETimeout)
 	case planLocal:
 		return ipxeLocal(fmt.Sprintf("Anvil: %s is enrolled and has no boot configuration: local disk.", mac), "")
 	case planFallback:
 		f := s.opts.Fallback
 		return s.ipxeRamdisk(mac, fmt.Sprintf("Anvil: %s is not enrolled: fallback (discovery) ramdisk.", mac),
-			s.imageRef(f.Kernel, KernelPath(mac)), s.imageRef(f.Ramdisk, RamdiskPath(mac)),
+			imageRef(base, f.Kernel, KernelPath(mac)), imageRef(base, f.Ramdisk, RamdiskPath(mac)),
 			f.Params, true, f.IPXETimeout)
 	}
 	return nil
@@ -123,9 +126,11 @@ func configComment(c Config, mac string) string {
 // genericScript is served at /boot.ipxe: an iPXE that came up with no
 // per-machine URL (a NIC option ROM, a USB stick) chains to the script
 // of the NIC it booted from.
-func (s *Server) genericScript() []byte {
+func (s *Server) genericScript() []byte { return genericScriptAt(s.base) }
+
+func genericScriptAt(base string) []byte {
 	return []byte("#!ipxe\n# Anvil: chain to this machine's own script, by the MAC of the NIC iPXE booted from.\n" +
-		"chain " + s.base + "/boot/${netX/mac:hexhyp}/boot.ipxe\n")
+		"chain " + base + "/boot/${netX/mac:hexhyp}/boot.ipxe\n")
 }
 
 // pxelinuxConfig is a MAC's pxelinux configuration (pxe interface, BIOS).

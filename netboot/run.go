@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/anvilmetal/anvil/netboot/dhcp"
+	"github.com/anvilmetal/anvil/netboot/dhcp6"
+	"github.com/anvilmetal/anvil/netboot/ra"
 	"github.com/anvilmetal/anvil/netboot/tftp"
 )
 
@@ -24,6 +26,14 @@ type ListenOptions struct {
 	// DHCP.Interface (UDP 67, and 4011 in proxy mode). Its Decider and
 	// Observer are the Server: leave them nil.
 	DHCP *dhcp.Options
+	// DHCP6, when set, runs Anvil's DHCPv6 server (package dhcp6) with
+	// these options on DHCP6.Interface (UDP 547, and 4011 in proxy mode):
+	// Stateful with Options.DHCPMode authoritative, Proxy with proxy. Its
+	// Decider and Observer are the Server: leave them nil.
+	DHCP6 *dhcp6.Options
+	// RA, when set, sends router advertisements (package ra) on
+	// RA.Interface: the managed flag for a DHCPv6 network.
+	RA *ra.Options
 	// TFTPAddr is the TFTP listen address, an interface's IP and port
 	// ("192.0.2.1:69"): transfers answer from the listener's address, so
 	// do not bind 0.0.0.0. Empty runs no TFTP.
@@ -43,6 +53,10 @@ type Listeners struct {
 	s      *Server
 	dhcp   *dhcp.Server
 	dconns []net.PacketConn
+	dhcp6  *dhcp6.Server
+	d6conn []net.PacketConn
+	ra     *ra.Advertiser
+	raconn *ra.Conn
 	tftp   *tftp.Server
 	tconn  net.PacketConn
 	hln    net.Listener
@@ -97,6 +111,46 @@ func (s *Server) Listen(o ListenOptions) (_ *Listeners, err error) {
 			l.dconns = append(l.dconns, c)
 		}
 	}
+	if o.DHCP6 != nil {
+		if o.DHCP6.Decider != nil || o.DHCP6.Observer != nil {
+			return nil, &ListenOptionsError{Field: "DHCP6", Reason: "Decider and Observer must be nil: the boot server is both"}
+		}
+		want := dhcp6.Stateful
+		if s.opts.DHCPMode == dhcp.Proxy {
+			want = dhcp6.Proxy
+		}
+		if o.DHCP6.Mode != want {
+			return nil, &ListenOptionsError{Field: "DHCP6.Mode", Reason: fmt.Sprintf("is %q but Options.DHCPMode is %q; DHCPv6 must be %q", o.DHCP6.Mode, s.opts.DHCPMode, want)}
+		}
+		do := *o.DHCP6
+		do.Decider, do.Observer = s, s
+		if do.Logger == nil {
+			do.Logger = s.log
+		}
+		if do.Clock == nil {
+			do.Clock = s.clock
+		}
+		d, err := dhcp6.New(do)
+		if err != nil {
+			return nil, err
+		}
+		conns, err := dhcp6.Listen(do.Interface, do.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("netboot: %w", err)
+		}
+		l.dhcp6, l.d6conn = d, conns
+	}
+	if o.RA != nil {
+		a, err := ra.New(*o.RA)
+		if err != nil {
+			return nil, err
+		}
+		c, err := a.Listen()
+		if err != nil {
+			return nil, fmt.Errorf("netboot: %w", err)
+		}
+		l.ra, l.raconn = a, c
+	}
 	if o.TFTPAddr != "" {
 		ts := &tftp.Server{}
 		if o.TFTP != nil {
@@ -146,6 +200,10 @@ func (l *Listeners) HTTPAddr() net.Addr {
 // DHCP is the running DHCP server (its Leases and Metrics), or nil.
 func (l *Listeners) DHCP() *dhcp.Server { return l.dhcp }
 
+// DHCP6 is the running DHCPv6 server (its Leases, Metrics and Learn), or
+// nil.
+func (l *Listeners) DHCP6() *dhcp6.Server { return l.dhcp6 }
+
 // Serve serves on the sockets until ctx ends or one service fails; then
 // it stops every service, closes every socket, waits for every goroutine
 // and returns nil (or the failure).
@@ -154,6 +212,12 @@ func (l *Listeners) Serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range l.dconns {
 		g.Go(func() error { return l.dhcp.ServeConn(gctx, c) })
+	}
+	for _, c := range l.d6conn {
+		g.Go(func() error { return l.dhcp6.ServeConn(gctx, c) })
+	}
+	if l.raconn != nil {
+		g.Go(func() error { return l.ra.Serve(gctx, l.raconn) })
 	}
 	if l.tconn != nil {
 		g.Go(func() error { return l.tftp.Serve(gctx, l.tconn) })
@@ -191,6 +255,12 @@ func (l *Listeners) Serve(ctx context.Context) error {
 func (l *Listeners) close() {
 	for _, c := range l.dconns {
 		_ = c.Close()
+	}
+	for _, c := range l.d6conn {
+		_ = c.Close()
+	}
+	if l.raconn != nil {
+		_ = l.raconn.Close()
 	}
 	if l.tconn != nil {
 		_ = l.tconn.Close()

@@ -117,3 +117,67 @@ func TestListenRefusesWhatItWouldOverride(t *testing.T) {
 		t.Fatal("Listen on a bad TFTP address succeeded")
 	}
 }
+
+// TestRunOverIPv6Loopback serves TFTP and HTTP on [::1]: a script
+// fetched over IPv6 names HTTPBase6's URLs, a loader fetched by the
+// DHCPv6 path boot/<mac>/snponly.efi is recorded against its MAC and
+// node without an address book, in blocks that fit IPv6 (1448).
+func TestRunOverIPv6Loopback(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.HTTPBase6 = "http://[fd00:a6::1]:8080" })
+	mac := "52:54:00:aa:bb:06"
+	cfg := f.ramdiskConfig("node-6", IPXE, UEFI, mac)
+	// The conductor's ipa-api-url with an IPv6 literal passes the
+	// kernel parameter checks and reaches the script as written.
+	cfg.Params = []string{"ipa-api-url=http://[fd00:a6::1]:6385", "console=ttyS0,115200n8"}
+	f.put(t, cfg)
+	l, err := f.srv.Listen(ListenOptions{TFTPAddr: "[::1]:0", HTTPAddr: "[::1]:0"})
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	resp, err := http.Get("http://" + l.HTTPAddr().String() + ScriptPath(mac))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte("http://[fd00:a6::1]:8080/boot/52-54-00-aa-bb-06/kernel")) ||
+		!bytes.Contains(body, []byte(" ipa-api-url=http://[fd00:a6::1]:6385 ")) {
+		t.Errorf("script over IPv6 does not use HTTPBase6:\n%s", body)
+	}
+	var buf bytes.Buffer
+	res, err := tftp.Get(ctx, l.TFTPAddr().String(), "boot/52-54-00-aa-bb-06/snponly.efi", tftp.ClientOptions{BlockSize: 1468}, &buf)
+	if err != nil {
+		t.Fatalf("TFTP: %v", err)
+	}
+	if res.BlockSize != 1448 || buf.String() != "snponly.efi\n" {
+		t.Errorf("TFTP block size %d, body %q", res.BlockSize, buf.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var tf *stage.Record
+		for _, r := range f.rec.Records() {
+			if r.Stage == stage.TFTPSent {
+				tf = &r
+			}
+		}
+		if tf != nil {
+			if tf.MAC != mac || tf.Node != "node-6" || tf.Addr != "::1" {
+				t.Errorf("TFTP record %+v: want MAC %s, node node-6, from ::1", *tf, mac)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no TFTP record: %v", f.rec.Records())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -27,10 +27,12 @@ type served struct {
 	kind string
 }
 
-// resolve maps a parsed route to what it serves. TFTP and HTTP share it:
-// a file is served the same way on both, from the same decision
-// (planFor).
-func (s *Server) resolve(ctx context.Context, rt route) (served, error) {
+// resolve maps a parsed route, asked for by a machine at remote, to what
+// it serves. TFTP and HTTP share it: a file is served the same way on
+// both, from the same decision (planFor); scripts name URLs of the
+// machine's address family (HTTPBase or HTTPBase6).
+func (s *Server) resolve(ctx context.Context, rt route, remote netip.Addr) (served, error) {
+	base := s.baseFor(remote)
 	switch rt.kind {
 	case routeBinary:
 		p, err := s.binaryPath(rt.file, true)
@@ -38,9 +40,14 @@ func (s *Server) resolve(ctx context.Context, rt route) (served, error) {
 			s.log.WarnContext(ctx, "netboot: a machine asked for a missing boot loader", "err", err)
 			return served{}, errNotServed
 		}
-		return served{path: p, stage: stage.File}, nil
+		out := served{path: p, stage: stage.File}
+		if rt.mac != "" {
+			// boot/<mac>/<loader>, as DHCPv6 boot file URLs name it.
+			out.mac, out.node = rt.mac, s.planFor(ctx, rt.mac).node
+		}
+		return out, nil
 	case routeGenericScript:
-		return served{data: s.genericScript(), stage: stage.File, kind: "script"}, nil
+		return served{data: genericScriptAt(base), stage: stage.File, kind: "script"}, nil
 	case routeGRUBMaster:
 		return served{data: grubMaster(), stage: stage.File, kind: "config"}, nil
 	}
@@ -48,7 +55,7 @@ func (s *Server) resolve(ctx context.Context, rt route) (served, error) {
 	out := served{node: p.node, mac: rt.mac}
 	switch rt.kind {
 	case routeScript:
-		out.data, out.kind = s.script(rt.mac, p), "script"
+		out.data, out.kind = s.scriptAt(base, rt.mac, p), "script"
 		switch {
 		case p.kind == planNone:
 			return served{}, errNotServed
@@ -96,6 +103,15 @@ func (s *Server) resolve(ctx context.Context, rt route) (served, error) {
 		return out, nil
 	}
 	return served{}, errNotServed
+}
+
+// baseFor is the HTTP base a machine at remote reaches: HTTPBase6 for an
+// IPv6 one, HTTPBase otherwise.
+func (s *Server) baseFor(remote netip.Addr) string {
+	if remote.IsValid() && remote.Unmap().Is6() {
+		return s.base6
+	}
+	return s.base
 }
 
 // who fills in the MAC and node of a record from the address book when

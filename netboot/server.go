@@ -49,6 +49,16 @@ type Options struct {
 	// TFTPServer is the TFTP server's address for DHCP's next-server
 	// (siaddr); the zero Addr lets the DHCP server use its own.
 	TFTPServer netip.Addr
+	// HTTPBase6 is HTTPBase for machines on IPv6 (DHCPv6 boot file URLs,
+	// and the scripts and configurations fetched over IPv6), e.g.
+	// "http://[fd00:a6::1]:8080"; empty means HTTPBase (a host name, or
+	// an IPv6-only network whose HTTPBase is an IPv6 literal).
+	HTTPBase6 string
+	// TFTPServer6 is the TFTP server's IPv6 address in DHCPv6 boot file
+	// URLs (tftp://[addr]/...): a global or unique local address. The
+	// zero Addr takes the IPv6 HTTP base's host when that is an IPv6
+	// literal; without either, UEFI PXE over IPv6 gets no boot file.
+	TFTPServer6 netip.Addr
 	// DHCPMode is the mode of the DHCP server asking DecideBoot: in
 	// dhcp.Proxy, a machine with nothing to boot gets no answer at all;
 	// otherwise (authoritative, or the zero value) an answer without a
@@ -111,6 +121,8 @@ type Fallback struct {
 type Server struct {
 	opts    Options
 	base    string
+	base6   string     // the base for IPv6 clients
+	tftp6   netip.Addr // the TFTP address in DHCPv6 boot file URLs, or none
 	log     *slog.Logger
 	clock   clock.Clock
 	metrics *metrics
@@ -149,9 +161,25 @@ func New(o Options) (*Server, error) {
 	default:
 		return nil, &OptionsError{Field: "UEFIIPXE", Reason: fmt.Sprintf("%q is not snponly.efi or ipxe.efi", o.UEFIIPXE)}
 	}
-	base, err := checkBase(o.HTTPBase)
+	base, err := checkBase("HTTPBase", o.HTTPBase)
 	if err != nil {
 		return nil, err
+	}
+	base6 := base
+	if o.HTTPBase6 != "" {
+		if base6, err = checkBase("HTTPBase6", o.HTTPBase6); err != nil {
+			return nil, err
+		}
+	}
+	tftp6 := o.TFTPServer6
+	if tftp6.IsValid() {
+		if !tftp6.Is6() || tftp6.Is4In6() || tftp6.IsUnspecified() || tftp6.IsLinkLocalUnicast() || tftp6.IsMulticast() || tftp6.Zone() != "" {
+			return nil, &OptionsError{Field: "TFTPServer6", Reason: fmt.Sprintf("%v is not a global or unique local IPv6 address", tftp6)}
+		}
+	} else if u, err := url.Parse(base6); err == nil {
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.Is6() && !a.Is4In6() && !a.IsLinkLocalUnicast() {
+			tftp6 = a
+		}
 	}
 	if o.Fallback != nil {
 		if o.Resolver == nil {
@@ -175,6 +203,8 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		opts:    o,
 		base:    base,
+		base6:   base6,
+		tftp6:   tftp6,
 		log:     o.Logger,
 		clock:   o.Clock,
 		metrics: newMetrics(),
@@ -190,8 +220,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-func checkBase(b string) (string, error) {
-	bad := func(reason string) error { return &OptionsError{Field: "HTTPBase", Reason: reason} }
+func checkBase(field, b string) (string, error) {
+	bad := func(reason string) error { return &OptionsError{Field: field, Reason: reason} }
 	if b == "" {
 		return "", bad("empty (the URL machines reach the Handler at, e.g. http://192.0.2.1:8080)")
 	}
@@ -201,6 +231,12 @@ func checkBase(b string) (string, error) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", bad("no user, query or fragment")
+	}
+	if h := u.Hostname(); strings.Count(h, ":") > 0 && !strings.HasPrefix(u.Host, "[") {
+		return "", bad(fmt.Sprintf("%q: an IPv6 literal goes in brackets (http://[fd00::1]:8080)", truncate(b, 80)))
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.Zone() != "" {
+		return "", bad("a link-local address with a zone: firmware cannot use it; give a global or unique local address")
 	}
 	if i := firstBad(b, paramByte); i >= 0 {
 		return "", bad(badByteReason(b, i))

@@ -197,6 +197,10 @@ func TestNewRefuses(t *testing.T) {
 		{"no base", func(o *Options) { o.HTTPBase = "" }, "HTTPBase"},
 		{"https base", func(o *Options) { o.HTTPBase = "https://192.0.2.1" }, "HTTPBase"},
 		{"base with a query", func(o *Options) { o.HTTPBase = "http://192.0.2.1/?x=1" }, "HTTPBase"},
+		{"IPv6 base without brackets", func(o *Options) { o.HTTPBase6 = "http://fd00:a6::1" }, "HTTPBase6"},
+		{"IPv6 base with a zone", func(o *Options) { o.HTTPBase6 = "http://[fe80::1%25eth0]:8080" }, "HTTPBase6"},
+		{"link-local TFTP server", func(o *Options) { o.TFTPServer6 = netip.MustParseAddr("fe80::1") }, "TFTPServer6"},
+		{"IPv4 TFTP server for IPv6", func(o *Options) { o.TFTPServer6 = netip.MustParseAddr("192.0.2.1") }, "TFTPServer6"},
 		{"bad UEFI iPXE", func(o *Options) { o.UEFIIPXE = "undionly.kpxe" }, "UEFIIPXE"},
 		{"fallback without a resolver", func(o *Options) {
 			o.Fallback = &Fallback{Kernel: "http://192.0.2.1/k", Ramdisk: "http://192.0.2.1/r"}

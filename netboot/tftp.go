@@ -20,7 +20,7 @@ func (s *Server) OpenTFTP(ctx context.Context, r *tftp.Request) (tftp.File, erro
 	if rt.kind == routeNone {
 		return nil, fmt.Errorf("netboot: %q: %w", truncate(r.Filename, 64), tftp.ErrNotFound)
 	}
-	sv, err := s.resolve(ctx, rt)
+	sv, err := s.resolve(ctx, rt, r.Remote.Addr())
 	if err != nil {
 		return nil, fmt.Errorf("netboot: %q: %w", r.Filename, tftp.ErrNotFound)
 	}

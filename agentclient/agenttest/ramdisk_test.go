@@ -3,7 +3,9 @@ package agenttest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -307,4 +309,63 @@ func TestRamdiskForcedHeartbeatKeepsThePeriodicOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "periodic heartbeats after the command", func() bool { return api.backend.HeartbeatCount(rdNode) >= 3 })
+}
+
+// TestRamdiskOverIPv6: the agent API and the agent both on [::1]. The
+// ramdisk's lookup and heartbeats reach the API at an ipa-api-url with
+// a bracketed literal, its callback_url is recorded bracketed, and the
+// conductor's client drives the agent through it (TLS pinned to the
+// agent's certificate, whose address is ::1).
+func TestRamdiskOverIPv6(t *testing.T) {
+	b := agenttest.NewBackend()
+	if err := b.AddNode(agentclient.Node{UUID: rdNode, ProvisionState: "clean wait"}, rdMAC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	h, err := agentclient.NewHandler(b, agentclient.HandlerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	api := httptest.NewUnstartedServer(h)
+	api.Listener.Close()
+	api.Listener = ln
+	api.Start()
+	t.Cleanup(api.Close)
+	if !strings.HasPrefix(api.URL, "http://[::1]:") {
+		t.Fatalf("API at %s", api.URL)
+	}
+	srv, err := agenttest.NewServer(agenttest.ServerConfig{Addr: "[::1]:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
+		APIURL: api.URL, MACs: []string{rdMAC}, Server: srv,
+		HeartbeatInterval: time.Hour, MinForcedInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- rd.Run(ctx) }()
+	eventually(t, "first heartbeat over IPv6", func() bool { return b.HeartbeatCount(rdNode) == 1 })
+	n, _ := b.Node(rdNode)
+	if !strings.HasPrefix(n.AgentURL, "https://[::1]:") {
+		t.Fatalf("recorded agent_url %q, want https://[::1]:port", n.AgentURL)
+	}
+	c, _ := agentclient.NewClient(agentclient.ClientConfig{CommandWaitInterval: 5 * time.Millisecond})
+	defer c.Close()
+	target := agentclient.Agent{NodeUUID: rdNode, URL: n.AgentURL, Token: n.AgentToken, VerifyCA: n.AgentVerifyCA}
+	if _, err := c.GetCleanSteps(ctx, target, nil, nil); err != nil {
+		t.Fatalf("the conductor's client over IPv6: %v", err)
+	}
+	eventually(t, "forced heartbeat over IPv6", func() bool { return b.HeartbeatCount(rdNode) >= 2 })
+	cancel()
+	<-runErr
 }

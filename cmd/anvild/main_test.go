@@ -375,3 +375,45 @@ func TestAnvildBootServer(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, d.stderr)
 	}
 }
+
+// TestIPv6Listen runs anvild with [api]host_ip = ::1: the Ironic API and
+// the agents' endpoints answer on [::1], and the URL agents are given
+// (ipa-api-url) has the literal in brackets.
+func TestIPv6Listen(t *testing.T) {
+	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		ln.Close()
+	}
+	d := startAnvild(t, "--host-ip", "::1")
+	if !strings.HasPrefix(d.URL, "http://[::1]:") {
+		t.Fatalf("API URL %q, want http://[::1]:port", d.URL)
+	}
+	resp, err := http.Get(d.URL + "/v1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/ over IPv6: %s", resp.Status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, d.URL+"/v1/lookup?addresses=52:54:00:00:00:61", nil)
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.68")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "error_message") {
+		t.Fatalf("agent lookup over IPv6: %s %s, want Ironic's 404", resp.Status, body)
+	}
+	for _, tc := range []struct {
+		host string
+		want string
+	}{{"fd00:a6::1", "http://[fd00:a6::1]:6385"}, {"192.0.2.1", "http://192.0.2.1:6385"}, {"::", ""}} {
+		if got := agentAPIURL(&Config{HostIP: tc.host, Port: 6385}); got != tc.want {
+			t.Errorf("agentAPIURL(host_ip %s) = %q, want %q", tc.host, got, tc.want)
+		}
+	}
+}

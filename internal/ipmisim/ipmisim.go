@@ -93,6 +93,9 @@ type Options struct {
 	// start and keeps trying while nothing listens). A Machine listens
 	// there; a QEMU -serial tcp server would do as well.
 	SOL string
+	// IPv6 makes the BMC listen on ::1 instead of 127.0.0.1 (BMC.Addr
+	// is then "::1").
+	IPv6 bool
 }
 
 // BMC is one running simulator.
@@ -179,7 +182,7 @@ func Launch(ctx context.Context, dir string, opts Options) (*BMC, error) {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		port, err := freeUDPPort()
+		port, err := freeUDPPort(opts.IPv6)
 		if err != nil {
 			return nil, err
 		}
@@ -190,8 +193,12 @@ func Launch(ctx context.Context, dir string, opts Options) (*BMC, error) {
 	}
 }
 
-func freeUDPPort() (int, error) {
-	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+func freeUDPPort(v6 bool) (int, error) {
+	network, addr := "udp4", "127.0.0.1:0"
+	if v6 {
+		network, addr = "udp6", "[::1]:0"
+	}
+	c, err := net.ListenPacket(network, addr)
 	if err != nil {
 		return 0, fmt.Errorf("ipmisim: find a free port: %w", err)
 	}
@@ -208,13 +215,17 @@ func launch(ctx context.Context, parent string, port int, opts Options) (*BMC, e
 	if opts.PoweredOn {
 		power = "1"
 	}
+	host := "127.0.0.1"
+	if opts.IPv6 {
+		host = "::1"
+	}
 	files := map[string]string{
 		"power": power + "\n", "boot": "none\n", "resets": "0\n", "events.log": "",
 		"bmc.emu": "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nsel_enable 0x20 1000 0x0a\nmc_enable 0x20\n",
 		"lan.conf": fmt.Sprintf(`name "anvil%d"
 set_working_mc 0x20
   startlan 1
-    addr 127.0.0.1 %d
+    addr %s %d
     priv_limit admin
     allowed_auths_callback none md2 md5 straight
     allowed_auths_user none md2 md5 straight
@@ -224,7 +235,7 @@ set_working_mc 0x20
   endlan
   chassis_control "%s"
 %s  user 2 true "%s" "%s" admin 10 none md2 md5 straight
-`, port, port, port, filepath.Join(dir, "chassis"), solLine(opts.SOL), opts.Username, opts.Password),
+`, port, host, port, port, filepath.Join(dir, "chassis"), solLine(opts.SOL), opts.Username, opts.Password),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -245,7 +256,7 @@ set_working_mc 0x20
 		logf.Close()
 		return nil, fmt.Errorf("ipmisim: start ipmi_sim: %w", err)
 	}
-	b := &BMC{Addr: "127.0.0.1", Port: port, Username: opts.Username, Password: opts.Password, dir: dir, cmd: cmd, waitDone: make(chan struct{})}
+	b := &BMC{Addr: host, Port: port, Username: opts.Username, Password: opts.Password, dir: dir, cmd: cmd, waitDone: make(chan struct{})}
 	go func() { // owned by b; ends when the process exits (Close kills it)
 		_ = cmd.Wait()
 		logf.Close()

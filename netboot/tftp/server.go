@@ -22,6 +22,9 @@ const (
 	// so a bigger block trades a little loopback speed for boots that
 	// fail; raise it only on networks known to carry jumbo frames.
 	DefaultMaxBlockSize = 1468
+	// ipv6Overhead is how much larger IPv6's header is than IPv4's: the
+	// block cap of an IPv6 transfer is MaxBlockSize less this.
+	ipv6Overhead = 20
 	// DefaultMaxWindowSize is the RFC 7440 window granted when a client
 	// asks for a larger one: 16 blocks of 1468 bytes are 23 KB in flight,
 	// small for the socket buffers and enough to hide the round trip.
@@ -49,8 +52,10 @@ type Server struct {
 	// again after a timeout before the transfer is abandoned
 	// (DefaultRetries).
 	Retries int
-	// MaxBlockSize caps the RFC 2348 blksize a client may negotiate
-	// (DefaultMaxBlockSize); values are clamped to 8..65464.
+	// MaxBlockSize caps the RFC 2348 blksize an IPv4 client may
+	// negotiate (DefaultMaxBlockSize); values are clamped to 8..65464.
+	// An IPv6 client's cap is 20 bytes less (its header is 40 bytes,
+	// not 20): 1448 by default.
 	MaxBlockSize int
 	// MaxWindowSize caps the RFC 7440 windowsize a client may negotiate
 	// (DefaultMaxWindowSize); 1 disables windowing (the option is then

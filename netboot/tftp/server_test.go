@@ -399,3 +399,34 @@ func TestListenTransfer(t *testing.T) {
 		t.Fatalf("report %+v, want the ListenTransfer error", tr)
 	}
 }
+
+// TestIPv6BlockClamp: over IPv6 the block cap is 20 bytes below
+// MaxBlockSize (the IPv6 header is 40 bytes, IPv4's 20), so that the
+// default block fits an MTU of 1500 unfragmented; a file round-trips.
+func TestIPv6BlockClamp(t *testing.T) {
+	data := pattern(5*1448+7, 3)
+	for _, tc := range []struct {
+		name string
+		srv  Server
+		ask  int
+		want int
+	}{
+		{"default-asks-1468", Server{}, 1468, 1448},
+		{"default-asks-9000", Server{}, 9000, 1448},
+		{"asks-1024", Server{}, 1024, 1024},
+		{"max-8192", Server{MaxBlockSize: 8192}, 9000, 8172},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.srv.Handler = newMemFS(map[string][]byte{"f": data})
+			st := startOn(t, &tc.srv, "[::1]:0")
+			var buf bytes.Buffer
+			res, err := Get(context.Background(), st.addr, "f", ClientOptions{BlockSize: tc.ask}, &buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.BlockSize != tc.want || !bytes.Equal(buf.Bytes(), data) {
+				t.Errorf("block size %d (want %d), %d bytes (want %d)", res.BlockSize, tc.want, buf.Len(), len(data))
+			}
+		})
+	}
+}

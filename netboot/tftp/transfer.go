@@ -87,7 +87,7 @@ func serveRequest(ctx context.Context, cfg *config, local, remote netip.AddrPort
 		return
 	}
 	netascii := req.mode == "netascii"
-	neg := negotiate(req, cfg, f.Size(), netascii)
+	neg := negotiate(req, cfg, f.Size(), netascii, tr.Request.Remote.Addr().Unmap().Is6())
 	tr.BlockSize = neg.blksize
 	// Read ahead in 64 KiB: one pread per 44 blocks of 1468 bytes
 	// instead of one per block.
@@ -117,8 +117,16 @@ type negotiation struct {
 // value out of its range is ignored, as are unknown options (RFC 2347:
 // the server omits from the OACK what it does not accept). tsize is not
 // acknowledged in netascii mode: its size on the wire differs from the
-// file's, and counting it would mean reading the file twice.
-func negotiate(req *request, cfg *config, size int64, netascii bool) negotiation {
+// file's, and counting it would mean reading the file twice. MaxBlockSize
+// is IPv4 arithmetic (the MTU less 20 bytes of IPv4, 8 of UDP, 4 of
+// TFTP): an IPv6 client's cap is 20 bytes less, its header being 40
+// bytes, so that the default block fits an MTU of 1500 unfragmented on
+// both families (1468 and 1448).
+func negotiate(req *request, cfg *config, size int64, netascii, v6 bool) negotiation {
+	maxBlock := cfg.maxBlock
+	if v6 {
+		maxBlock = max(maxBlock-ipv6Overhead, minBlockSize)
+	}
 	n := negotiation{blksize: defaultBlockSize, window: 1, timeout: cfg.timeout}
 	var names []string
 	vals := make(map[string]string)
@@ -130,7 +138,7 @@ func negotiate(req *request, cfg *config, size int64, netascii bool) negotiation
 			if !ok {
 				continue
 			}
-			n.blksize = int(min(b, int64(cfg.maxBlock)))
+			n.blksize = int(min(b, int64(maxBlock)))
 			vals[name] = strconv.Itoa(n.blksize)
 		case "tsize":
 			if _, ok := parseUint(v, 0, 1<<62); !ok || netascii {

@@ -3,6 +3,7 @@ package ipmitool
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,16 @@ func (i Info) String() string {
 func ParseInfo(r *driver.InfoReader) (Info, error) {
 	info := Info{}
 	info.Address = r.String("ipmi_address", true)
+	if inner, ok := strings.CutPrefix(info.Address, "["); ok && strings.HasSuffix(inner, "]") {
+		// An IPv6 literal in brackets, as URLs write it: ipmitool's -H
+		// takes the bare address.
+		inner = strings.TrimSuffix(inner, "]")
+		if a, err := netip.ParseAddr(inner); err == nil && a.Is6() {
+			info.Address = inner
+		} else {
+			r.Invalid("ipmi_address", "an IPv6 address inside the brackets, got "+strconv.Quote(info.Address))
+		}
+	}
 	switch {
 	case info.Address == "":
 	case strings.ContainsAny(info.Address, " /\\@") || strings.HasPrefix(info.Address, "-"):

@@ -3,6 +3,7 @@ package ipmitool
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,57 @@ func TestTypedSensors(t *testing.T) {
 	}
 	if got[1].Reading != "No Reading" || got[1].Status != "ns" {
 		t.Errorf("no-reading sensor: %+v", got[1])
+	}
+}
+
+// TestIPv6Address: ipmi_address as an IPv6 literal, bare or in
+// brackets, reaches ipmitool's -H bare; a bracketed non-IPv6 value is
+// refused naming the key.
+func TestIPv6Address(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"fd00:a6::9", "fd00:a6::9"},
+		{"[fd00:a6::9]", "fd00:a6::9"},
+		{"[::1]", "::1"},
+	} {
+		info, err := parseInfo(map[string]any{"ipmi_address": tc.in})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		c, err := New(info, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := c.args("")
+		if i := slices.Index(args, "-H"); i < 0 || args[i+1] != tc.want {
+			t.Errorf("%s: ipmitool arguments %q, want -H %s", tc.in, args, tc.want)
+		}
+	}
+	for _, bad := range []string{"[bmc.example]", "[192.0.2.9]", "[fd00::9]:623"} {
+		_, err := parseInfo(map[string]any{"ipmi_address": bad})
+		var ip *driver.InvalidParameterError
+		if !errors.As(err, &ip) || !strings.Contains(err.Error(), "ipmi_address") {
+			t.Errorf("%s: %v, want an invalid ipmi_address", bad, err)
+		}
+	}
+}
+
+// TestAgainstSimulatorOverIPv6 drives ipmi_sim listening on ::1 with
+// the real ipmitool, the address given in brackets.
+func TestAgainstSimulatorOverIPv6(t *testing.T) {
+	ipmisim.Require(t)
+	b := ipmisim.Start(t, ipmisim.Options{IPv6: true})
+	c := simClient(t, b, map[string]any{"ipmi_address": "[" + b.Addr + "]"})
+	ctx := context.Background()
+	if err := c.PowerOn(ctx, 0); err != nil || !b.Power() {
+		t.Fatalf("power on over IPv6: %v", err)
+	}
+	if on, err := c.PowerState(ctx); err != nil || !on {
+		t.Fatalf("power state over IPv6: %v, %v", on, err)
+	}
+	if err := c.SetBootDevice(ctx, "pxe", false, false); err != nil || b.Boot() != "pxe" {
+		t.Fatalf("bootdev pxe over IPv6: %v (sim %s)", err, b.Boot())
+	}
+	if err := c.PowerOff(ctx, 0); err != nil || b.Power() {
+		t.Fatalf("power off over IPv6: %v", err)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	Password string
 	// TLS serves HTTPS with a freshly generated self-signed certificate.
 	TLS bool
+	// IPv6 serves on [::1] instead of 127.0.0.1 (URL is then
+	// http://[::1]:port).
+	IPv6 bool
 	// Latency is added to every request before it is answered, to model
 	// a slow BMC.
 	Latency time.Duration
@@ -156,6 +159,14 @@ func New(opts Options) (*Server, error) {
 	// Refused handshakes (clients verifying the self-signed certificate)
 	// are expected in tests; keep them out of the test output.
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if opts.IPv6 {
+		ln, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			return nil, fmt.Errorf("redfishtest: listen on [::1]: %w", err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = ln
+	}
 	if opts.TLS {
 		s.srv.StartTLS()
 	} else {

@@ -281,3 +281,35 @@ func TestUnusableCABundleNamesNode(t *testing.T) {
 		t.Fatalf("GetPowerState = %#v, want an *InvalidParameterError on node-1's redfish_verify_ca", err)
 	}
 }
+
+// TestIPv6Address: redfish_address as an IPv6 literal (bare, bracketed
+// with a port, or a URL) makes a bracketed endpoint; the driver powers a
+// BMC listening on [::1] through it.
+func TestIPv6Address(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"fd00:a6::9", "https://[fd00:a6::9]"},
+		{"[fd00:a6::9]:8443", "https://[fd00:a6::9]:8443"},
+		{"http://[fd00:a6::9]:8000/redfish", "http://[fd00:a6::9]:8000/redfish"},
+	} {
+		info, err := parseInfo(map[string]any{"redfish_address": tc.in})
+		if err != nil || info.Endpoint != tc.want {
+			t.Errorf("%s: endpoint %q, %v; want %q", tc.in, info.Endpoint, err, tc.want)
+		}
+	}
+	if _, err := parseInfo(map[string]any{"redfish_address": "https://fd00:a6::9:8443"}); err == nil || !strings.Contains(err.Error(), "brackets") {
+		t.Errorf("an unbracketed IPv6 address with a port: %v, want a refusal naming brackets", err)
+	}
+	s := newServer(t, redfishtest.Options{IPv6: true})
+	if !strings.HasPrefix(s.URL(), "http://[::1]:") {
+		t.Fatalf("server at %s, want [::1]", s.URL())
+	}
+	d := newDrivers(t)
+	ctx := context.Background()
+	tk := task(s, nil)
+	if err := d.Power().SetPowerState(ctx, tk, driver.PowerOn, 0); err != nil {
+		t.Fatalf("power on over IPv6: %v", err)
+	}
+	if st, err := d.Power().GetPowerState(ctx, tk); err != nil || st != driver.PowerOn {
+		t.Fatalf("power state over IPv6: %s, %v", st, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"sort"
@@ -131,9 +132,18 @@ func ParseInfo(r *driver.InfoReader) (Info, error) {
 
 // parseAddress turns redfish_address (host, host:port or URL) into
 // scheme://host[:port][/prefix], recording what is wrong with it in r.
+// A bare IPv6 literal ("fd00::9") is taken as the host, in brackets.
 func parseAddress(r *driver.InfoReader, addr string) string {
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && a.Zone() == "" {
+		addr = "[" + addr + "]"
+	}
 	if !strings.Contains(addr, "://") {
 		addr = "https://" + addr
+	}
+	_, rest, _ := strings.Cut(addr, "://")
+	if host, _, _ := strings.Cut(rest, "/"); strings.Count(host, ":") > 1 && !strings.HasPrefix(host, "[") {
+		r.Invalid("redfish_address", "an IPv6 address with a port goes in brackets: [fd00::9]:8000")
+		return ""
 	}
 	u, err := url.Parse(addr)
 	switch {
