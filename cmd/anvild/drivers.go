@@ -38,7 +38,7 @@ func ironicEnabledInterfaces() map[driver.Kind][]string {
 		driver.KindFirmware: {driver.NoFirmware},
 		driver.KindInspect:  {agentdeploy.InspectName, driver.NoInspect, "redfish"},
 		driver.KindNetwork:  {"flat", driver.Noop},
-		driver.KindRAID:     {"agent", driver.NoRAID, "redfish"},
+		driver.KindRAID:     {agentdeploy.RAIDName, driver.NoRAID, "redfish"},
 		driver.KindRescue:   {driver.NoRescue},
 		driver.KindStorage:  {"cinder", driver.Noop},
 		driver.KindVendor:   {"ipmitool", "redfish", driver.NoVendor},
@@ -208,6 +208,7 @@ func libraryBundles(d driverDeps, cm *console.Manager) ([]driver.Bundle, error) 
 	agent := driver.Bundle{Implementations: []driver.Implementation{
 		{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.New(d.Client)},
 		{Kind: driver.KindInspect, Name: agentdeploy.InspectName, Impl: inspect},
+		{Kind: driver.KindRAID, Name: agentdeploy.RAIDName, Impl: agentdeploy.NewRAID()},
 	}}
 	return []driver.Bundle{
 		builtin.Bundle(fake.Config{}),

@@ -72,7 +72,7 @@ func TestDriverDefaults(t *testing.T) {
 				driver.KindFirmware:   {"no-firmware"},
 				driver.KindInspect:    {"agent", "no-inspect", "redfish"},
 				driver.KindNetwork:    {"noop"},
-				driver.KindRAID:       {"no-raid", "redfish"},
+				driver.KindRAID:       {"agent", "no-raid", "redfish"},
 				driver.KindRescue:     {"no-rescue"},
 				driver.KindStorage:    {"noop"},
 				driver.KindVendor:     {"ipmitool", "redfish", "no-vendor"},
