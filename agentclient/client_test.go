@@ -152,6 +152,12 @@ func TestClientDeployAndServiceSteps(t *testing.T) {
 		t.Fatalf("service steps: %+v %v", ss, err)
 	}
 	step := ss.Steps["GenericHardwareManager"][0]
+	if step.Name == "apply_configuration" {
+		// IPA's apply_configuration(node, ports, raid_config, ...) needs
+		// its argument.
+		step.Args = map[string]any{"raid_config": map[string]any{"logical_disks": []any{
+			map[string]any{"size_gb": "MAX", "raid_level": "1", "controller": "software"}}}}
+	}
 	if _, err := e.client.ExecuteServiceStep(ctx, e.target, step, maskedNode, ports, ss.HardwareManagerVersion); err != nil {
 		t.Fatal(err)
 	}

@@ -29,3 +29,12 @@ const (
 	InternalAgentStatus        = "agent_status"
 	InternalAgentStatusMessage = "agent_status_message"
 )
+
+// InspectionInventoryKey is where an out-of-band inspect interface leaves
+// the hardware inventory it built, in IPA's inventory format (a JSON
+// object: memory, cpu, disks, interfaces, system_vendor, boot), as
+// Ironic's Redfish inspection builds one. The conductor takes it out of
+// driver_internal_info when the inspection succeeds, runs the interface
+// hooks over it (plugin data all_interfaces, valid_interfaces, macs) and
+// stores both as the node's inventory (GET /v1/nodes/{node}/inventory).
+const InspectionInventoryKey = "anvil_inspection_inventory"

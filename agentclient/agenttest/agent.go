@@ -65,6 +65,10 @@ type AgentConfig struct {
 	RejectTargetBootMode bool
 	// Clock paces delays. Nil means the system clock.
 	Clock clock.Clock
+	// BlockDevices is how many disks the machine has, as the software
+	// RAID steps count them (IPA refuses RAID 5 on fewer than 3 and RAID
+	// 6 on fewer than 4). Zero means 2.
+	BlockDevices int
 }
 
 // Execution records one command the agent accepted and ran.
@@ -120,6 +124,8 @@ type Agent struct {
 	byID        map[string]*command
 	behaviors   map[string]*Behavior
 	partitions  map[string]any
+	disks       int
+	mdRAID      map[string]any // the software RAID the raid steps built
 	gone        bool
 	busyAnswers int
 }
@@ -138,6 +144,10 @@ func NewAgent(cfg AgentConfig) *Agent {
 	if mgrs == nil {
 		mgrs = []HardwareManager{GenericHardwareManager()}
 	}
+	disks := cfg.BlockDevices
+	if disks <= 0 {
+		disks = 2
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	now := clk.Now()
 	return &Agent{
@@ -151,6 +161,7 @@ func NewAgent(cfg AgentConfig) *Agent {
 		managers:   slices.Clone(mgrs),
 		byID:       map[string]*command{},
 		behaviors:  map[string]*Behavior{},
+		disks:      disks,
 	}
 }
 
@@ -799,6 +810,13 @@ func (a *Agent) runStep(kind steps.Kind, c *command, beh Behavior) (any, *agentc
 		if err := writeImageArgs(step.Args); err != nil {
 			return nil, err, agentclient.StatusFailed
 		}
+	}
+	if step.Interface == "raid" && beh.Fail == nil && beh.Result == nil {
+		res, err := a.raidStep(kind, c.res.Params["node"], step)
+		if err != nil {
+			return nil, err, agentclient.StatusFailed
+		}
+		return map[string]any{string(kind) + "_result": res, string(kind) + "_step": step}, nil, agentclient.StatusSucceeded
 	}
 	if beh.Fail != nil {
 		return nil, beh.Fail, agentclient.StatusFailed

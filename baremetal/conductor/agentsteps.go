@@ -89,6 +89,10 @@ func (c *Conductor) executeAgentStep(ctx context.Context, t *task, kind steps.Ki
 		return driver.StepResult{}, fmt.Errorf("%w: node %s has no agent URL yet", agentclient.ErrConnectionFailed, n.UUID)
 	}
 	node, ports, ver := agentNodeDict(n, kind), t.agentPorts(ctx), hardwareManagerVersion(n)
+	s, err = prepareAgentRAIDStep(n, kind, s, node)
+	if err != nil {
+		return driver.StepResult{}, err
+	}
 	var res *agentclient.CommandResult
 	switch kind {
 	case steps.Clean:
@@ -178,6 +182,12 @@ func (c *Conductor) processNextStep(ctx context.Context, t *task, kind steps.Kin
 		}
 		if prog.Current == nil {
 			return nil
+		}
+		if err := c.finishAgentRAIDStep(n, kind, *prog.Current, &last); err != nil {
+			msg := describeErr(err)
+			c.metrics.stepFailures.WithLabelValues(string(kind), prog.Current.Key()).Inc()
+			c.stepEvent(t, EventStepEnd, kind, *prog.Current, msg)
+			return c.runActions(ctx, t, kind, c.planner().Decide(prog, steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: baremetal.MaskText(msg)}))
 		}
 		c.stepEvent(t, EventStepEnd, kind, *prog.Current, "")
 		if prog.Current.RebootRequested {

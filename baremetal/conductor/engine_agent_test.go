@@ -58,6 +58,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 			driver.KindDeploy:  {agentdeploy.Name, fake.Name},
 			driver.KindPower:   {simfleet.PowerName, fake.Name},
 			driver.KindInspect: {fake.Name, agentdeploy.InspectName},
+			driver.KindRAID:    {fake.Name, driver.NoRAID, agentdeploy.RAIDName},
 		},
 	})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
@@ -71,6 +72,9 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindRAID, agentdeploy.RAIDName, agentdeploy.NewRAID()); err != nil {
 		t.Fatal(err)
 	}
 	// The listener is bound before the conductor exists (the fleet needs

@@ -110,7 +110,29 @@ func TestInbandInspection(t *testing.T) {
 			t.Fatalf("NodeInventory(%s): %v", ident, err)
 		}
 		wantJSON(t, "stored inventory", stored.Inventory, inv)
-		wantJSON(t, "stored plugin data", stored.PluginData, map[string]any{"boot_interface": fake.MAC(n.UUID)})
+		// The plugin data the ramdisk posted, with what the
+		// validate-interfaces hook adds: every NIC with its PXE flag,
+		// which Metal3's baremetal-operator reads.
+		var inventory agentclient.Inventory
+		if err := json.Unmarshal(stored.Inventory, &inventory); err != nil {
+			t.Fatal(err)
+		}
+		wantPD := agentclient.InterfacesPluginData(&inventory, fake.MAC(n.UUID))
+		wantPD["boot_interface"] = fake.MAC(n.UUID)
+		wantJSON(t, "stored plugin data", stored.PluginData, wantPD)
+		var pd struct {
+			All map[string]struct {
+				PXE bool `json:"pxe_enabled"`
+			} `json:"all_interfaces"`
+		}
+		if err := json.Unmarshal(stored.PluginData, &pd); err != nil || len(pd.All) == 0 {
+			t.Fatalf("plugin data all_interfaces: %s %v", stored.PluginData, err)
+		}
+		for name, i := range pd.All {
+			if !i.PXE {
+				t.Errorf("all_interfaces[%s].pxe_enabled is false for the interface the node booted from", name)
+			}
+		}
 		if stored.UpdatedAt.IsZero() || stored.CreatedAt.IsZero() {
 			t.Errorf("stored inventory not stamped: created %v updated %v", stored.CreatedAt, stored.UpdatedAt)
 		}

@@ -135,6 +135,11 @@ func (c *Conductor) doInspect(ctx context.Context, t *task) error {
 	if res.Wait {
 		return t.process(ctx, statemachine.EventWait, moveOpts{keepTarget: true})
 	}
+	if err := c.storeOOBInventory(ctx, t); err != nil {
+		msg := fmt.Sprintf("Failed to store the inspection inventory of node %s: %s", t.uuid(), describeErr(err))
+		t.fail(ctx, msg, false)
+		return err
+	}
 	t.node.InspectionFinishedAt = c.clock.Now().UTC()
 	return t.process(ctx, statemachine.EventDone, moveOpts{})
 }

@@ -347,6 +347,10 @@ func (c *Conductor) doContinueInspection(ctx context.Context, t *task, in intent
 	}
 	raw, _ := in.Args["inventory"].(string)
 	pd, _ := in.Args["plugin_data"].(map[string]any)
+	if pd == nil {
+		// The hooks record their results in the plugin data.
+		pd = map[string]any{}
+	}
 	if err := t.process(ctx, statemachine.EventResume, moveOpts{keepTarget: true}); err != nil {
 		return err
 	}
@@ -502,4 +506,39 @@ func (c *Conductor) NodeInventory(ctx context.Context, ident string) (*baremetal
 		return nil, err
 	}
 	return c.store.GetNodeInventory(ctx, n.UUID)
+}
+
+// storeOOBInventory stores the inventory an out-of-band inspect interface
+// left under driver.InspectionInventoryKey (and removes it from
+// driver_internal_info), with the plugin data of the validate-interfaces
+// hook (all_interfaces with each NIC's pxe_enabled, valid_interfaces,
+// macs), as Ironic's Redfish inspection stores its inventory and plugin
+// data. A node whose interface left none keeps its previous inventory.
+func (c *Conductor) storeOOBInventory(ctx context.Context, t *task) error {
+	n := t.node
+	raw, ok := n.DriverInternalInfo[driver.InspectionInventoryKey]
+	if !ok {
+		return nil
+	}
+	delete(n.DriverInternalInfo, driver.InspectionInventoryKey)
+	doc, err := json.Marshal(raw)
+	if err != nil {
+		return fmt.Errorf("encoding the inventory: %w", err)
+	}
+	var inv agentclient.Inventory
+	if err := json.Unmarshal(doc, &inv); err != nil {
+		return fmt.Errorf("the inventory is not in IPA's format: %w", err)
+	}
+	ni, err := inspectionInventory(string(doc), agentclient.InterfacesPluginData(&inv, agentclient.PXEMAC(&inv, nil)))
+	if err != nil {
+		return err
+	}
+	if err := baremetal.CheckInventory(n.UUID, ni); err != nil {
+		return err
+	}
+	if err := c.store.SaveNodeInventory(ctx, n.UUID, ni); err != nil {
+		return err
+	}
+	c.log.Info("inspection inventory stored", "node", n.UUID, "inventory_bytes", len(ni.Inventory), "plugin_data_bytes", len(ni.PluginData))
+	return nil
 }

@@ -115,8 +115,19 @@ func agentNodeDict(n *baremetal.Node, kind steps.Kind) map[string]any {
 	return map[string]any{
 		"uuid": n.UUID, "name": n.Name, "driver": n.Driver, "properties": jsonmap.Clone(n.Properties),
 		"instance_info": ii, "driver_internal_info": baremetal.MaskSecrets(n.DriverInternalInfo),
-		"driver_info": baremetal.MaskSecrets(n.DriverInfo),
+		"driver_info":        baremetal.MaskSecrets(n.DriverInfo),
+		"target_raid_config": nonNilMap(jsonmap.Clone(n.TargetRAIDConfig)),
+		"raid_config":        nonNilMap(jsonmap.Clone(n.RAIDConfig)),
 	}
+}
+
+// nonNilMap is m, or an empty map for nil (Ironic's node fields default
+// to {}, and IPA reads them with .get on a dict).
+func nonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 func (t *task) agentPorts(ctx context.Context) []map[string]any {

@@ -63,8 +63,8 @@ func (c *Conductor) stepSource(_ context.Context, t *task, kind steps.Kind) (ste
 		if err != nil {
 			return steps.Source{}, err
 		}
-		src.Agent = cache
 		src.InBand = inBandInterfaces(d)
+		src.Agent = withRAIDCreateArgs(cache, src.InBand)
 	}
 	return src, nil
 }

@@ -142,7 +142,8 @@ func TestResumableDeclaredAgentStep(t *testing.T) {
 	writeImage := steps.Step{Interface: "deploy", Name: agentdeploy.StepWriteImage, Priority: 80,
 		Args: map[string]any{"image_info": map[string]any{"id": "image", "urls": []any{"http://127.0.0.1:1/image"}, "checksum": "0123456789abcdef0123456789abcdef"}}}
 	applyRAID := steps.Step{Interface: "raid", Name: "apply_configuration", Priority: 90,
-		Args: map[string]any{"raid_config": map[string]any{"logical_disks": []any{}}}}
+		Args: map[string]any{"raid_config": map[string]any{"logical_disks": []any{
+			map[string]any{"size_gb": "MAX", "raid_level": "1", "controller": "software"}}}}}
 	// agentWith registers an agent that received sent (in order) and
 	// returns its URL.
 	agentWith := func(t *testing.T, name string, delay time.Duration, sent ...steps.Step) string {

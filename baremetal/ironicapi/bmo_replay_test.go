@@ -259,15 +259,7 @@ const bmoPollTimeout = 60 * time.Second
 // id is listed logs the difference instead of failing; a listed id whose
 // check passes fails the test, so the list is removed as soon as the gap
 // closes.
-var knownDifferences = map[string]string{
-	// Ironic's validate-interfaces inspection hook stores
-	// plugin_data.all_interfaces (and valid_interfaces, macs), each
-	// interface with pxe_enabled true for the NIC the ramdisk booted from;
-	// BMO's NIC.PXE comes from it. Anvil stores the plugin data the
-	// ramdisk posted ({"boot_interface": mac}) without it, so every NIC
-	// of a BareMetalHost inspected by Anvil reads pxe: false.
-	"plugin-data-all-interfaces": "in-band inspection stores no plugin_data.all_interfaces",
-}
+var knownDifferences = map[string]string{}
 
 // bmoLab is an API server on a conductor whose fake-hardware nodes inspect
 // and deploy with simulated agents reaching the same listener.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/netboot"
 )
@@ -81,7 +80,8 @@ type Config struct {
 }
 
 // defaultConfig is `anvild` with no flag and no file: SQLite under the
-// state directory, fake-hardware, noauth, 127.0.0.1:6385.
+// state directory, noauth, 127.0.0.1:6385, and Ironic's driver defaults
+// (driverDefaults) settled once the plugins are found.
 func defaultConfig() *Config {
 	state := "anvil-state"
 	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
@@ -91,7 +91,7 @@ func defaultConfig() *Config {
 		StatePath:              state,
 		AuthStrategy:           "noauth",
 		HTPasswdFile:           "/etc/ironic/htpasswd",
-		Drivers:                driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}, EnabledInterfaces: map[driver.Kind][]string{}, DefaultInterfaces: map[driver.Kind]string{}},
+		Drivers:                driver.Config{EnabledInterfaces: map[driver.Kind][]string{}, DefaultInterfaces: map[driver.Kind]string{}},
 		HostIP:                 "127.0.0.1",
 		Port:                   6385,
 		MaxLimit:               1000,
@@ -190,10 +190,6 @@ func limit(f func(*Config) *int) func(*Config, string) string {
 	}
 }
 
-func list(f func(*Config) *[]string) func(*Config, string) string {
-	return func(c *Config, v string) string { *f(c) = splitList(v); return "" }
-}
-
 func splitList(v string) []string {
 	var out []string
 	for s := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || r == '\n' }) {
@@ -235,7 +231,7 @@ func options() []option {
 		{"DEFAULT", "debug", "debug", "log at debug level ([DEFAULT]debug)", boolean(func(c *Config) *bool { return &c.Debug })},
 		{"DEFAULT", "auth_strategy", "auth-strategy", "noauth or http_basic ([DEFAULT]auth_strategy)", choice([]string{"noauth", "http_basic"}, func(c *Config) *string { return &c.AuthStrategy })},
 		{"DEFAULT", "http_basic_auth_user_file", "http-basic-auth-user-file", "htpasswd file of user:bcrypt lines ([DEFAULT]http_basic_auth_user_file)", str(func(c *Config) *string { return &c.HTPasswdFile })},
-		{"DEFAULT", "enabled_hardware_types", "enabled-hardware-types", "comma-separated hardware types ([DEFAULT]enabled_hardware_types; default fake-hardware)", func(c *Config, v string) string {
+		{"DEFAULT", "enabled_hardware_types", "enabled-hardware-types", "comma-separated hardware types ([DEFAULT]enabled_hardware_types; default ipmi,redfish, those whose plugin is found, else fake-hardware)", func(c *Config, v string) string {
 			l := splitList(v)
 			if len(l) == 0 {
 				return "at least one hardware type"
@@ -390,7 +386,12 @@ func options() []option {
 		{"agent", "post_deploy_get_power_state_retry_interval", "", "", seconds(false, func(c *Config) *time.Duration { return &c.powerOffInterval })},
 
 		// [anvil]: Anvil's own.
-		{"anvil", "plugin_dirs", "plugin-dir", "comma-separated driver plugin directories (anvil-driver-<name> executables)", list(func(c *Config) *[]string { return &c.PluginDirs })},
+		{"anvil", "plugin_dirs", "plugin-dir", "comma-separated driver plugin directories of anvil-driver-<name> executables (default: anvild's own directory and $XDG_DATA_HOME/anvil/plugins)", func(c *Config, v string) string {
+			// Set, even to nothing: only an unset option means the
+			// default directories.
+			c.PluginDirs = append([]string{}, splitList(v)...)
+			return ""
+		}},
 		{"anvil", "netboot", "netboot", "run the boot server (TFTP and HTTP) and enable the network boot interfaces", boolean(func(c *Config) *bool { return &c.Netboot })},
 		{"anvil", "netboot_http_listen", "netboot-http-listen", "boot server HTTP listen address (e.g. 192.0.2.1:8080)", str(func(c *Config) *string { return &c.NetbootHTTP })},
 		{"anvil", "netboot_tftp_listen", "netboot-tftp-listen", "boot server TFTP listen address (e.g. 192.0.2.1:69)", str(func(c *Config) *string { return &c.NetbootTFTP })},

@@ -28,7 +28,7 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HostIP != "127.0.0.1" || c.Port != 6385 || c.AuthStrategy != "noauth" || c.StatePath != "anvil-state" ||
-		!reflect.DeepEqual(c.Drivers.EnabledHardwareTypes, []string{"fake-hardware"}) || c.Connection != "" || c.EnableSSL {
+		c.Drivers.EnabledHardwareTypes != nil || c.PluginDirs != nil || c.Connection != "" || c.EnableSSL {
 		t.Fatalf("defaults: %+v", c)
 	}
 	t.Setenv("XDG_STATE_HOME", "/var/state")

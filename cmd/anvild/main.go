@@ -4,8 +4,17 @@
 // listener, optional driver plugins and an optional boot server. Point
 // Ironic's tools (the baremetal CLI, gophercloud, Metal3) at it:
 //
-//	go run ./cmd/anvild          # SQLite in ./anvil-state, fake-hardware, noauth, 127.0.0.1:6385
+//	go run ./cmd/anvild          # SQLite in ./anvil-state, noauth, 127.0.0.1:6385
 //	baremetal --os-endpoint http://127.0.0.1:6385 --os-auth-type none driver list
+//
+// Its drivers default to Ironic's: the ipmi and redfish hardware types,
+// those whose plugin (anvil-driver-ipmi, anvil-driver-redfish) is found
+// beside the anvild executable or in $XDG_DATA_HOME/anvil/plugins, with
+// Ironic's enabled interface lists less what Anvil lacks. With no plugin
+// found it warns and enables fake-hardware alone. The library's in-process
+// implementations are all registered: the agent deploy, inspect and RAID
+// interfaces, the ipmitool-socat console, the fake and no-op ones, and,
+// with the boot server, ipxe, pxe, http-ipxe and http.
 //
 // Configuration is flags and an optional INI file (--config-file) with
 // Ironic's sections and option names ([DEFAULT], [api], [conductor],

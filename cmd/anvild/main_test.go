@@ -99,10 +99,17 @@ func (l *lockedBuffer) String() string {
 // called.
 func startAnvild(t *testing.T, args ...string) *daemonProc {
 	t.Helper()
-	bin := anvildBinary(t)
+	return startAnvildBinary(t, anvildBinary(t), args...)
+}
+
+// startAnvildBinary is startAnvild with the anvild executable bin. The
+// default plugin directory under XDG_DATA_HOME is an empty one of the
+// test's, so that plugins installed on the machine play no part.
+func startAnvildBinary(t *testing.T, bin string, args ...string) *daemonProc {
+	t.Helper()
 	full := append([]string{"--host-ip", "127.0.0.1", "--port", "0", "--state-dir", t.TempDir(), "--host", "anvild-test"}, args...)
 	cmd := exec.Command(bin, full...)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME=")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME=", "XDG_DATA_HOME="+t.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -415,5 +422,74 @@ func TestIPv6Listen(t *testing.T) {
 		if got := agentAPIURL(&Config{HostIP: tc.host, Port: 6385}); got != tc.want {
 			t.Errorf("agentAPIURL(host_ip %s) = %q, want %q", tc.host, got, tc.want)
 		}
+	}
+}
+
+// TestAnvildFindsPluginsBesideItself is what go install gives: anvild and
+// anvil-driver-redfish in one directory. With no flag anvild enables
+// Ironic's defaults for what it finds: the redfish hardware type (no ipmi
+// plugin, no fake-hardware), and a node registered as Metal3's
+// baremetal-operator registers it (inspect_interface agent) is accepted.
+func TestAnvildFindsPluginsBesideItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds anvild and a plugin; skipped with -short")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../anvil-driver-redfish").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	d := startAnvildBinary(t, filepath.Join(dir, "anvild"))
+	hc := &http.Client{Timeout: 10 * time.Second}
+	code, _, body := get(t, hc, d.URL+"/v1/drivers", "X-OpenStack-Ironic-API-Version", "1.81")
+	if code != 200 {
+		t.Fatalf("GET /v1/drivers: %d %s", code, body)
+	}
+	var drivers struct{ Drivers []struct{ Name string } }
+	if err := json.Unmarshal([]byte(body), &drivers); err != nil {
+		t.Fatal(err)
+	}
+	if len(drivers.Drivers) != 1 || drivers.Drivers[0].Name != "redfish" {
+		t.Fatalf("drivers %+v, want redfish alone\n%s", drivers.Drivers, d.stderr)
+	}
+	req, _ := http.NewRequest(http.MethodPost, d.URL+"/v1/nodes", strings.NewReader(
+		`{"name":"bmh-0","driver":"redfish","inspect_interface":"agent","driver_info":{"redfish_address":"http://127.0.0.1:1","redfish_system_id":"/redfish/v1/Systems/1"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/nodes with inspect_interface agent: %d %s", resp.StatusCode, nb)
+	}
+	var node map[string]any
+	if err := json.Unmarshal(nb, &node); err != nil {
+		t.Fatal(err)
+	}
+	if node["inspect_interface"] != "agent" || node["raid_interface"] != "redfish" || node["deploy_interface"] != "direct" {
+		t.Fatalf("node interfaces: inspect %v raid %v deploy %v", node["inspect_interface"], node["raid_interface"], node["deploy_interface"])
+	}
+	if _, err := d.stop(t, 15*time.Second); err != nil {
+		t.Fatalf("exit: %v\n%s", err, d.stderr)
+	}
+}
+
+// TestAnvildWithoutPluginsFallsBackToFakeHardware: no plugin anywhere, no
+// flag: anvild says so and serves fake-hardware, as the README shows.
+func TestAnvildWithoutPluginsFallsBackToFakeHardware(t *testing.T) {
+	d := startAnvild(t)
+	if !strings.Contains(d.stderr.String(), "no driver plugin for Ironic's default hardware types (ipmi, redfish)") {
+		t.Fatalf("no warning about the missing plugins:\n%s", d.stderr)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	code, _, body := get(t, hc, d.URL+"/v1/drivers")
+	if code != 200 || !strings.Contains(body, `"fake-hardware"`) || strings.Contains(body, `"redfish"`) {
+		t.Fatalf("GET /v1/drivers: %d %s", code, body)
+	}
+	if _, err := d.stop(t, 15*time.Second); err != nil {
+		t.Fatalf("exit: %v\n%s", err, d.stderr)
 	}
 }

@@ -25,11 +25,6 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/ironicapi"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
-	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/agentdeploy"
-	"github.com/anvilmetal/anvil/driver/builtin"
-	"github.com/anvilmetal/anvil/driver/fake"
-	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/anvilmetal/anvil/netboot"
@@ -147,34 +142,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	}
 	d.onClose(func() error { client.Close(); return nil })
 
-	reg := driver.NewRegistry(cfg.Drivers)
-	for _, w := range cfg.Drivers.Warnings() {
-		log.Warn(w.String())
-	}
-	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
+	exe, _ := os.Executable()
+	drv, err := loadDrivers(ctx, cfg, driverDeps{Client: client, Log: log, Executable: exe, Getenv: os.Getenv})
+	if err != nil {
 		return err
 	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
-		return err
-	}
-	if len(cfg.PluginDirs) > 0 {
-		host := plugin.NewHost(plugin.HostConfig{Dirs: cfg.PluginDirs, Logger: log})
-		d.onClose(host.Close)
-		rep, err := host.Discover(ctx)
-		if err != nil {
-			return fmt.Errorf("anvild: plugin discovery: %w", err)
-		}
-		if err := rep.Err(); err != nil {
-			return fmt.Errorf("anvild: plugin discovery: %w", err)
-		}
-		for _, p := range rep.Plugins {
-			st := p.Status()
-			log.Info("driver plugin", "name", st.Name, "version", st.Version, "path", st.Path)
-		}
-		if err := host.Register(reg); err != nil {
-			return err
-		}
-	}
+	d.onClose(func() error { drv.close(); return nil })
+	reg := drv.reg
 
 	copts := cfg.Conductor
 	copts.Hostname = cfg.Host
@@ -219,7 +193,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		if boot, err = netboot.New(no); err != nil {
 			return err
 		}
-		if err := reg.Register(pxe.New(boot, cfg.PXE).Bundle()); err != nil {
+		if err := drv.registerNetboot(pxe.New(boot, cfg.PXE)); err != nil {
 			return err
 		}
 	}
@@ -337,7 +311,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		bootDone <- nil
 	}
 	url := scheme + "://" + ln.Addr().String()
-	log.Info("anvild running", "url", url, "conductor", c.Hostname(), "hardware_types", cfg.Drivers.EnabledHardwareTypes, "version", versionString())
+	log.Info("anvild running", "url", url, "conductor", c.Hostname(), "hardware_types", drv.config.EnabledHardwareTypes, "version", versionString())
 	fmt.Fprintf(stdout, "anvild: Ironic API on %s\n", url)
 
 	var serveErr error

@@ -3,7 +3,9 @@
 // writes the image (and the config drive) itself; and the "agent" inspect
 // interface: in-band inspection, where the ramdisk posts its hardware
 // inventory to the agent API and the interface's hooks (Ironic's names,
-// see NewInspect) turn it into node properties and ports.
+// see NewInspect) turn it into node properties, ports and plugin data; and
+// the "agent" raid interface (RAID): in-band software RAID through the
+// agent's raid steps.
 //
 // The interface declares Ironic's direct deploy steps: deploy.deploy (100,
 // boots the ramdisk), deploy.write_image (80, proxied to the agent's

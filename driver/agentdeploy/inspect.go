@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -372,6 +373,11 @@ func (in *Inspect) hookValidateInterfaces(s *inspection) error {
 	}
 	if len(s.kept) == 0 {
 		return fmt.Errorf("no suitable interface in the inventory for add_ports=%s", in.addPorts)
+	}
+	// all_interfaces, valid_interfaces and macs, as Ironic's hook records
+	// them (each NIC with its pxe_enabled flag).
+	if s.pluginData != nil {
+		maps.Copy(s.pluginData, agentclient.InterfacesPluginData(&s.inv, s.pxeMAC))
 	}
 	return nil
 }

@@ -1,52 +1,12 @@
 // Command anvil-driver-redfish serves Anvil's redfish hardware type as a
-// driver plugin: power, management, redfish-virtual-media boot, inspect,
-// bios, raid, firmware and vendor implementations named as Ironic names
-// them, talking to BMCs through package rfdriver (gofish).
-//
-// Build it into a plugin directory under the name the host looks for:
+// driver plugin (package rfplugin has the program and its documentation).
+// go install github.com/anvilmetal/anvil/cmd/anvil-driver-redfish installs
+// the same program under the name the plugin host looks for; here it is
+// built with an explicit name:
 //
 //	go build -o /var/lib/anvil/plugins/anvil-driver-redfish ./plugins/redfish
-//
-// The plugin keeps one Redfish session per BMC for as long as it runs and
-// logs every session out when the host stops it. It logs hclog JSON on
-// stderr (never passwords) and never writes to stdout. Run by hand, it
-// explains that it must be started by a host and exits with status 1.
-// README.md beside this file lists the driver_info properties and steps.
-//
-// Environment: ANVIL_REDFISH_HTTP_ROOT (a directory) and
-// ANVIL_REDFISH_HTTP_URL (where the embedder serves it to the BMCs) let the
-// redfish-virtual-media boot interface publish each node's boot ISO (the
-// deploy ISO re-mastered with the node's kernel parameters).
 package main
 
-import (
-	"context"
-	"os"
-	"time"
+import "github.com/anvilmetal/anvil/plugins/redfish/rfplugin"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/anvilmetal/anvil/driver/plugin"
-	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
-)
-
-// version is the plugin's own version.
-const version = "1.0.0"
-
-func main() {
-	logger := hclog.New(&hclog.LoggerOptions{Name: "redfish", Level: hclog.Info, JSONFormat: true, Output: os.Stderr})
-	opts := rfdriver.Options{}
-	// The per-node boot ISO of virtual media boots is published into a
-	// directory the embedder serves to the BMCs.
-	if root, url := os.Getenv("ANVIL_REDFISH_HTTP_ROOT"), os.Getenv("ANVIL_REDFISH_HTTP_URL"); root != "" && url != "" {
-		opts.Media = rfdriver.DirMediaStore{Dir: root, BaseURL: url}
-	}
-	d := rfdriver.NewDrivers(opts)
-	plugin.Serve(plugin.ServeConfig{Name: "redfish", Version: version, Bundle: d.Bundle(), Logger: logger})
-	// The host is done with the plugin: free the BMCs' session slots.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := d.Close(ctx); err != nil {
-		logger.Warn("logging out of BMC sessions", "error", err)
-	}
-}
+func main() { rfplugin.Main() }

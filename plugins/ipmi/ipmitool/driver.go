@@ -41,6 +41,8 @@ func HardwareTypeDef() driver.HardwareType {
 			driver.KindPower:      {ImplIPMITool},
 			driver.KindVendor:     {ImplIPMITool, driver.NoVendor},
 			driver.KindConsole:    {ImplSocatConsole, driver.NoConsole},
+			// GenericHardware's: in-band RAID by the ramdisk.
+			driver.KindRAID: {driver.NoRAID, "agent"},
 		},
 	}
 }

@@ -45,7 +45,8 @@ discovery report give the reason, and ` + "`driver.Available`" + ` returns a
 error matching ` + "`driver.ErrUnavailable`" + `: "ipmitool is not installed
 (install the ipmitool package)".
 
-Build: ` + "`go build -o anvil-driver-ipmi ./plugins/ipmi`" + ` and put the binary in the
+Build: ` + "`go install github.com/anvilmetal/anvil/cmd/anvil-driver-ipmi`" + ` puts it beside
+anvild, in a directory anvild searches by default; or ` + "`go build -o anvil-driver-ipmi ./plugins/ipmi`" + ` and put the binary in the
 host's plugin directory.
 
 Tests against a real IPMI simulator (` + "`ipmi_sim`" + ` from Debian's ` + "`openipmi`" + `,

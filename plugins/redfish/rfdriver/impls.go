@@ -724,7 +724,11 @@ func (d *Drivers) Inspect() *InspectImpl {
 
 // InspectHardware reads the inventory and records, as Ironic does,
 // properties memory_mb, cpus, cpu_arch, local_gb and the boot_mode
-// capability (unless already set), and a port per enabled NIC. It fails
+// capability (unless already set), a port per enabled NIC, and the
+// inventory in IPA's format under driver.InspectionInventoryKey, which the
+// conductor stores as the node's inventory (Ironic 2025.2 stores the
+// Redfish inventory too, so GET /v1/nodes/{node}/inventory answers after
+// out-of-band inspection). It fails
 // when memory_mb or cpu_arch cannot be discovered, and then changes
 // nothing (no property, port or warning is written: a failed inspection
 // leaves the node as it was); other gaps are recorded in
@@ -771,5 +775,6 @@ func (i *InspectImpl) InspectHardware(ctx context.Context, t *driver.Task) (driv
 	if len(inv.Warnings) > 0 {
 		t.SetDriverInternalInfo("inspection_warnings", inv.Warnings)
 	}
+	t.SetDriverInternalInfo(driver.InspectionInventoryKey, inv.IPAInventory())
 	return driver.StepResult{}, nil
 }

@@ -63,6 +63,50 @@ func (inv Inventory) LocalGB() int {
 	return max(0, int(size/gib)-1)
 }
 
+// IPAInventory is inv in the inventory format of IPA (and of Ironic's
+// Redfish inspection): memory.physical_mb, cpu (count, architecture,
+// model_name), disks (name, size), interfaces (name, the NIC's Redfish
+// Id, and mac_address), system_vendor (manufacturer, product_name,
+// serial_number) and boot.current_boot_mode. Fields the BMC did not
+// report are left out, as Ironic leaves them out.
+func (inv Inventory) IPAInventory() map[string]any {
+	out := map[string]any{
+		"cpu":    map[string]any{"count": inv.CPUs, "architecture": inv.CPUArch},
+		"memory": map[string]any{"physical_mb": inv.MemoryMiB},
+	}
+	if inv.CPUModel != "" {
+		out["cpu"].(map[string]any)["model_name"] = inv.CPUModel
+	}
+	if len(inv.Disks) > 0 {
+		disks := make([]any, 0, len(inv.Disks))
+		for _, d := range inv.Disks {
+			disks = append(disks, map[string]any{"name": d.Name, "size": d.SizeBytes})
+		}
+		out["disks"] = disks
+	}
+	ifaces := make([]any, 0, len(inv.NICs))
+	for _, n := range inv.NICs {
+		if n.MAC == "" {
+			continue
+		}
+		ifaces = append(ifaces, map[string]any{"name": n.ID, "mac_address": strings.ToLower(n.MAC)})
+	}
+	out["interfaces"] = ifaces
+	vendor := map[string]any{}
+	for k, v := range map[string]string{"manufacturer": inv.Vendor, "product_name": inv.Model, "serial_number": inv.Serial} {
+		if v != "" {
+			vendor[k] = v
+		}
+	}
+	if len(vendor) > 0 {
+		out["system_vendor"] = vendor
+	}
+	if inv.BootMode != "" {
+		out["boot"] = map[string]any{"current_boot_mode": inv.BootMode}
+	}
+	return out
+}
+
 var cpuArch = map[string]string{
 	"x86": "x86_64", "x86-64": "x86_64", "IA-64": "ia64", "ARM": "arm", "ARM-A64": "aarch64",
 	"ARM-A32": "arm", "MIPS": "mips", "MIPS64": "mips64", "PowerISA": "ppc64le", "RV64": "riscv64", "OEM": "oem",

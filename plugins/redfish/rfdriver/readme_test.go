@@ -18,7 +18,8 @@ one Redfish session per BMC (reused, logged out on exit), logs in again after
 a 401, limits concurrent requests per BMC, backs off on 5xx answers, decodes
 vendor quirks tolerantly and bounds every request with a timeout.
 
-Build: ` + "`go build -o anvil-driver-redfish ./plugins/redfish`" + ` and put the binary
+Build: ` + "`go install github.com/anvilmetal/anvil/cmd/anvil-driver-redfish`" + ` puts it beside
+anvild, in a directory anvild searches by default; or ` + "`go build -o anvil-driver-redfish ./plugins/redfish`" + ` and put the binary
 in the host's plugin directory.
 
 Several nodes may share one BMC address (and its session): each node's
