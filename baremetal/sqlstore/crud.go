@@ -298,7 +298,8 @@ func (c *crud[T, R]) sortExpr(s *Store, key, p string) (string, error) {
 	}
 	kind, ok := c.sortCols[key]
 	if !ok {
-		keys := make([]string, 0, len(c.sortCols))
+		keys := make([]string, 0, len(c.sortCols)+1)
+		keys = append(keys, "id")
 		for k := range c.sortCols {
 			keys = append(keys, k)
 		}

@@ -96,6 +96,8 @@ func typed(err error) bool {
 		ife *baremetal.InvalidFieldError
 		de  *baremetal.DuplicateError
 		ne  *baremetal.PortgroupNotEmptyError
+		ce  *baremetal.ChassisNotEmptyError
 	)
-	return errors.As(err, &nf) || errors.As(err, &cf) || errors.As(err, &ife) || errors.As(err, &de) || errors.As(err, &ne)
+	return errors.As(err, &nf) || errors.As(err, &cf) || errors.As(err, &ife) || errors.As(err, &de) ||
+		errors.As(err, &ne) || errors.As(err, &ce)
 }
