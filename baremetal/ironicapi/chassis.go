@@ -131,6 +131,17 @@ func (rq *request) sortedPage(sortable, unsortable []string) (baremetal.Page, er
 	return page, nil
 }
 
+// detailParam reads ?detail as Ironic's boolean argument: its value and
+// whether it was given.
+func (rq *request) detailParam() (bool, bool, error) {
+	s, ok := rq.r.URL.Query()["detail"]
+	if !ok {
+		return false, false, nil
+	}
+	d, err := parseBoolParam("detail", s[0])
+	return d, true, err
+}
+
 // checkQuery refuses query parameters a route does not take, as the
 // query schemas of Ironic's resources do.
 func (rq *request) checkQuery(allowed ...string) error {
@@ -156,19 +167,17 @@ func (h *Handler) listChassis(detailPath bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		detail := false
-		if s, ok := rq.r.URL.Query()["detail"]; ok {
-			if detail, err = parseBoolParam("detail", s[0]); err != nil {
-				return err
-			}
-			// Ironic's get_request_return_fields: a 400 below 1.43,
-			// the parsed value printed as Python prints it.
-			if !rq.v.AtLeast(43) {
-				return badRequest("Invalid query parameter ?detail=%s received.", pyRepr(detail))
-			}
-			if fields != nil && detail {
-				return badRequest("Can not specify ?detail=True and fields in the same request.")
-			}
+		detail, given, err := rq.detailParam()
+		if err != nil {
+			return err
+		}
+		// Ironic's get_request_return_fields: a 400 below 1.43, the
+		// parsed value printed as Python prints it.
+		if given && !rq.v.AtLeast(43) {
+			return badRequest("Invalid query parameter ?detail=%s received.", pyRepr(detail))
+		}
+		if fields != nil && detail {
+			return badRequest("Can not specify ?detail=True and fields in the same request.")
 		}
 		page, err := rq.sortedPage(baremetal.ChassisSortKeys(), []string{"extra"})
 		if err != nil {

@@ -212,11 +212,9 @@ func listVolumes[T any](h *Handler, k *volumeKind[T]) handlerFunc {
 		if err != nil {
 			return err
 		}
-		detail := false
-		if s, ok := rq.r.URL.Query()["detail"]; ok {
-			if detail, err = parseBoolParam("detail", s[0]); err != nil {
-				return err
-			}
+		detail, _, err := rq.detailParam()
+		if err != nil {
+			return err
 		}
 		if fields != nil && detail {
 			return badRequest("Can't fetch a subset of fields with 'detail' set")
