@@ -10,10 +10,8 @@ import (
 )
 
 type allocationRow struct {
-	ID                int64          `db:"id"`
-	UUID              string         `db:"uuid"`
+	rowBase
 	Name              sql.NullString `db:"name"`
-	NodeUUID          sql.NullString `db:"node_uuid"`
 	State             string         `db:"state"`
 	LastError         sql.NullString `db:"last_error"`
 	ResourceClass     sql.NullString `db:"resource_class"`
@@ -22,9 +20,6 @@ type allocationRow struct {
 	Extra             sql.NullString `db:"extra"`
 	Owner             sql.NullString `db:"owner"`
 	ConductorAffinity sql.NullInt64  `db:"conductor_affinity"`
-	CreatedAt         int64          `db:"created_at"`
-	UpdatedAt         int64          `db:"updated_at"`
-	Version           int64          `db:"version"`
 }
 
 const allocationSelect = "SELECT a.id, a.uuid, a.name, n.uuid AS node_uuid, a.state, a.last_error, a.resource_class, " +
@@ -33,23 +28,11 @@ const allocationSelect = "SELECT a.id, a.uuid, a.name, n.uuid AS node_uuid, a.st
 
 func (r *allocationRow) allocation() (*baremetal.Allocation, error) {
 	a := &baremetal.Allocation{
-		ID: r.ID, UUID: r.UUID, Name: r.Name.String, NodeUUID: r.NodeUUID.String,
-		State: baremetal.AllocationState(r.State), LastError: r.LastError.String, ResourceClass: r.ResourceClass.String,
-		Owner: r.Owner.String, ConductorAffinity: r.ConductorAffinity.Int64,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true}),
-		Version:   r.Version,
+		Name: r.Name.String, State: baremetal.AllocationState(r.State), LastError: r.LastError.String,
+		ResourceClass: r.ResourceClass.String, Owner: r.Owner.String, ConductorAffinity: r.ConductorAffinity.Int64,
 	}
-	if err := decodeExact("allocation", r.UUID, "traits", r.Traits, &a.Traits); err != nil {
-		return nil, err
-	}
-	if err := decodeExact("allocation", r.UUID, "candidate_nodes", r.CandidateNodes, &a.CandidateNodes); err != nil {
-		return nil, err
-	}
-	if err := decodeExact("allocation", r.UUID, "extra", r.Extra, &a.Extra); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return a, decodeColumns("allocation", r.UUID, jsonColumn{"traits", r.Traits, &a.Traits},
+		jsonColumn{"candidate_nodes", r.CandidateNodes, &a.CandidateNodes}, jsonColumn{"extra", r.Extra, &a.Extra})
 }
 
 // allocationArgs validates a (lower-casing its candidate UUIDs) and
@@ -72,15 +55,8 @@ func allocationArgs(a *baremetal.Allocation) ([]any, error) {
 	if err := checkText(&baremetal.Node{UUID: a.UUID}, "last_error", a.LastError, 0); err != nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "last_error", Expected: "valid UTF-8 text without NUL bytes"}
 	}
-	traits, err := encodeList("allocation", a.UUID, "traits", a.Traits)
-	if err != nil {
-		return nil, err
-	}
-	cands, err := encodeList("allocation", a.UUID, "candidate_nodes", a.CandidateNodes)
-	if err != nil {
-		return nil, err
-	}
-	extra, err := encodeMap("allocation", a.UUID, "extra", a.Extra)
+	js, err := encodeColumns("allocation", a.UUID, jsonValue{"traits", a.Traits},
+		jsonValue{"candidate_nodes", a.CandidateNodes}, jsonValue{"extra", a.Extra})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +65,7 @@ func allocationArgs(a *baremetal.Allocation) ([]any, error) {
 		affinity = a.ConductorAffinity
 	}
 	return []any{nullIfEmpty(a.Name), string(a.State), nullIfEmpty(a.LastError), nullIfEmpty(a.ResourceClass),
-		traits, cands, extra, nullIfEmpty(a.Owner), affinity}, nil
+		js[0], js[1], js[2], nullIfEmpty(a.Owner), affinity}, nil
 }
 
 // explainAllocationDuplicate finds the unique field a write of a broke:

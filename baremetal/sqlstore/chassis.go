@@ -8,23 +8,14 @@ import (
 )
 
 type chassisRow struct {
-	ID          int64          `db:"id"`
-	UUID        string         `db:"uuid"`
+	rowBase
 	Description sql.NullString `db:"description"`
 	Extra       sql.NullString `db:"extra"`
-	CreatedAt   int64          `db:"created_at"`
-	UpdatedAt   int64          `db:"updated_at"`
-	Version     int64          `db:"version"`
 }
 
 func (r *chassisRow) chassis() (*baremetal.Chassis, error) {
-	c := &baremetal.Chassis{ID: r.ID, UUID: r.UUID, Description: r.Description.String, Version: r.Version,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true})}
-	if err := decodeExact("chassis", r.UUID, "extra", r.Extra, &c.Extra); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c := &baremetal.Chassis{Description: r.Description.String}
+	return c, decodeColumns("chassis", r.UUID, jsonColumn{"extra", r.Extra, &c.Extra})
 }
 
 // chassisArgs validates c and returns the values of description and
@@ -36,11 +27,11 @@ func chassisArgs(c *baremetal.Chassis) ([]any, error) {
 	if err := checkText(&baremetal.Node{UUID: c.UUID}, "description", c.Description, 0); err != nil {
 		return nil, &baremetal.InvalidFieldError{Kind: "chassis", Ident: c.UUID, Field: "description", Expected: "valid UTF-8 text without NUL bytes"}
 	}
-	extra, err := encodeMap("chassis", c.UUID, "extra", c.Extra)
+	js, err := encodeColumns("chassis", c.UUID, jsonValue{"extra", c.Extra})
 	if err != nil {
 		return nil, err
 	}
-	return []any{nullIfEmpty(c.Description), extra}, nil
+	return []any{nullIfEmpty(c.Description), js[0]}, nil
 }
 
 // chassisTable is the chassis table. Nodes name their chassis by UUID

@@ -44,6 +44,25 @@ type record struct {
 	updated *time.Time
 }
 
+// rowBase holds the columns every resource row has; each row type
+// embeds it, and the generic reads copy it into the model's record, so a
+// row's decode maps only its own columns. NodeUUID is selected (as
+// node_uuid, NULL for none) by the tables whose rows belong to a node.
+type rowBase struct {
+	ID        int64          `db:"id"`
+	UUID      string         `db:"uuid"`
+	NodeUUID  sql.NullString `db:"node_uuid"`
+	CreatedAt int64          `db:"created_at"`
+	UpdatedAt int64          `db:"updated_at"`
+	Version   int64          `db:"version"`
+}
+
+// columns returns b; through embedding, every row type has it.
+func (b *rowBase) columns() *rowBase { return b }
+
+// baseRow is a row type embedding rowBase (a pointer to it).
+type baseRow interface{ columns() *rowBase }
+
 // recordIndex locates the fields of a record in a model struct, found by
 // their names: ID, UUID, NodeUUID, Version, CreatedAt and UpdatedAt.
 type recordIndex struct {
@@ -109,7 +128,8 @@ type crud[T, R any] struct {
 	sortCols map[string]byte
 	// clone, args and decode map the model: a deep copy, the validated
 	// values of cols (args may normalise the copy it is given), and a
-	// scanned row.
+	// scanned row's own columns (row adds the rowBase ones; the value
+	// decode returns with an error is discarded).
 	clone  func(*T) *T
 	args   func(*T) ([]any, error)
 	decode func(*R) (*T, error)
@@ -133,7 +153,28 @@ type crud[T, R any] struct {
 // fields.
 func newCrud[T, R any](c crud[T, R]) *crud[T, R] {
 	c.rec = indexRecord[T](c.node != noNode)
+	if _, ok := any(new(R)).(baseRow); !ok {
+		panic(fmt.Sprintf("sqlstore: %s does not embed rowBase", reflect.TypeFor[R]()))
+	}
 	return &c
+}
+
+// row decodes a scanned row: the row type's own columns, then the
+// record every row has.
+func (c *crud[T, R]) row(r *R) (*T, error) {
+	x, err := c.decode(r)
+	if err != nil {
+		return nil, err
+	}
+	b := any(r).(baseRow).columns()
+	rec := c.fields(x)
+	*rec.id, *rec.uuid, *rec.version = b.ID, b.UUID, b.Version
+	*rec.created = timeFrom(sql.NullInt64{Int64: b.CreatedAt, Valid: true})
+	*rec.updated = timeFrom(sql.NullInt64{Int64: b.UpdatedAt, Valid: true})
+	if rec.node != nil {
+		*rec.node = b.NodeUUID.String
+	}
+	return x, nil
 }
 
 // fields returns the record of x.
@@ -266,7 +307,7 @@ func (c *crud[T, R]) get(ctx context.Context, s *Store, ident string) (*T, error
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: reading %s %s: %w", c.noun, ident, err)
 	}
-	return c.decode(&row)
+	return c.row(&row)
 }
 
 // list returns the rows matching f, paged and ordered by page.
@@ -281,7 +322,7 @@ func (c *crud[T, R]) list(ctx context.Context, s *Store, f filters, page baremet
 	}
 	out := make([]*T, 0, len(rows))
 	for i := range rows {
-		x, err := c.decode(&rows[i])
+		x, err := c.row(&rows[i])
 		if err != nil {
 			return nil, err
 		}

@@ -11,9 +11,7 @@ import (
 )
 
 type portgroupRow struct {
-	ID                       int64          `db:"id"`
-	UUID                     string         `db:"uuid"`
-	NodeUUID                 string         `db:"node_uuid"`
+	rowBase
 	Name                     sql.NullString `db:"name"`
 	Address                  sql.NullString `db:"address"`
 	Mode                     sql.NullString `db:"mode"`
@@ -22,9 +20,6 @@ type portgroupRow struct {
 	PhysicalNetwork          sql.NullString `db:"physical_network"`
 	InternalInfo             sql.NullString `db:"internal_info"`
 	Extra                    sql.NullString `db:"extra"`
-	CreatedAt                int64          `db:"created_at"`
-	UpdatedAt                int64          `db:"updated_at"`
-	Version                  int64          `db:"version"`
 }
 
 const portgroupSelect = "SELECT g.id, g.uuid, n.uuid AS node_uuid, g.name, g.address, g.mode, g.properties, " +
@@ -33,22 +28,11 @@ const portgroupSelect = "SELECT g.id, g.uuid, n.uuid AS node_uuid, g.name, g.add
 
 func (r *portgroupRow) portgroup() (*baremetal.Portgroup, error) {
 	g := &baremetal.Portgroup{
-		ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, Name: r.Name.String, Address: r.Address.String,
-		Mode: r.Mode.String, StandalonePortsSupported: r.StandalonePortsSupported, PhysicalNetwork: r.PhysicalNetwork.String,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true}),
-		Version:   r.Version,
+		Name: r.Name.String, Address: r.Address.String, Mode: r.Mode.String,
+		StandalonePortsSupported: r.StandalonePortsSupported, PhysicalNetwork: r.PhysicalNetwork.String,
 	}
-	for _, c := range []struct {
-		field string
-		ns    sql.NullString
-		dst   *map[string]any
-	}{{"properties", r.Properties, &g.Properties}, {"internal_info", r.InternalInfo, &g.InternalInfo}, {"extra", r.Extra, &g.Extra}} {
-		if err := decodeExact("portgroup", r.UUID, c.field, c.ns, c.dst); err != nil {
-			return nil, err
-		}
-	}
-	return g, nil
+	return g, decodeColumns("portgroup", r.UUID, jsonColumn{"properties", r.Properties, &g.Properties},
+		jsonColumn{"internal_info", r.InternalInfo, &g.InternalInfo}, jsonColumn{"extra", r.Extra, &g.Extra})
 }
 
 // portgroupArgs validates g (normalising its MAC) and returns the values
@@ -61,23 +45,13 @@ func portgroupArgs(g *baremetal.Portgroup) ([]any, error) {
 	if g.Address != "" {
 		g.Address, _ = baremetal.NormalizeMAC("address", g.Address)
 	}
-	out := []any{nullIfEmpty(g.Name), nullIfEmpty(g.Address), nullIfEmpty(g.Mode)}
-	props, err := encodeMap("portgroup", g.UUID, "properties", g.Properties)
+	js, err := encodeColumns("portgroup", g.UUID, jsonValue{"properties", g.Properties},
+		jsonValue{"internal_info", g.InternalInfo}, jsonValue{"extra", g.Extra})
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, props, g.StandalonePortsSupported, nullIfEmpty(g.PhysicalNetwork))
-	for _, m := range []struct {
-		field string
-		v     map[string]any
-	}{{"internal_info", g.InternalInfo}, {"extra", g.Extra}} {
-		v, err := encodeMap("portgroup", g.UUID, m.field, m.v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return []any{nullIfEmpty(g.Name), nullIfEmpty(g.Address), nullIfEmpty(g.Mode), js[0],
+		g.StandalonePortsSupported, nullIfEmpty(g.PhysicalNetwork), js[1], js[2]}, nil
 }
 
 // portgroups is the portgroup table. A portgroup with ports stays on its

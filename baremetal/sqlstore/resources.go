@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -33,16 +34,6 @@ func encodeJSON(kind, ident, field string, v any, isNil bool) (any, error) {
 	return string(b), nil
 }
 
-// encodeMap encodes a JSON object column.
-func encodeMap(kind, ident, field string, m map[string]any) (any, error) {
-	return encodeJSON(kind, ident, field, m, m == nil)
-}
-
-// encodeList encodes a JSON list-of-strings column.
-func encodeList(kind, ident, field string, l []string) (any, error) {
-	return encodeJSON(kind, ident, field, l, l == nil)
-}
-
 // decodeExact decodes a JSON column into v keeping numbers exact.
 func decodeExact(kind, ident, field string, ns sql.NullString, v any) error {
 	if !ns.Valid {
@@ -50,6 +41,47 @@ func decodeExact(kind, ident, field string, ns sql.NullString, v any) error {
 	}
 	if err := jsonexact.Decode([]byte(ns.String), v); err != nil {
 		return fmt.Errorf("sqlstore: %s %s: decoding %s: %w", kind, ident, field, err)
+	}
+	return nil
+}
+
+// jsonValue is a model field bound for a JSON column.
+type jsonValue struct {
+	name string
+	v    any
+}
+
+// encodeColumns encodes model fields for JSON columns of the object
+// ident of kind, in order: a nil map or slice stays NULL.
+func encodeColumns(kind, ident string, vals ...jsonValue) ([]any, error) {
+	out := make([]any, len(vals))
+	for i, jv := range vals {
+		rv := reflect.ValueOf(jv.v)
+		isNil := jv.v == nil || ((rv.Kind() == reflect.Map || rv.Kind() == reflect.Slice) && rv.IsNil())
+		v, err := encodeJSON(kind, ident, jv.name, jv.v, isNil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// jsonColumn is a JSON column of a row and the model field it decodes
+// into.
+type jsonColumn struct {
+	name string
+	ns   sql.NullString
+	dst  any
+}
+
+// decodeColumns decodes the JSON columns of the row ident of kind, in
+// order, keeping numbers exact.
+func decodeColumns(kind, ident string, cols ...jsonColumn) error {
+	for _, c := range cols {
+		if err := decodeExact(kind, ident, c.name, c.ns, c.dst); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -19,14 +19,10 @@ type stepJSON struct {
 }
 
 type templateRow struct {
-	ID        int64          `db:"id"`
-	UUID      string         `db:"uuid"`
-	Name      string         `db:"name"`
-	Steps     sql.NullString `db:"steps"`
-	Extra     sql.NullString `db:"extra"`
-	CreatedAt int64          `db:"created_at"`
-	UpdatedAt int64          `db:"updated_at"`
-	Version   int64          `db:"version"`
+	rowBase
+	Name  string         `db:"name"`
+	Steps sql.NullString `db:"steps"`
+	Extra sql.NullString `db:"extra"`
 	// Runbooks only.
 	DisableRamdisk bool           `db:"disable_ramdisk"`
 	Public         bool           `db:"public"`
@@ -38,21 +34,34 @@ const (
 	runbookSelect  = "SELECT id, uuid, name, steps, extra, created_at, updated_at, version, disable_ramdisk, public, owner FROM runbooks"
 )
 
-// decodeSteps decodes the steps and the extra column of a template or
-// runbook row of kind, converting each step with step.
-func decodeSteps[S any](r *templateRow, kind string, extra *map[string]any, step func(stepJSON) S) ([]S, error) {
+// decodeSteps decodes the steps (each converted with step) and the
+// extra column of a template or runbook row of kind.
+func decodeSteps[S any](r *templateRow, kind string, steps *[]S, extra *map[string]any, step func(stepJSON) S) error {
 	var list []stepJSON
-	if err := decodeExact(kind, r.UUID, "steps", r.Steps, &list); err != nil {
-		return nil, err
+	if err := decodeColumns(kind, r.UUID, jsonColumn{"steps", r.Steps, &list}, jsonColumn{"extra", r.Extra, extra}); err != nil {
+		return err
 	}
-	var out []S
 	for _, s := range list {
-		out = append(out, step(s))
+		*steps = append(*steps, step(s))
 	}
-	if err := decodeExact(kind, r.UUID, "extra", r.Extra, extra); err != nil {
-		return nil, err
+	return nil
+}
+
+// templateStep and runbookStep are a stored step as the models keep it.
+func (s stepJSON) templateStep() baremetal.DeployTemplateStep {
+	return baremetal.DeployTemplateStep{Interface: s.Interface, Step: s.Step, Args: s.Args, Priority: intOf(s.Priority)}
+}
+
+func (s stepJSON) runbookStep() baremetal.RunbookStep {
+	return baremetal.RunbookStep{Interface: s.Interface, Step: s.Step, Args: s.Args, Order: intOf(s.Order)}
+}
+
+// intOf is *p, or 0 for nil.
+func intOf(p *int) int {
+	if p == nil {
+		return 0
 	}
-	return out, nil
+	return *p
 }
 
 // encodeSteps encodes the steps (each converted with step) and the extra
@@ -62,49 +71,21 @@ func encodeSteps[S any](kind, uuid string, steps []S, step func(S) stepJSON, ext
 	for i, s := range steps {
 		list[i] = step(s)
 	}
-	stepsV, err := encodeJSON(kind, uuid, "steps", list, false)
+	js, err := encodeColumns(kind, uuid, jsonValue{"steps", list}, jsonValue{"extra", extra})
 	if err != nil {
 		return nil, nil, err
 	}
-	extraV, err := encodeMap(kind, uuid, "extra", extra)
-	return stepsV, extraV, err
+	return js[0], js[1], nil
 }
 
 func (r *templateRow) template() (*baremetal.DeployTemplate, error) {
-	t := &baremetal.DeployTemplate{ID: r.ID, UUID: r.UUID, Name: r.Name, Version: r.Version,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true})}
-	var err error
-	t.Steps, err = decodeSteps(r, "deploy_template", &t.Extra, func(s stepJSON) baremetal.DeployTemplateStep {
-		st := baremetal.DeployTemplateStep{Interface: s.Interface, Step: s.Step, Args: s.Args}
-		if s.Priority != nil {
-			st.Priority = *s.Priority
-		}
-		return st
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	t := &baremetal.DeployTemplate{Name: r.Name}
+	return t, decodeSteps(r, "deploy_template", &t.Steps, &t.Extra, stepJSON.templateStep)
 }
 
 func (r *templateRow) runbook() (*baremetal.Runbook, error) {
-	rb := &baremetal.Runbook{ID: r.ID, UUID: r.UUID, Name: r.Name, Version: r.Version,
-		DisableRamdisk: r.DisableRamdisk, Public: r.Public, Owner: r.Owner.String,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true})}
-	var err error
-	rb.Steps, err = decodeSteps(r, "runbook", &rb.Extra, func(s stepJSON) baremetal.RunbookStep {
-		st := baremetal.RunbookStep{Interface: s.Interface, Step: s.Step, Args: s.Args}
-		if s.Order != nil {
-			st.Order = *s.Order
-		}
-		return st
-	})
-	if err != nil {
-		return nil, err
-	}
-	return rb, nil
+	rb := &baremetal.Runbook{Name: r.Name, DisableRamdisk: r.DisableRamdisk, Public: r.Public, Owner: r.Owner.String}
+	return rb, decodeSteps(r, "runbook", &rb.Steps, &rb.Extra, stepJSON.runbookStep)
 }
 
 // templateArgs validates t and returns the values of name, steps, extra.

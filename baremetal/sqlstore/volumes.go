@@ -10,25 +10,15 @@ import (
 )
 
 type volumeConnectorRow struct {
-	ID          int64          `db:"id"`
-	UUID        string         `db:"uuid"`
-	NodeUUID    string         `db:"node_uuid"`
+	rowBase
 	Type        string         `db:"type"`
 	ConnectorID string         `db:"connector_id"`
 	Extra       sql.NullString `db:"extra"`
-	CreatedAt   int64          `db:"created_at"`
-	UpdatedAt   int64          `db:"updated_at"`
-	Version     int64          `db:"version"`
 }
 
 func (r *volumeConnectorRow) connector() (*baremetal.VolumeConnector, error) {
-	c := &baremetal.VolumeConnector{ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, Type: r.Type, ConnectorID: r.ConnectorID,
-		Version: r.Version, CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true})}
-	if err := decodeExact("volume_connector", r.UUID, "extra", r.Extra, &c.Extra); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c := &baremetal.VolumeConnector{Type: r.Type, ConnectorID: r.ConnectorID}
+	return c, decodeColumns("volume_connector", r.UUID, jsonColumn{"extra", r.Extra, &c.Extra})
 }
 
 // volumeText checks the text fields of a volume resource (valid UTF-8;
@@ -51,11 +41,11 @@ func volumeConnectorArgs(c *baremetal.VolumeConnector) ([]any, error) {
 	if err := volumeText("volume_connector", c.UUID, [2]string{"type", c.Type}, [2]string{"connector_id", c.ConnectorID}); err != nil {
 		return nil, err
 	}
-	extra, err := encodeMap("volume_connector", c.UUID, "extra", c.Extra)
+	js, err := encodeColumns("volume_connector", c.UUID, jsonValue{"extra", c.Extra})
 	if err != nil {
 		return nil, err
 	}
-	return []any{c.Type, c.ConnectorID, extra}, nil
+	return []any{c.Type, c.ConnectorID, js[0]}, nil
 }
 
 // volumeConnectors is the volume connector table; a (type,
@@ -112,31 +102,18 @@ func volumeFilters(f baremetal.VolumeFilter) filters {
 }
 
 type volumeTargetRow struct {
-	ID         int64          `db:"id"`
-	UUID       string         `db:"uuid"`
-	NodeUUID   string         `db:"node_uuid"`
+	rowBase
 	VolumeType string         `db:"volume_type"`
 	Properties sql.NullString `db:"properties"`
 	BootIndex  int            `db:"boot_index"`
 	VolumeID   string         `db:"volume_id"`
 	Extra      sql.NullString `db:"extra"`
-	CreatedAt  int64          `db:"created_at"`
-	UpdatedAt  int64          `db:"updated_at"`
-	Version    int64          `db:"version"`
 }
 
 func (r *volumeTargetRow) target() (*baremetal.VolumeTarget, error) {
-	t := &baremetal.VolumeTarget{ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, VolumeType: r.VolumeType,
-		BootIndex: r.BootIndex, VolumeID: r.VolumeID, Version: r.Version,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true})}
-	if err := decodeExact("volume_target", r.UUID, "properties", r.Properties, &t.Properties); err != nil {
-		return nil, err
-	}
-	if err := decodeExact("volume_target", r.UUID, "extra", r.Extra, &t.Extra); err != nil {
-		return nil, err
-	}
-	return t, nil
+	t := &baremetal.VolumeTarget{VolumeType: r.VolumeType, BootIndex: r.BootIndex, VolumeID: r.VolumeID}
+	return t, decodeColumns("volume_target", r.UUID, jsonColumn{"properties", r.Properties, &t.Properties},
+		jsonColumn{"extra", r.Extra, &t.Extra})
 }
 
 // volumeTargetArgs validates t and returns the values of volume_type,
@@ -148,15 +125,11 @@ func volumeTargetArgs(t *baremetal.VolumeTarget) ([]any, error) {
 	if err := volumeText("volume_target", t.UUID, [2]string{"volume_type", t.VolumeType}, [2]string{"volume_id", t.VolumeID}); err != nil {
 		return nil, err
 	}
-	props, err := encodeMap("volume_target", t.UUID, "properties", t.Properties)
+	js, err := encodeColumns("volume_target", t.UUID, jsonValue{"properties", t.Properties}, jsonValue{"extra", t.Extra})
 	if err != nil {
 		return nil, err
 	}
-	extra, err := encodeMap("volume_target", t.UUID, "extra", t.Extra)
-	if err != nil {
-		return nil, err
-	}
-	return []any{t.VolumeType, props, t.BootIndex, t.VolumeID, extra}, nil
+	return []any{t.VolumeType, js[0], t.BootIndex, t.VolumeID, js[1]}, nil
 }
 
 // volumeTargets is the volume target table; a boot index is unique per
