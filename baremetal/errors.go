@@ -35,7 +35,8 @@ var (
 // ErrNotFound.
 type NotFoundError struct {
 	// Kind is "node", "port", "portgroup", "allocation",
-	// "deploy_template", "runbook", "conductor" or "history".
+	// "deploy_template", "runbook", "chassis", "volume_connector",
+	// "volume_target", "conductor" or "history".
 	Kind string
 	// Ident is the identifier that was looked up (UUID, name, MAC, host).
 	Ident string

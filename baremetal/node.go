@@ -40,6 +40,10 @@ type Node struct {
 	// allocation_id, shown as allocation_uuid), written by the
 	// conductor's allocation processing; empty for none.
 	AllocationUUID string
+	// ChassisUUID is the chassis the node belongs to (Ironic's
+	// chassis_id, shown as chassis_uuid); empty for none. The store
+	// refuses a chassis that does not exist.
+	ChassisUUID string
 	// InstanceName is a free-form name of the workload.
 	InstanceName string
 	// Driver is the hardware type name the node is driven by.

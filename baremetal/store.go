@@ -8,7 +8,8 @@ import (
 )
 
 // Store keeps nodes, ports, portgroups, allocations, deploy templates,
-// runbooks, conductors, node history and inspection inventories. Implementations live in sub-packages (baremetal/sqlstore
+// runbooks, chassis, volume connectors and targets, conductors, node
+// history and inspection inventories. Implementations live in sub-packages (baremetal/sqlstore
 // for SQLite and PostgreSQL) and are checked by the conformance suite in
 // baremetal/storetest.
 //
@@ -23,6 +24,8 @@ type Store interface {
 	AllocationStore
 	DeployTemplateStore
 	RunbookStore
+	ChassisStore
+	VolumeStore
 	ReservationStore
 	ConductorStore
 	HistoryStore
@@ -37,7 +40,9 @@ type NodeStore interface {
 	// CreateNode validates n and inserts it. On success it fills n.ID,
 	// n.UUID (when empty), n.ProvisionState ("enroll" when empty),
 	// n.CreatedAt, n.UpdatedAt and n.Version (1). n.Reservation must be
-	// empty. Errors: *InvalidFieldError, *DuplicateError.
+	// empty; n.ChassisUUID, when set, must name a stored chassis.
+	// Errors: *InvalidFieldError, *DuplicateError, *NotFoundError (the
+	// chassis).
 	CreateNode(ctx context.Context, n *Node) error
 	// CreateNodes inserts many nodes in few transactions, for enrolling a
 	// fleet. It is all-or-nothing: on error no node was inserted, and the
@@ -59,14 +64,15 @@ type NodeStore interface {
 	// n.Version and refreshes n.UpdatedAt and n.ProvisionUpdatedAt, which
 	// the store stamps when ProvisionState or TargetProvisionState changed
 	// (otherwise the later of the stored and the given value is kept, so a
-	// stale copy never moves the stamp back).
+	// stale copy never moves the stamp back). A ChassisUUID naming no
+	// stored chassis is a *NotFoundError of kind "chassis".
 	UpdateNode(ctx context.Context, n *Node, holder string) error
 	// TouchProvisioning stamps provision_updated_at with the current time
 	// without changing the version, as an agent heartbeat in a wait state
 	// does. Errors: *NotFoundError.
 	TouchProvisioning(ctx context.Context, uuid string) error
 	// DeleteNode deletes the node with its ports, portgroups,
-	// allocation, history and inventory. A reserved node is refused with
+	// allocation, volume connectors and targets, history and inventory. A reserved node is refused with
 	// a *NodeInUseError.
 	DeleteNode(ctx context.Context, uuid string) error
 	// LookupNode finds the node for the agent lookup: by UUID when uuid is
@@ -353,6 +359,9 @@ type NodeFilter struct {
 	Sharded *bool
 	// InstanceName matches the instance name exactly when not empty.
 	InstanceName string
+	// ChassisUUID matches the nodes of this chassis when not empty
+	// (compared case-insensitively).
+	ChassisUUID string
 	// ParentNode matches the children of this node when set; a pointer to
 	// "" matches nodes without a parent (Ironic's listings hide child
 	// nodes unless asked to include them).

@@ -82,8 +82,21 @@ func (e *InterfaceNotFoundError) Error() string {
 	if e.Registered {
 		state = "registered but not enabled"
 	}
-	return fmt.Sprintf("driver: %s interface %q %s; valid %s interfaces: %s",
+	msg := fmt.Sprintf("driver: %s interface %q %s; valid %s interfaces: %s",
 		e.Kind, e.Name, state, e.Kind, quoteList(e.Valid))
+	if hint := absentHint(e.Kind, e.Name); hint != "" {
+		msg += "; " + hint
+	}
+	return msg
+}
+
+// absentHint says why an implementation Ironic has is absent from Anvil,
+// for the errors that name it.
+func absentHint(k Kind, name string) string {
+	if k == KindStorage && name == "cinder" {
+		return "cinder attaches volumes of OpenStack's Block Storage service (Cinder), which Anvil has no client for: use noop"
+	}
+	return ""
 }
 
 // Is matches ErrInterfaceNotFound.

@@ -261,6 +261,15 @@ func TestCheck(t *testing.T) {
 	if err := newRegistry(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}}).Check(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
+	// Ironic's cinder storage interface needs a Block Storage service
+	// Anvil has no client for: enabling it says so.
+	err = newRegistry(t, driver.Config{
+		EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces:    map[driver.Kind][]string{driver.KindStorage: {driver.Noop, "cinder"}},
+	}).Check()
+	if !errors.As(err, &nf) || nf.Kind != driver.KindStorage || nf.Name != "cinder" || !strings.Contains(err.Error(), "Block Storage service (Cinder)") {
+		t.Errorf("want cinder refused with its reason, got %v", err)
+	}
 }
 
 func TestRegistrationErrors(t *testing.T) {

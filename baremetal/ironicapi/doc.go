@@ -26,6 +26,39 @@
 // change, 503 for the concurrent action limits. Errors from the
 // conductor, the store and drivers are mapped by their types.
 //
+// # Chassis and volumes
+//
+// Chassis (/v1/chassis, every version) group nodes: a node names its
+// chassis in chassis_uuid (an unknown one is a 400, removing it needs
+// 1.25), /v1/chassis/{uuid}/nodes lists them with the node listing's
+// filters, and a chassis with nodes cannot be deleted (ChassisNotEmpty,
+// 400). Volume connectors and targets (/v1/volume and
+// /v1/nodes/{node}/volume, 1.32) are created as Ironic's API creates
+// them; updates and deletions go through the conductor, under the node's
+// lock, with Ironic master's rules: an update needs the node powered
+// off, a deletion too unless the node is in enroll, manageable or adopt
+// failed (400 InvalidStateRequested otherwise). A connector's type and
+// connector_id are unique across the store, a target's boot_index per
+// node (409). The node's storage interface is noop; cinder, which needs
+// OpenStack's Block Storage service, is refused with that reason.
+//
+// Two of Ironic master's quirks are kept because clients may rely on
+// them: a chassis' "nodes" is a list holding the list of links (master
+// builds it with a trailing comma that makes a tuple, and its response
+// schema documents the nesting), and a resource's updated_at is null
+// until its first update.
+//
+// # Deliberate differences from Ironic
+//
+//	| what | Ironic | Anvil | why |
+//	| --- | --- | --- | --- |
+//	| "next" of /v1/chassis/{uuid}/nodes and of /v1/nodes/{node}/volume/{connectors,targets} | /v1/nodes, /v1/volume/{connectors,targets}: the chassis or node filter is lost on the next page | the same listing, filter kept | Ironic's link lists other nodes' resources on page 2 |
+//	| a connector type over 32 characters, connector_id over 255, volume_type over 64, volume_id over 36, a boot_index outside 32 bits | a database error (500) | 400 naming the field and its bound | bad input gets a typed error; the bounds are Ironic's column widths |
+//	| POST, PATCH or DELETE of a connector or target under /v1/nodes/{node}/volume | the body and node are checked before the malformed-URI 400 | the malformed-URI 400 at once | the request is refused either way |
+//	| the cinder storage interface | available | refused with its reason | Anvil has no Block Storage client |
+//	| volume listings of a project-scoped user | filtered by the node's owner or lessee | not filtered | Anvil has no policy engine yet (noauth and http_basic are admin) |
+//	| deleting a volume connector or target of a powered-on node in enroll, manageable or adopt failed | allowed (master, since 2025) | allowed | master wins; Debian 12's ironic-tempest-plugin 2.5.0 predates it and expects a 400 there (test_delete_volume_*_error) |
+//
 // # Conventions inside the package
 //
 // Each group of endpoints lives in its own file and registers its routes

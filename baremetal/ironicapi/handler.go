@@ -290,6 +290,8 @@ func (h *Handler) routes() {
 	h.deployTemplateRoutes()
 	h.runbookRoutes()
 	h.portRoutes()
+	h.chassisRoutes()
+	h.volumeRoutes()
 	h.driverRoutes()
 	h.conductorRoutes()
 }

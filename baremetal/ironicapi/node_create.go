@@ -109,9 +109,12 @@ func (h *Handler) createNode(rq *request) error {
 	if n.Driver == "" {
 		return badRequest("Mandatory field missing: driver is required to create a node.")
 	}
+	if err := rq.checkNodeChassis("", n.ChassisUUID); err != nil {
+		return err
+	}
 	created, err := h.c.EnrollWith(rq.ctx, n, conductor.EnrollOptions{Available: !rq.v.AtLeast(11)})
 	if err != nil {
-		return interfaceError(err)
+		return interfaceError(chassisRefusal(err))
 	}
 	rq.w.Header().Set("Location", rq.baseURL()+"/v1/nodes/"+created.UUID)
 	return rq.reply(http.StatusCreated, rq.nodeView(created))

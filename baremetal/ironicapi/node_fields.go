@@ -128,8 +128,12 @@ func (rq *request) setNodeField(n *baremetal.Node, field string, v any) error {
 	case "maintenance_reason":
 		n.MaintenanceReason, err = asString(id, field, v)
 	case "chassis_uuid":
-		if v != nil {
-			return badRequest("Chassis are not supported: node %s must not set chassis_uuid.", id)
+		var s string
+		if s, err = asString(id, field, v); err == nil {
+			if s != "" && !looksLikeUUID(s) {
+				return badRequest("Expected UUID for chassis_uuid: %s", s)
+			}
+			n.ChassisUUID = strings.ToLower(s)
 		}
 	case "resource_class":
 		n.ResourceClass, err = asString(id, field, v)

@@ -110,6 +110,11 @@ func (h *Handler) patchNode(rq *request) error {
 			return err
 		}
 	}
+	if slices.Contains(changed, "chassis_uuid") {
+		if err := rq.checkNodeChassis(n.ChassisUUID, probe.ChassisUUID); err != nil {
+			return err
+		}
+	}
 	patchedIfaces := map[string]bool{}
 	for _, p := range ops {
 		if f := p.rootField(); strings.HasSuffix(f, "_interface") {
@@ -144,7 +149,7 @@ func (h *Handler) patchNode(rq *request) error {
 		if errors.As(err, &locked) {
 			return nodeLocked(n.UUID, locked.Holder)
 		}
-		return interfaceError(err)
+		return interfaceError(chassisRefusal(err))
 	}
 	// The copy Update returns was taken under the node's lock, released
 	// since.
@@ -209,7 +214,7 @@ func rawNodeView(n *baremetal.Node) map[string]any {
 		"instance_info": object(n.InstanceInfo), "instance_uuid": nullable(n.InstanceUUID),
 		"instance_name": nullable(n.InstanceName), "properties": object(n.Properties),
 		"maintenance": n.Maintenance, "maintenance_reason": nullable(n.MaintenanceReason),
-		"chassis_uuid": nil, "resource_class": nullable(n.ResourceClass),
+		"chassis_uuid": nullable(n.ChassisUUID), "resource_class": nullable(n.ResourceClass),
 		"conductor_group": n.ConductorGroup, "automated_clean": ac,
 		"protected": n.Protected, "protected_reason": nullable(n.ProtectedReason),
 		"owner": nullable(n.Owner), "lessee": nullable(n.Lessee),

@@ -95,7 +95,7 @@ func (rq *request) nodeView(n *baremetal.Node) map[string]any {
 		"last_error":             nullable(m.LastError),
 		"reservation":            nullable(m.Reservation),
 		"console_enabled":        m.ConsoleEnabled,
-		"chassis_uuid":           nil,
+		"chassis_uuid":           nullable(m.ChassisUUID),
 		"created_at":             timestamp(m.CreatedAt),
 		"updated_at":             timestamp(m.UpdatedAt),
 		"inspection_started_at":  timestamp(m.InspectionStartedAt),
@@ -275,8 +275,7 @@ type nodeListQuery struct {
 	fields    []string
 	detail    bool
 	conductor string
-	// empty is set when a filter can match nothing (a chassis: Anvil
-	// has none).
+	// empty is set when a filter can match nothing.
 	empty bool
 }
 
@@ -415,12 +414,11 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 		}
 		out.filter.InstanceUUID = s
 	}
-	if s, ok := one("chassis_uuid"); ok {
-		if !looksLikeUUID(s) {
-			return nil, badRequest("Expected UUID for chassis_uuid: %s", s)
-		}
-		out.empty = true
+	chassis, err := rq.nodeChassisFilter()
+	if err != nil {
+		return nil, err
 	}
+	out.filter.ChassisUUID = chassis
 	if s, ok := one("detail"); ok {
 		if detailPath {
 			return nil, badRequest("Unknown argument: \"detail\"")
@@ -516,8 +514,11 @@ func (h *Handler) listNodes(detailPath bool) handlerFunc {
 		body := map[string]any{"nodes": out}
 		if full && last != "" && lq.filter.InstanceUUID == "" {
 			res := "nodes"
+			if rq.r.PathValue("chassis") != "" {
+				res = "chassis/" + lq.filter.ChassisUUID + "/nodes"
+			}
 			if detailPath {
-				res = "nodes/detail"
+				res += "/detail"
 			}
 			body["next"] = rq.nextURL(res, last, lq.page.Limit)
 		}

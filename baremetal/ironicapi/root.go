@@ -28,6 +28,7 @@ var versionedResources = []struct {
 	minor int
 }{
 	{"portgroups", 23},
+	{"volume", volumeMinVersion},
 	{"lookup", 22},
 	{"heartbeat", 22},
 	{"conductors", 49},

@@ -288,6 +288,20 @@ var nodeCols = []nodeCol{
 	boolNN("disable_power_off", func(n *baremetal.Node) *bool { return &n.DisablePowerOff }),
 	strNull("health", 32, func(n *baremetal.Node) *string { return &n.Health }),
 	strNull("allocation_uuid", 36, func(n *baremetal.Node) *string { return &n.AllocationUUID }),
+	{
+		name: "chassis_uuid",
+		write: func(n *baremetal.Node) (any, error) {
+			if n.ChassisUUID == "" {
+				return nil, nil
+			}
+			if !isUUID(n.ChassisUUID) {
+				return nil, invalid(n, "chassis_uuid", "the UUID of a stored chassis", nil)
+			}
+			return strings.ToLower(n.ChassisUUID), nil
+		},
+		dst:  func() any { return new(sql.NullString) },
+		read: func(n *baremetal.Node, d any) error { n.ChassisUUID = d.(*sql.NullString).String; return nil },
+	},
 }
 
 // fixedCols are selected before nodeCols; they are written by the store's

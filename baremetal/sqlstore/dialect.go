@@ -46,7 +46,9 @@ func classify(err error) constraintKind {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			return uniqueViolation
-		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, sqlite3.SQLITE_CONSTRAINT_TRIGGER:
+			// The triggers of the schema keep references SQLite cannot
+			// declare as foreign keys (a node's chassis).
 			return foreignKeyViolation
 		}
 		return notConstraint

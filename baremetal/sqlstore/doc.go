@@ -1,6 +1,7 @@
 // Package sqlstore keeps Anvil's nodes, ports, portgroups, allocations,
-// deploy templates, runbooks, conductors, node history and inspection
-// inventories in SQL through sqlx: SQLite (the embedded
+// deploy templates, runbooks, chassis, volume connectors and targets,
+// conductors, node history and inspection inventories in SQL through
+// sqlx: SQLite (the embedded
 // default, pure Go through modernc.org/sqlite, no cgo) or PostgreSQL
 // (through pgx's database/sql driver) for several conductors on several
 // hosts. It implements baremetal.Store and the optional
@@ -39,6 +40,22 @@
 // lock or raced another gets a *baremetal.ConflictError and writes
 // nothing. Timestamps are stored as Unix microseconds and read from the
 // injected clock.
+//
+// # Resources
+//
+// Beside nodes and ports (hand-tuned: batched inserts, prepared hot
+// statements, group commit), every resource table (portgroups,
+// allocations, deploy templates, runbooks, chassis, volume connectors
+// and targets) goes through one generic create, get, list, update and
+// delete (crud.go): a resource describes its table once (columns, node
+// link, unique constraints, rows that keep it from being deleted,
+// sortable columns) and each Store method is one call. A new resource
+// table is a migration, a row type, its argument and decode functions,
+// and a description.
+//
+// A node names its chassis by UUID (nodes.chassis_uuid): PostgreSQL
+// keeps the reference with a foreign key; SQLite, which cannot drop a
+// column with one, with triggers that fail the same way.
 //
 // # Usage
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -17,18 +18,25 @@ import (
 // works after each step.
 func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	ctx := context.Background()
-	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 5 {
-		t.Fatalf("fresh database at schema version %d, %v; want 5", v, err)
-	}
-	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
-		t.Fatalf("schema unusable after up: %v", err)
-	}
 	p, err := sqlstore.MigrationsForTest(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every embedded migration applies, in order (their numbers may be
+	// renumbered when branches merge).
+	latest := len(p.ListSources())
+	v, err := s.SchemaVersion(ctx)
+	if err != nil || v != int64(latest) {
+		t.Fatalf("fresh database at schema version %d, %v; want %d", v, err, latest)
+	}
+	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
+		t.Fatalf("schema unusable after up: %v", err)
+	}
+	checkChassisVolumeMigration(t, s, p)
 	checkResourcesMigration(t, s, p)
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("migrating up to the latest: %v", err)
+	}
 	checkInventoryMigration(t, s, p)
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("migrating down: %v", err)
@@ -40,7 +48,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatal("nodes table still there after migrating down")
 	}
 	results, err := p.Up(ctx)
-	if err != nil || len(results) != 5 {
+	if err != nil || len(results) != latest {
 		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
 	}
 	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {
@@ -91,6 +99,58 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 		t.Fatalf("portgroups after down and up = %d, %v; want an empty table", len(l), err)
 	}
 	if err := s.DeletePort(ctx, port.UUID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkChassisVolumeMigration steps the chassis and volume migration
+// down and up on a database holding a node in a chassis with a volume
+// connector and target: down drops the tables and the node's chassis and
+// keeps the node, up brings back empty tables and the node without a
+// chassis.
+func checkChassisVolumeMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	var version int64
+	for _, src := range p.ListSources() {
+		if strings.HasSuffix(src.Path, "_chassis_volume.sql") {
+			version = src.Version
+		}
+	}
+	if version == 0 {
+		t.Fatal("no chassis and volume migration embedded")
+	}
+	ch := &baremetal.Chassis{Description: "rack 1"}
+	if err := s.CreateChassis(ctx, ch); err != nil {
+		t.Fatalf("schema %d cannot store a chassis: %v", version, err)
+	}
+	n := &baremetal.Node{Name: "in-chassis", ChassisUUID: ch.UUID}
+	if err := s.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateVolumeConnector(ctx, &baremetal.VolumeConnector{NodeUUID: n.UUID, Type: "iqn", ConnectorID: "iqn.2026-01.org.example:n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateVolumeTarget(ctx, &baremetal.VolumeTarget{NodeUUID: n.UUID, VolumeType: "iscsi", VolumeID: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, version-1); err != nil {
+		t.Fatalf("migrating down to %d: %v", version-1, err)
+	}
+	if _, err := s.ListChassis(ctx, baremetal.Page{}); err == nil {
+		t.Fatalf("chassis table still there after migrating down to %d", version-1)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrating up to %d: %v", version, err)
+	}
+	got, err := s.GetNode(ctx, n.UUID)
+	if err != nil || got.ChassisUUID != "" {
+		t.Fatalf("node after down and up = %+v, %v; want it kept without a chassis", got, err)
+	}
+	if l, err := s.ListVolumeConnectors(ctx, baremetal.VolumeFilter{}, baremetal.Page{}); err != nil || len(l) != 0 {
+		t.Fatalf("volume connectors after down and up = %d, %v; want an empty table", len(l), err)
+	}
+	if err := s.DeleteNode(ctx, n.UUID); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -74,6 +74,7 @@ func (s *Store) prepareNewNode(n *baremetal.Node) error {
 	if n.ProvisionState == "" {
 		n.ProvisionState = defaultProvisionState
 	}
+	n.ChassisUUID = strings.ToLower(n.ChassisUUID)
 	return nil
 }
 
@@ -185,8 +186,11 @@ func (s *Store) CreateNodes(ctx context.Context, nodes []*baremetal.Node) error 
 		return nil
 	})
 	if err != nil {
-		if classify(err) == uniqueViolation {
+		switch classify(err) {
+		case uniqueViolation:
 			return s.explainNodeDuplicate(ctx, work, err)
+		case foreignKeyViolation:
+			return s.explainNodeChassis(ctx, work, err)
 		}
 		return fmt.Errorf("sqlstore: creating %d node(s): %w", len(nodes), err)
 	}
@@ -250,6 +254,22 @@ func (s *Store) explainNodeDuplicate(ctx context.Context, nodes []*baremetal.Nod
 		}
 	}
 	return fmt.Errorf("sqlstore: unique constraint violated: %w", cause)
+}
+
+// explainNodeChassis finds the node whose chassis does not exist, after
+// the database refused a write for a reference (a node's only one).
+func (s *Store) explainNodeChassis(ctx context.Context, nodes []*baremetal.Node, cause error) error {
+	for _, n := range nodes {
+		if n.ChassisUUID == "" {
+			continue
+		}
+		var one int
+		err := s.w.QueryRowxContext(ctx, s.d.q("SELECT 1 FROM chassis WHERE uuid = ?"), strings.ToLower(n.ChassisUUID)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &baremetal.NotFoundError{Kind: "chassis", Ident: n.ChassisUUID}
+		}
+	}
+	return fmt.Errorf("sqlstore: a node's chassis reference was refused: %w", cause)
 }
 
 func nullIfEmpty(s string) any {
@@ -385,6 +405,10 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 	if f.InstanceName != "" {
 		conds = append(conds, "instance_name = ?")
 		args = append(args, f.InstanceName)
+	}
+	if f.ChassisUUID != "" {
+		conds = append(conds, "chassis_uuid = ?")
+		args = append(args, strings.ToLower(f.ChassisUUID))
 	}
 	if f.ParentNode != nil {
 		if *f.ParentNode == "" {
@@ -612,8 +636,11 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 		return s.explainConflict(ctx, n, holder)
 	}
 	if err != nil {
-		if classify(err) == uniqueViolation {
+		switch classify(err) {
+		case uniqueViolation:
 			return s.explainNodeDuplicate(ctx, []*baremetal.Node{n}, err)
+		case foreignKeyViolation:
+			return s.explainNodeChassis(ctx, []*baremetal.Node{n}, err)
 		}
 		return fmt.Errorf("sqlstore: updating node %s: %w", n.UUID, err)
 	}

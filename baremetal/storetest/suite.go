@@ -67,6 +67,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentAllocationOfNode", testConcurrentAllocationOfNode},
 		{"DeployTemplates", testDeployTemplates},
 		{"Runbooks", testRunbooks},
+		{"Chassis", testChassis},
+		{"NodeChassis", testNodeChassis},
+		{"VolumeConnectors", testVolumeConnectors},
+		{"VolumeTargets", testVolumeTargets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
