@@ -18,8 +18,8 @@ import (
 func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	ctx := context.Background()
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != 5 {
-		t.Fatalf("fresh database at schema version %d, %v; want 5", v, err)
+	if err != nil || v != 6 {
+		t.Fatalf("fresh database at schema version %d, %v; want 6", v, err)
 	}
 	if err := s.CreateNode(ctx, &baremetal.Node{Name: "before"}); err != nil {
 		t.Fatalf("schema unusable after up: %v", err)
@@ -30,6 +30,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	}
 	checkResourcesMigration(t, s, p)
 	checkInventoryMigration(t, s, p)
+	checkHistoryFieldsMigration(t, s, p)
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("migrating down: %v", err)
 	}
@@ -40,7 +41,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatal("nodes table still there after migrating down")
 	}
 	results, err := p.Up(ctx)
-	if err != nil || len(results) != 5 {
+	if err != nil || len(results) != 6 {
 		t.Fatalf("migrating up again: %d applied, %v", len(results), err)
 	}
 	if c, err := s.CountNodes(ctx, baremetal.NodeFilter{}); err != nil || c != 0 {
@@ -92,6 +93,35 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 	}
 	if err := s.DeletePort(ctx, port.UUID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkHistoryFieldsMigration steps migration 6 (history state, target
+// and duration) down and up on a database holding a history entry: the
+// entry survives both ways and comes back without the new fields.
+func checkHistoryFieldsMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.UpTo(ctx, 6); err != nil {
+		t.Fatalf("migrating up to 6: %v", err)
+	}
+	n := &baremetal.Node{Name: "historied", ProvisionState: "enroll"}
+	if err := s.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	e := &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: "node enrolled"}
+	if err := s.AddHistory(ctx, e); err != nil || e.State != "enroll" || e.Duration == nil {
+		t.Fatalf("schema 6 entry %+v, %v; want its state and duration", e, err)
+	}
+	if _, err := p.DownTo(ctx, 5); err != nil {
+		t.Fatalf("migrating down to 5: %v", err)
+	}
+	if _, err := p.UpTo(ctx, 6); err != nil {
+		t.Fatalf("migrating up to 6: %v", err)
+	}
+	got, err := s.GetHistory(ctx, n.UUID, e.ID)
+	if err != nil || got.Event != "node enrolled" || got.State != "" || got.Duration != nil {
+		t.Fatalf("entry after down and up = %+v, %v; want it kept, without state and duration", got, err)
 	}
 }
 
