@@ -198,7 +198,16 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 		save()
 		return
 	}
-	if !save() {
+	// A heartbeat the node waits for is a line of its history, written
+	// with the save it makes anyway (one commit on a RecordingNodeStore),
+	// so a timeline shows when the agent called; the first one of a boot
+	// is recorded as its boot stage instead.
+	if first {
+		if !save() {
+			return
+		}
+	} else if err := t.saveRecording(ctx, c.heartbeatHistory(n, hb)); err != nil {
+		c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
 		return
 	}
 	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {
@@ -209,6 +218,24 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if perr := c.continueWait(ctx, t, state); perr != nil {
 		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
 	}
+}
+
+// EventTypeAgent is the history event type of the heartbeats a node in a
+// wait state receives from its agent.
+const EventTypeAgent = "agent"
+
+// heartbeatHistory is the history entry of a heartbeat of n's agent in a
+// wait state.
+func (c *Conductor) heartbeatHistory(n *baremetal.Node, hb agentclient.Heartbeat) *baremetal.HistoryEntry {
+	msg := "heartbeat from the agent"
+	if hb.AgentVersion != "" {
+		msg += " (version " + hb.AgentVersion + ")"
+	}
+	if hb.AgentStatus != "" {
+		msg += ", status " + hb.AgentStatus
+	}
+	return &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: "agent heartbeat", EventType: EventTypeAgent, Message: msg,
+		Severity: baremetal.HistoryInfo, Conductor: c.host}
 }
 
 // continueWait continues a node waiting for its agent (deploy, clean,
