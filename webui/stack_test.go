@@ -38,7 +38,7 @@ import (
 // would) into simulated agents; and a console interface running a shell
 // loop that answers each line it reads.
 type stack struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	c        *conductor.Conductor
 	store    baremetal.Store
@@ -47,14 +47,16 @@ type stack struct {
 	consoles *console.Manager
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() && os.Getenv("WEBUI_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-func newStack(t *testing.T, copts conductor.Options) *stack {
+func newStack(t *testing.T, copts conductor.Options) *stack { return newStackTB(t, copts) }
+
+func newStackTB(t testing.TB, copts conductor.Options) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -278,7 +280,7 @@ func (c shellConsole) GetConsole(_ context.Context, t *driver.Task) (driver.Cons
 var _ driver.ConsoleInterface = shellConsole{}
 
 // newServer serves h on a loopback port for the test and returns its URL.
-func newServer(t *testing.T, h http.Handler) string {
+func newServer(t testing.TB, h http.Handler) string {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

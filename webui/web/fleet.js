@@ -27,6 +27,7 @@
   };
 
   const nodes = new Map(); // uuid -> row
+  fleet.row = (uuid) => nodes.get(uuid);
   let all = [];            // rows sorted by name then UUID
   let view = [];           // rows passing the filters
   let resort = true, refilter = true, scheduled = false;

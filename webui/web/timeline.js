@@ -37,7 +37,7 @@ window.anvilTimeline = (function () {
     wrap.dataset.phase = ph.name;
     const title = document.createElement('div');
     title.className = 'phase-title' + (ph.failed ? ' failed' : '');
-    const span = Math.max(ph.end - ph.start, 1);
+    const span = Math.max(ph.end - ph.start, 0.001);
     title.textContent = ph.name + (ph.result ? ' \u2192 ' + ph.result : ' (running)') + ', ' + duration(span) + ', from ' +
       new Date(ph.start).toLocaleString();
     wrap.appendChild(title);
