@@ -72,6 +72,7 @@ type Config struct {
 	Ring         string
 	LogFormat    string
 	Metrics      bool
+	WebUI        bool // web_ui: the web UI at /ui/ and the consoles at /console/
 	ShowVersion  bool
 	warnedConfig []string
 
@@ -106,6 +107,7 @@ func defaultConfig() *Config {
 		Ring:        "balanced",
 		LogFormat:   "text",
 		Metrics:     true,
+		WebUI:       true,
 		NetbootHTTP: "",
 		IPXEDir:     netboot.DefaultIPXEDir,
 	}
@@ -398,6 +400,7 @@ func options() []option {
 		{"anvil", "hash_ring", "", "", choice([]string{"balanced", "ironic"}, func(c *Config) *string { return &c.Ring })},
 		{"anvil", "log_format", "log-format", "text or json", choice([]string{"text", "json"}, func(c *Config) *string { return &c.LogFormat })},
 		{"anvil", "metrics", "", "", boolean(func(c *Config) *bool { return &c.Metrics })},
+		{"anvil", "web_ui", "web-ui", "serve the web UI at /ui/ and the serial consoles' pages at /console/", boolean(func(c *Config) *bool { return &c.WebUI })},
 		{"anvil", "agent_command_polling", "", "", boolean(func(c *Config) *bool { return &c.Conductor.Agent.PollCommands })},
 	}
 	for _, k := range driver.Kinds() {

@@ -25,6 +25,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/ironicapi"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/console"
+	"github.com/anvilmetal/anvil/console/ipmisol"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/builtin"
@@ -33,6 +35,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/anvilmetal/anvil/netboot"
+	"github.com/anvilmetal/anvil/webui"
 )
 
 // HTTP server bounds.
@@ -157,6 +160,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
 		return err
 	}
+	// Serial consoles run in this process: ipmitool-socat (unavailable,
+	// not fatal, without ipmitool) for the ipmi hardware type.
+	consoles := console.NewManager(console.Options{Logger: log.With("component", "console")})
+	d.onClose(consoles.Close)
+	if err := reg.Register(ipmisol.New(consoles, ipmisol.Options{Logger: log.With("component", "ipmisol")}).Bundle()); err != nil {
+		return err
+	}
 	if len(cfg.PluginDirs) > 0 {
 		host := plugin.NewHost(plugin.HostConfig{Dirs: cfg.PluginDirs, Logger: log})
 		d.onClose(host.Close)
@@ -261,6 +271,20 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	}
 
 	root := http.Handler(api)
+	if cfg.WebUI {
+		// The web UI and the consoles' pages, behind the API's
+		// authentication; the UI's actions go through the API.
+		ui, err := webui.New(webui.Options{Conductor: c, Consoles: consoles, ConsolePath: "/console", Logger: log.With("component", "webui")})
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ui/", api.Protect(ui))
+		mux.Handle("/ui", api.Protect(ui))
+		mux.Handle("/console/", api.Protect(http.StripPrefix("/console/", consoles.Handler())))
+		mux.Handle("/", api)
+		root = mux
+	}
 	if cfg.Metrics {
 		mreg := prometheus.NewRegistry()
 		mreg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), c.Metrics())
@@ -273,12 +297,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 			}
 		}
 		metrics := promhttp.HandlerFor(mreg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
+		inner := root
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/metrics" {
 				metrics.ServeHTTP(w, r)
 				return
 			}
-			api.ServeHTTP(w, r)
+			inner.ServeHTTP(w, r)
 		})
 	}
 
@@ -339,6 +364,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	url := scheme + "://" + ln.Addr().String()
 	log.Info("anvild running", "url", url, "conductor", c.Hostname(), "hardware_types", cfg.Drivers.EnabledHardwareTypes, "version", versionString())
 	fmt.Fprintf(stdout, "anvild: Ironic API on %s\n", url)
+	if cfg.WebUI {
+		fmt.Fprintf(stdout, "anvild: web UI on %s/ui/\n", url)
+	}
 
 	var serveErr error
 	select {
