@@ -110,6 +110,21 @@
 //	10:42:03, TFTP undionly.kpxe sent at 10:42:04, no boot script or
 //	kernel request in 300 s
 //
+// # Tracing
+//
+// With Options.TracerProvider set (an OpenTelemetry SDK provider; nil
+// traces nothing), every operation is one trace. The verb that accepts
+// it starts the root span, named after the verb ("deploy"), and keeps
+// its W3C trace context in the node's driver_internal_info
+// ("anvil_trace_context") until the node comes to rest, so the pieces
+// that run later, on any conductor, join it: "job <op>", "heartbeat" and
+// "command done" (the continuations of a wait), "step <kind>.<step>",
+// "agent wait <step>", the agent client's command spans (give its
+// agentclient.ClientConfig the same provider), the driver calls sent to
+// plugins (plugin.HostConfig.TracerProvider; the plugin process continues
+// the trace) and "boot", a ramdisk's network boot from its preparation to
+// the agent's first heartbeat with one event per boot stage.
+//
 // # Cluster mode
 //
 // Leave Options.Cluster nil for a lone conductor, which owns every node of

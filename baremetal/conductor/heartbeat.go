@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
@@ -210,6 +212,8 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 		c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
 		return
 	}
+	ctx, span := c.startNodeSpan(ctx, n, "heartbeat", attribute.String("anvil.agent.status", hb.AgentStatus))
+	defer span.End()
 	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {
 		if fresh, err := c.store.GetNode(ctx, uuid); err == nil && fresh.Version == n.Version {
 			n.ProvisionUpdatedAt = fresh.ProvisionUpdatedAt
