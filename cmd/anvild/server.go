@@ -19,6 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
@@ -144,7 +149,20 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		log.Info("store: embedded SQLite", "path", target.sqlite)
 	}
 
-	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: cfg.AgentCommand, MaxCommandAttempts: cfg.AgentAttempts, Logger: log})
+	tp, err := tracerProvider(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		d.onClose(func() error {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+			defer cancel()
+			return tp.Shutdown(sctx)
+		})
+		log.Info("tracing: OTLP export", "endpoint", cfg.OTLPTraces)
+	}
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: cfg.AgentCommand, MaxCommandAttempts: cfg.AgentAttempts, Logger: log,
+		TracerProvider: traceProviderOrNil(tp)})
 	if err != nil {
 		return err
 	}
@@ -168,7 +186,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		return err
 	}
 	if len(cfg.PluginDirs) > 0 {
-		host := plugin.NewHost(plugin.HostConfig{Dirs: cfg.PluginDirs, Logger: log})
+		hc := plugin.HostConfig{Dirs: cfg.PluginDirs, Logger: log}
+		if tp != nil {
+			// The plugins export their spans of each call to the same
+			// collector.
+			hc.TracerProvider = tp
+			hc.PluginEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + cfg.OTLPTraces}
+		}
+		host := plugin.NewHost(hc)
 		d.onClose(host.Close)
 		rep, err := host.Discover(ctx)
 		if err != nil {
@@ -190,6 +215,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	copts.Hostname = cfg.Host
 	copts.Logger = log
 	copts.Agent.Client = client
+	copts.TracerProvider = traceProviderOrNil(tp)
 	copts.Agent.APIURL = agentAPIURL(cfg)
 	if cfg.powerOffRetries > 0 || cfg.powerOffInterval > 0 {
 		retries, interval := cfg.powerOffRetries, cfg.powerOffInterval
@@ -422,4 +448,28 @@ func agentAPIURL(cfg *Config) string {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(cfg.HostIP, strconv.Itoa(cfg.Port))
+}
+
+// tracerProvider is the OTLP-exporting TracerProvider of
+// [anvil]otlp_traces_endpoint, or nil when it is empty.
+func tracerProvider(ctx context.Context, cfg *Config) (*sdktrace.TracerProvider, error) {
+	if cfg.OTLPTraces == "" {
+		return nil, nil
+	}
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(cfg.OTLPTraces))
+	if err != nil {
+		return nil, fmt.Errorf("anvild: [anvil]otlp_traces_endpoint: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "anvild"), attribute.String("host.name", cfg.Host),
+		attribute.String("service.version", versionString()))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// traceProviderOrNil keeps a nil *sdktrace.TracerProvider a nil
+// interface, which the options read as "no tracing".
+func traceProviderOrNil(tp *sdktrace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return nil
+	}
+	return tp
 }
