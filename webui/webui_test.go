@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -398,4 +399,31 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestStreamOutlivesServerTimeouts serves the stream from a server whose
+// read and write timeouts are short (anvild's are minutes): a stream
+// open for longer still delivers changes.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	s := newStack(t, conductor.Options{})
+	n, err := s.c.Enroll(s.ctx, &baremetal.Node{Name: "long-stream", Driver: "fake-hardware"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui, err := webui.New(webui.Options{Conductor: s.c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(ui)
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	st := openStream(t, srv.URL+"/ui/api/events")
+	time.Sleep(time.Second)
+	if err := s.c.Manage(s.ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	st.until(t, func(r webui.Row) bool {
+		return r.UUID == n.UUID && r.ProvisionState != nil && *r.ProvisionState == "manageable"
+	})
 }
