@@ -98,9 +98,9 @@
 // iPXE script, kernel, ramdisk) lands in the node's history (event type
 // "boot") and in Watch as EventBootStage, beside the stages the conductor
 // records itself (boot prepared, the agent's lookup and first
-// heartbeat); each later heartbeat of a node in a wait state is a line of
+// heartbeat); the later heartbeats of a node in a wait state are lines of
 // event type "agent" (EventTypeAgent), written with the heartbeat's own
-// save. The callback-timeout periodic fails a node in a wait state
+// save, at most one per 10 s. The callback-timeout periodic fails a node in a wait state
 // whose boot stalled (Options.BootStageDeadlines, each well under the
 // 30-minute callback timeout) as the timeout would, early, with a
 // last_error that says where the boot stopped:

@@ -308,7 +308,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	if o.work || o.lastError != "" {
 		n.LastError = o.lastError
 	}
-	dropTraceAtRest(n)
+	dropOperationKeys(n)
 	h := t.c.transitionHistory(n, from, ev, o.lastError)
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.

@@ -110,11 +110,13 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// dropTraceAtRest removes the operation's trace context from n when the
+// dropOperationKeys removes the operation's bookkeeping (its trace
+// context, when its last heartbeat line was written) from n when the
 // state it moves to ends the operation.
-func dropTraceAtRest(n *baremetal.Node) {
+func dropOperationKeys(n *baremetal.Node) {
 	if statemachine.IsStable(n.ProvisionState) || statemachine.IsFailure(n.ProvisionState) {
 		delete(n.DriverInternalInfo, traceKey)
+		delete(n.DriverInternalInfo, heartbeatRecordedKey)
 	}
 }
 
