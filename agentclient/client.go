@@ -20,6 +20,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
@@ -66,6 +71,11 @@ type ClientConfig struct {
 	// DialContext, when set, replaces the dialer (tests use it to inject
 	// connection failures).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TracerProvider, when set, records a client span of every command
+	// sent to an agent ("agent <command>") and of every read of a
+	// command's status ("agent command status"), children of the
+	// caller's span. Nil means none.
+	TracerProvider trace.TracerProvider
 }
 
 // Agent addresses one node's running agent: where it listens, its token and
@@ -89,13 +99,29 @@ type Agent struct {
 // concurrent use by many goroutines and many nodes. Close releases idle
 // connections.
 type Client struct {
-	cfg   ClientConfig
-	log   *slog.Logger
-	clock clock.Clock
+	cfg    ClientConfig
+	log    *slog.Logger
+	clock  clock.Clock
+	tracer trace.Tracer
 
 	mu      sync.Mutex
 	clients map[[32]byte]*pooledClient // by pinned certificate; zero key = RootCAs
 	closed  bool
+}
+
+// TracerName is the instrumentation name of the agent client's spans.
+const TracerName = "github.com/anvilmetal/anvil/agentclient"
+
+// endCommandSpan ends a command's span with the command's outcome.
+func endCommandSpan(span trace.Span, r *CommandResult, err error) {
+	if r != nil {
+		span.SetAttributes(attribute.String("anvil.agent.command_id", r.ID), attribute.String("anvil.agent.command_status", string(r.Status)))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // pooledClient is an HTTP client kept for one pinned certificate.
@@ -136,7 +162,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.APIVersion == "" {
 		cfg.APIVersion = DefaultAgentAPIVersion
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, clients: map[[32]byte]*pooledClient{}}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, clients: map[[32]byte]*pooledClient{}, tracer: tp.Tracer(TracerName)}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -388,7 +418,14 @@ func (r *CommandResult) Err(node, fullName string) error {
 // otherwise retries up to MaxCommandAttempts times. The returned result is
 // non-nil whenever the agent answered with one; the error is then the
 // result's typed error (see CommandResult.Err).
-func (c *Client) ExecuteCommand(ctx context.Context, a Agent, name string, params map[string]any, wait bool) (*CommandResult, error) {
+func (c *Client) ExecuteCommand(ctx context.Context, a Agent, name string, params map[string]any, wait bool) (r *CommandResult, err error) {
+	ctx, span := c.tracer.Start(ctx, "agent "+name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("anvil.node.uuid", a.NodeUUID), attribute.String("anvil.agent.command", name), attribute.Bool("anvil.agent.wait", wait)))
+	defer func() { endCommandSpan(span, r, err) }()
+	return c.executeCommand(ctx, a, name, params, wait)
+}
+
+func (c *Client) executeCommand(ctx context.Context, a Agent, name string, params map[string]any, wait bool) (*CommandResult, error) {
 	_, cmd, err := splitCommand(name)
 	if err != nil {
 		return nil, err
@@ -469,7 +506,14 @@ func sameJSON(a, b map[string]any) bool {
 // wait=true the agent answers only when the command has finished. The
 // result is returned as the agent reported it, without turning FAILED into
 // an error; use CommandResult.Err for that.
-func (c *Client) GetCommandStatus(ctx context.Context, a Agent, id string, wait bool) (*CommandResult, error) {
+func (c *Client) GetCommandStatus(ctx context.Context, a Agent, id string, wait bool) (r *CommandResult, err error) {
+	ctx, span := c.tracer.Start(ctx, "agent command status", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("anvil.node.uuid", a.NodeUUID), attribute.String("anvil.agent.command_id", id), attribute.Bool("anvil.agent.wait", wait)))
+	defer func() { endCommandSpan(span, r, err) }()
+	return c.getCommandStatus(ctx, a, id, wait)
+}
+
+func (c *Client) getCommandStatus(ctx context.Context, a Agent, id string, wait bool) (*CommandResult, error) {
 	if id == "" || strings.ContainsAny(id, "/?#") {
 		return nil, fmt.Errorf("%w: agentclient: node %s: command id %q", ErrInvalidArgument, orUnknown(a.NodeUUID), id)
 	}

@@ -1,6 +1,10 @@
 package baremetal
 
-import "time"
+import (
+	"time"
+
+	"github.com/anvilmetal/anvil/statemachine"
+)
 
 // Severities of node history entries, as Ironic records them.
 const (
@@ -33,4 +37,34 @@ type HistoryEntry struct {
 	User string
 	// CreatedAt is stamped by the store when empty.
 	CreatedAt time.Time
+	// State and TargetState are the node's provision state and target
+	// provision state once the entry is written (Ironic's state and
+	// target_provision_state, API 1.115): for an entry written with an
+	// update (RecordingNodeStore), the state the update leaves. The
+	// store fills them from the node when State is empty.
+	State       statemachine.State
+	TargetState statemachine.State
+	// Duration is how long the node had been in its provision state when
+	// the entry was recorded: CreatedAt less the node's
+	// ProvisionUpdatedAt before the write, never negative (Ironic's
+	// duration_seconds, API 1.115). For an entry recording a transition
+	// it is the time spent in the state the node left. The store fills it
+	// when nil, and leaves it nil for a node whose provision state was
+	// never stamped.
+	Duration *time.Duration
+}
+
+// HistoryPage selects one page of a node's history (HistoryStore's
+// PageHistory). The zero value is the whole history, oldest first.
+type HistoryPage struct {
+	// After is the ID of the last entry of the previous page; the page
+	// starts after it in the chosen order. Zero starts at the beginning.
+	After int64
+	// Limit bounds the page; zero or negative means no bound.
+	Limit int
+	// Descending lists newest first.
+	Descending bool
+	// ByID orders by ID (insertion order) instead of by CreatedAt; ties
+	// of CreatedAt are always broken by ID.
+	ByID bool
 }

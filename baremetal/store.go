@@ -278,6 +278,14 @@ type HistoryStore interface {
 	// ListHistory returns the node's entries, oldest first, at most limit
 	// (0 for all) of the newest ones.
 	ListHistory(ctx context.Context, nodeUUID string, limit int) ([]*HistoryEntry, error)
+	// PageHistory returns one page of the node's entries, in the order
+	// and from the position p names, reading only that page from the
+	// database. Errors: *NotFoundError for an unknown node (Kind "node")
+	// or a p.After that is not an entry of the node (Kind "history").
+	PageHistory(ctx context.Context, nodeUUID string, p HistoryPage) ([]*HistoryEntry, error)
+	// GetHistory returns the node's entry with the given ID. Errors:
+	// *NotFoundError (Kind "node" or "history").
+	GetHistory(ctx context.Context, nodeUUID string, id int64) (*HistoryEntry, error)
 }
 
 // RecordingNodeStore is implemented by stores that can write a node and

@@ -188,6 +188,7 @@ func (c *Conductor) recordFirstHeartbeat(ctx context.Context, n *baremetal.Node,
 		addr = u.Hostname()
 	}
 	c.recordBootStage(ctx, stage.Record{Node: n.UUID, Stage: stage.AgentHeartbeat, Addr: addr, At: c.clock.Now()}, n.Name)
+	c.traceBoot(ctx, n)
 }
 
 // bootRecords reads the node's boot stages from its recent history,

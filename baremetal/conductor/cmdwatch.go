@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/steps"
@@ -58,7 +61,7 @@ func (c *Conductor) SetPollCommands(on bool) { c.pollCommands.Store(on) }
 // continuation (jobCommandDone). A newer watch of the same node replaces
 // the older one. It does nothing unless PollCommands is on or when the
 // conductor is not running.
-func (c *Conductor) watchCommand(a agentclient.Agent, id string, kind steps.Kind, step steps.Step) {
+func (c *Conductor) watchCommand(parent context.Context, a agentclient.Agent, id string, kind steps.Kind, step steps.Step) {
 	if !c.pollCommands.Load() || id == "" || c.agent.Client == nil {
 		return
 	}
@@ -68,6 +71,8 @@ func (c *Conductor) watchCommand(a agentclient.Agent, id string, kind steps.Kind
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.bg, c.agent.PollCommandsLimit)
+	// The wait is a span of the step's trace.
+	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(parent))
 	w := &commandWatch{id: id, kind: kind, step: step, url: a.URL, cancel: cancel}
 	if old, loaded := c.watches.Swap(a.NodeUUID, w); loaded {
 		old.(*commandWatch).cancel()
@@ -77,7 +82,11 @@ func (c *Conductor) watchCommand(a agentclient.Agent, id string, kind steps.Kind
 		defer c.loops.Done()
 		defer cancel()
 		defer c.watches.CompareAndDelete(a.NodeUUID, w)
-		if c.waitCommand(ctx, a, id) {
+		wctx, span := c.tracer.Start(ctx, "agent wait "+step.Key(), trace.WithAttributes(attribute.String("anvil.node.uuid", a.NodeUUID),
+			attribute.String("anvil.agent.command_id", id)))
+		done := c.waitCommand(wctx, a, id)
+		span.End()
+		if done {
 			c.metrics.commandWaits.WithLabelValues("finished").Inc()
 			c.submit(job{uuid: a.NodeUUID, kind: jobCommandDone, watched: w})
 			return
@@ -156,6 +165,8 @@ func (c *Conductor) processCommandDone(ctx context.Context, uuid string, w *comm
 	if w == nil || !w.current(n) || n.Maintenance {
 		return
 	}
+	ctx, span := c.startNodeSpan(ctx, n, "command done", attribute.String("anvil.agent.command_id", w.id))
+	defer span.End()
 	if err := c.continueWait(ctx, t, n.ProvisionState); err != nil {
 		c.log.Debug("finished agent command processing ended with an error", "node", uuid, "error", err)
 	}

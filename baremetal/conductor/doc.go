@@ -98,7 +98,9 @@
 // iPXE script, kernel, ramdisk) lands in the node's history (event type
 // "boot") and in Watch as EventBootStage, beside the stages the conductor
 // records itself (boot prepared, the agent's lookup and first
-// heartbeat). The callback-timeout periodic fails a node in a wait state
+// heartbeat); the later heartbeats of a node in a wait state are lines of
+// event type "agent" (EventTypeAgent), written with the heartbeat's own
+// save, at most one per 10 s. The callback-timeout periodic fails a node in a wait state
 // whose boot stalled (Options.BootStageDeadlines, each well under the
 // 30-minute callback timeout) as the timeout would, early, with a
 // last_error that says where the boot stopped:
@@ -107,6 +109,21 @@
 //	boot configuration written at 10:42:00, DHCP offered 192.0.2.23 at
 //	10:42:03, TFTP undionly.kpxe sent at 10:42:04, no boot script or
 //	kernel request in 300 s
+//
+// # Tracing
+//
+// With Options.TracerProvider set (an OpenTelemetry SDK provider; nil
+// traces nothing), every operation is one trace. The verb that accepts
+// it starts the root span, named after the verb ("deploy"), and keeps
+// its W3C trace context in the node's driver_internal_info
+// ("anvil_trace_context") until the node comes to rest, so the pieces
+// that run later, on any conductor, join it: "job <op>", "heartbeat" and
+// "command done" (the continuations of a wait), "step <kind>.<step>",
+// "agent wait <step>", the agent client's command spans (give its
+// agentclient.ClientConfig the same provider), the driver calls sent to
+// plugins (plugin.HostConfig.TracerProvider; the plugin process continues
+// the trace) and "boot", a ramdisk's network boot from its preparation to
+// the agent's first heartbeat with one event per boot stage.
 //
 // # Cluster mode
 //

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/clock"
@@ -38,6 +40,9 @@ type Conductor struct {
 
 	store   baremetal.Store
 	drivers *driver.Registry
+	// tracer makes the operations' spans (no-op without
+	// Options.TracerProvider).
+	tracer  trace.Tracer
 	agent   AgentSettings
 	opts    Options
 	host    string
@@ -115,6 +120,7 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		log:           o.Logger.With("component", "conductor", "conductor", o.Hostname),
 		fsm:           statemachine.NewProvisionMachine(),
 		metrics:       newMetrics(o.Hostname),
+		tracer:        newTracer(o.TracerProvider),
 		hub:           newWatchHub(o.WatchBuffer, nil),
 		queue:         newJobQueue(),
 		handoff:       make(chan job),

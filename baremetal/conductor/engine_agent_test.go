@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -162,6 +163,24 @@ func TestAgentLifecycle(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("history lacks %q", want)
 		}
+	}
+	// The heartbeats the node waited for are in its history, in wait
+	// states only, each after the boot's first (a boot stage).
+	beats := 0
+	for i, e := range hist {
+		if e.EventType != conductor.EventTypeAgent {
+			continue
+		}
+		beats++
+		if e.Event != "agent heartbeat" || (e.State != statemachine.DeployWait && e.State != statemachine.CleanWait) {
+			t.Errorf("heartbeat entry %+v; want one of a node in a wait state", e)
+		}
+		if !slices.ContainsFunc(hist[:i], func(p *baremetal.HistoryEntry) bool { return p.Event == "agent heartbeat" && p.EventType == "boot" }) {
+			t.Errorf("heartbeat entry %d before the boot's first heartbeat", i)
+		}
+	}
+	if beats == 0 {
+		t.Error("no heartbeat in the history")
 	}
 	_ = steps.Clean
 }

@@ -308,6 +308,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	if o.work || o.lastError != "" {
 		n.LastError = o.lastError
 	}
+	dropOperationKeys(n)
 	h := t.c.transitionHistory(n, from, ev, o.lastError)
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
@@ -435,6 +436,8 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 	if !ok {
 		return
 	}
+	ctx, span := c.startNodeSpan(ctx, n, "job "+in.Op)
+	defer span.End()
 	c.execute(ctx, t, in)
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
@@ -198,9 +201,22 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 		save()
 		return
 	}
-	if !save() {
+	// A heartbeat the node waits for is a line of its history, written
+	// with the save it makes anyway (one commit on a RecordingNodeStore),
+	// so a timeline shows when the agent called; the first one of a boot
+	// is recorded as its boot stage instead, and an agent calling more
+	// often than heartbeatHistoryInterval is sampled.
+	if now := c.clock.Now(); !first && heartbeatDue(n, now) {
+		n.DriverInternalInfo[heartbeatRecordedKey] = now.UTC().Format(time.RFC3339Nano)
+		if err := t.saveRecording(ctx, c.heartbeatHistory(n, hb)); err != nil {
+			c.log.Warn("heartbeat not recorded", "node", uuid, "error", err)
+			return
+		}
+	} else if !save() {
 		return
 	}
+	ctx, span := c.startNodeSpan(ctx, n, "heartbeat", attribute.String("anvil.agent.status", hb.AgentStatus))
+	defer span.End()
 	if err := c.store.TouchProvisioning(ctx, uuid); err == nil {
 		if fresh, err := c.store.GetNode(ctx, uuid); err == nil && fresh.Version == n.Version {
 			n.ProvisionUpdatedAt = fresh.ProvisionUpdatedAt
@@ -209,6 +225,45 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if perr := c.continueWait(ctx, t, state); perr != nil {
 		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
 	}
+}
+
+// EventTypeAgent is the history event type of the heartbeats a node in a
+// wait state receives from its agent.
+const EventTypeAgent = "agent"
+
+// heartbeatHistoryInterval is the least time between two heartbeat lines
+// of a node's history: IPA heartbeats every 30 to 60 % of its heartbeat
+// timeout (tens of seconds), so each of its heartbeats is a line; a
+// faster agent (a simulated one) is sampled.
+const heartbeatHistoryInterval = 10 * time.Second
+
+// heartbeatRecordedKey is the driver_internal_info key holding when the
+// node's last heartbeat line was written.
+const heartbeatRecordedKey = "anvil_heartbeat_recorded"
+
+// heartbeatDue reports whether a heartbeat of n at now is to be a line of
+// its history.
+func heartbeatDue(n *baremetal.Node, now time.Time) bool {
+	s, ok := n.DriverInternalInfo[heartbeatRecordedKey].(string)
+	if !ok {
+		return true
+	}
+	last, err := time.Parse(time.RFC3339Nano, s)
+	return err != nil || now.Sub(last) >= heartbeatHistoryInterval || now.Before(last)
+}
+
+// heartbeatHistory is the history entry of a heartbeat of n's agent in a
+// wait state.
+func (c *Conductor) heartbeatHistory(n *baremetal.Node, hb agentclient.Heartbeat) *baremetal.HistoryEntry {
+	msg := "heartbeat from the agent"
+	if hb.AgentVersion != "" {
+		msg += " (version " + hb.AgentVersion + ")"
+	}
+	if hb.AgentStatus != "" {
+		msg += ", status " + hb.AgentStatus
+	}
+	return &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: "agent heartbeat", EventType: EventTypeAgent, Message: msg,
+		Severity: baremetal.HistoryInfo, Conductor: c.host}
 }
 
 // continueWait continues a node waiting for its agent (deploy, clean,

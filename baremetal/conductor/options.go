@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/clock"
@@ -161,6 +163,12 @@ type Options struct {
 	// (anvil_conductor_boot_stages_dropped_total). Zero or negative means
 	// DefaultBootStageBuffer.
 	BootStageBuffer int
+
+	// TracerProvider, when set, traces every operation as one trace (see
+	// "Tracing" in the package documentation): the verb, its jobs, steps,
+	// agent commands, boots and the driver calls made through plugins.
+	// Nil means no tracing.
+	TracerProvider trace.TracerProvider
 
 	// WatchBuffer bounds how many events each Watch and Subscribe holds
 	// for a slow consumer; beyond it the oldest are dropped and counted

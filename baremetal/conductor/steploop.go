@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
@@ -172,7 +174,7 @@ func (c *Conductor) runActions(ctx context.Context, t *task, kind steps.Kind, a 
 				if res.AgentCommand != "" {
 					// Waits for the node's lock, which this run holds
 					// until it has recorded the wait.
-					c.watchCommand(agentOf(n), res.AgentCommand, kind, a.Step)
+					c.watchCommand(ctx, agentOf(n), res.AgentCommand, kind, a.Step)
 				}
 				if v, ok := n.DriverInternalInfo[keys.Reboot].(bool); ok && v {
 					prog.Reboot = true
@@ -327,7 +329,21 @@ func (c *Conductor) publishStep(t *task, typ EventType, kind steps.Kind, s steps
 // executeStep runs one step: out-of-band through the driver when the
 // node's implementation of the step's interface declares it, in-band
 // through the agent otherwise.
-func (c *Conductor) executeStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (driver.StepResult, error) {
+func (c *Conductor) executeStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (res driver.StepResult, err error) {
+	ctx, span := c.startNodeSpan(ctx, t.node, "step "+string(kind)+"."+s.Key(), attribute.String("anvil.step.kind", string(kind)),
+		attribute.String("anvil.step.interface", s.Interface), attribute.String("anvil.step.name", s.Name))
+	defer func() {
+		span.SetAttributes(attribute.Bool("anvil.step.wait", res.Wait))
+		if res.AgentCommand != "" {
+			span.SetAttributes(attribute.String("anvil.agent.command_id", res.AgentCommand))
+		}
+		endSpan(span, err)
+	}()
+	return c.runStep(ctx, t, kind, s)
+}
+
+// runStep is executeStep without its span.
+func (c *Conductor) runStep(ctx context.Context, t *task, kind steps.Kind, s steps.Step) (driver.StepResult, error) {
 	d, err := t.driver()
 	if err != nil {
 		return driver.StepResult{}, err

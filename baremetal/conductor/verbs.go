@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -304,7 +306,11 @@ type verb struct {
 }
 
 func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error) {
+	var span trace.Span
 	defer func() {
+		if span != nil {
+			endSpan(span, err)
+		}
 		outcome := "accepted"
 		switch {
 		case err == nil:
@@ -343,6 +349,10 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 	if err := c.checkActionLimit(ctx, n, v.name, v.limit); err != nil {
 		return err
 	}
+	if !v.noWork {
+		// The operation's trace starts here.
+		ctx, span = c.startOperation(ctx, v.name, n)
+	}
 	locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return err
@@ -364,6 +374,8 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 			t.node.DriverInternalInfo = map[string]any{}
 		}
 		t.node.DriverInternalInfo[intentKey] = intent{Op: v.op, RequestedAt: c.clock.Now(), Args: v.args}.encode()
+		delete(t.node.DriverInternalInfo, traceKey)
+		recordTrace(ctx, t.node)
 		v.move.work = true
 	}
 	if err := t.process(ctx, v.event, v.move); err != nil {

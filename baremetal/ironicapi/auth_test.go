@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -236,4 +237,45 @@ func FuzzParseHTPasswd(f *testing.F) {
 		r.Header.Set("Authorization", basic(user, password))
 		_ = b.Authenticate(r)
 	})
+}
+
+// TestProtect checks that a handler put behind the API's authentication
+// is reached only with the API's credentials, and that a refusal is the
+// API's own.
+func TestProtect(t *testing.T) {
+	b, err := ironicapi.ParseHTPasswd("htpasswd", []byte(ironicFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLab(t, func(_ *conductor.Options, ao *ironicapi.Options) { ao.Auth = b })
+	reached := 0
+	srv := httptest.NewServer(l.api.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached++
+		_, _ = w.Write([]byte("inside"))
+	})))
+	defer srv.Close()
+	for _, tc := range []struct {
+		user, password string
+		status         int
+	}{{"", "", 401}, {"myName", "wrong", 401}, {"myName", "myPassword", 200}} {
+		req, _ := http.NewRequest("GET", srv.URL+"/ui/", nil)
+		if tc.user != "" {
+			req.SetBasicAuth(tc.user, tc.password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("%q/%q: %s %s, want %d", tc.user, tc.password, resp.Status, body, tc.status)
+		}
+		if tc.status == 401 && (resp.Header.Get("WWW-Authenticate") != `Basic realm="Baremetal API"` || !strings.Contains(string(body), "error_message")) {
+			t.Fatalf("refusal %s %q without the API's header or body", body, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	if reached != 1 {
+		t.Fatalf("the protected handler was reached %d times, want once", reached)
+	}
 }

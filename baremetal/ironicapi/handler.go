@@ -119,6 +119,38 @@ func (h *Handler) handle(pattern string, rt route, fn handlerFunc) {
 	})
 }
 
+// authenticate checks r with Options.Auth and answers a refused request
+// (401 with WWW-Authenticate, as Ironic does), reporting whether r may
+// go on.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.Auth == nil {
+		return true
+	}
+	err := h.opts.Auth.Authenticate(r)
+	if err == nil {
+		return true
+	}
+	e := toError(err)
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="Baremetal API"`)
+	}
+	writeError(w, e)
+	return false
+}
+
+// Protect puts next behind the API's authentication: a request
+// Options.Auth refuses gets the answer the API gives it, and only the
+// others reach next. An embedder serving more than the API on the same
+// listener (a web UI, the consoles' pages) wraps them with it, so that
+// one set of credentials guards them all.
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.authenticate(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn handlerFunc) {
 	hdr := w.Header()
 	hdr.Set(headerMinVersion, MinVersion.String())
@@ -131,15 +163,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 	hdr.Set(headerVersion, v.String())
 	hdr.Set(headerAPIVersion, apiVersionService+" "+v.String())
 	hdr.Add("Vary", headerVersion)
-	if !rt.public && h.opts.Auth != nil {
-		if err := h.opts.Auth.Authenticate(r); err != nil {
-			e := toError(err)
-			if e.Status == http.StatusUnauthorized {
-				hdr.Set("WWW-Authenticate", `Basic realm="Baremetal API"`)
-			}
-			writeError(w, e)
-			return
-		}
+	if !rt.public && !h.authenticate(w, r) {
+		return
 	}
 	if rt.minVersion > 0 && !v.AtLeast(rt.minVersion) {
 		writeError(w, notFound("The requested resource could not be found."))

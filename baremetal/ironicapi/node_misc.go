@@ -2,12 +2,13 @@ package ironicapi
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -269,20 +270,56 @@ func (h *Handler) getInventory(rq *request) error {
 	return rq.reply(http.StatusOK, map[string]json.RawMessage{"inventory": body, "plugin_data": pd})
 }
 
-// historyUUID is the stable UUID of a history entry: the store keys
-// entries by number, Ironic's API by UUID, so the UUID is derived (name
-// based, SHA-1) from the node's UUID and the entry's number.
+// historyFieldsVersion is the microversion (Ironic's 1.115) from which a
+// detailed history entry carries state, target_provision_state and
+// duration_seconds.
+const historyFieldsVersion = 115
+
+// historyUUID is the UUID of a history entry. The store keys entries by
+// number, Ironic's API by UUID, so the UUID carries the number: it is an
+// RFC 9562 version-8 UUID whose first eight bytes are the node's (the
+// start of a SHA-1 of the node's UUID) and whose last eight hold the
+// entry's number under the variant bits. A marker or an entry's UUID
+// thus names one row, found by key in the store (historyID), and the
+// UUID of an entry never changes.
 func historyUUID(nodeUUID string, id int64) string {
-	ns, err := uuid.Parse(nodeUUID)
-	if err != nil {
-		ns = uuid.Nil
+	var u uuid.UUID
+	prefix := historyPrefix(nodeUUID)
+	copy(u[:8], prefix[:])
+	binary.BigEndian.PutUint64(u[8:], uint64(id))
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	return u.String()
+}
+
+// historyPrefix is the first half of the UUIDs of a node's entries,
+// version nibble included.
+func historyPrefix(nodeUUID string) [8]byte {
+	sum := sha1.Sum([]byte("anvil node history " + strings.ToLower(nodeUUID)))
+	var p [8]byte
+	copy(p[:], sum[:8])
+	p[6] = p[6]&0x0f | 0x80 // version 8
+	return p
+}
+
+// historyID returns the entry number a history UUID of the node carries,
+// or false when s is not the UUID of one of the node's entries.
+func historyID(nodeUUID, s string) (int64, bool) {
+	u, err := uuid.Parse(s)
+	if err != nil || u.Version() != 8 || u.Variant() != uuid.RFC4122 {
+		return 0, false
 	}
-	return uuid.NewSHA1(ns, []byte(strconv.FormatInt(id, 10))).String()
+	if p := historyPrefix(nodeUUID); !bytes.Equal(u[:8], p[:]) {
+		return 0, false
+	}
+	id := int64(binary.BigEndian.Uint64(u[8:]) &^ (0xc0 << 56))
+	return id, id > 0
 }
 
 // historyView is one entry as Ironic shows it: uuid, created_at,
-// severity, event and links; detail adds event_type, conductor and user.
-// Without detail the event text is cut at 255 characters, as Ironic does.
+// severity, event and links; detail adds event_type, conductor and user,
+// and from 1.115 state, target_provision_state and duration_seconds
+// (whole seconds, as Ironic stores them; null when unknown). Without
+// detail the event text is cut at 255 characters, as Ironic does.
 func (rq *request) historyView(nodeUUID string, e *baremetal.HistoryEntry, detail bool) map[string]any {
 	id := historyUUID(nodeUUID, e.ID)
 	text := e.Message
@@ -304,6 +341,14 @@ func (rq *request) historyView(nodeUUID string, e *baremetal.HistoryEntry, detai
 		v["event_type"] = e.EventType
 		v["conductor"] = nullable(e.Conductor)
 		v["user"] = nullable(e.User)
+		if rq.v.AtLeast(historyFieldsVersion) {
+			v["state"] = nullable(e.State)
+			v["target_provision_state"] = nullable(e.TargetState)
+			v["duration_seconds"] = nil
+			if e.Duration != nil {
+				v["duration_seconds"] = int64(e.Duration.Seconds())
+			}
+		}
 	}
 	return v
 }
@@ -339,19 +384,24 @@ func (h *Handler) listHistory(rq *request) error {
 	if err != nil {
 		return err
 	}
-	entries, err := h.store.ListHistory(rq.ctx, n.UUID, 0)
-	if err != nil {
-		return err
-	}
-	if dir == "desc" {
-		slices.Reverse(entries)
-	}
+	page := baremetal.HistoryPage{Descending: dir == "desc", ByID: q.Get("sort_key") == "id", Limit: limit + 1}
 	if marker != "" {
-		at := slices.IndexFunc(entries, func(e *baremetal.HistoryEntry) bool { return historyUUID(n.UUID, e.ID) == strings.ToLower(marker) })
-		if at < 0 {
+		id, ok := historyID(n.UUID, marker)
+		if !ok {
 			return notFound("Node history record %s could not be found.", marker)
 		}
-		entries = entries[at+1:]
+		page.After = id
+	}
+	// One more than the page tells whether a next page exists.
+	entries, err := h.store.PageHistory(rq.ctx, n.UUID, page)
+	if errors.Is(err, baremetal.ErrNotFound) && marker != "" {
+		var nf *baremetal.NotFoundError
+		if errors.As(err, &nf) && nf.Kind == "history" {
+			return notFound("Node history record %s could not be found.", marker)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	more := len(entries) > limit
 	if more {
@@ -370,19 +420,22 @@ func (h *Handler) listHistory(rq *request) error {
 
 // GET /v1/nodes/{node}/history/{event} (1.78): one entry, in detail.
 func (h *Handler) getHistory(rq *request) error {
-	ev := strings.ToLower(rq.r.PathValue("event"))
+	ev := rq.r.PathValue("event")
 	n, err := rq.node()
 	if err != nil {
 		return err
 	}
-	entries, err := h.store.ListHistory(rq.ctx, n.UUID, 0)
+	id, ok := historyID(n.UUID, ev)
+	if !ok {
+		return notFound("Node history record %s could not be found.", ev)
+	}
+	e, err := h.store.GetHistory(rq.ctx, n.UUID, id)
+	var nf *baremetal.NotFoundError
+	if errors.As(err, &nf) && nf.Kind == "history" {
+		return notFound("Node history record %s could not be found.", ev)
+	}
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if historyUUID(n.UUID, e.ID) == ev {
-			return rq.reply(http.StatusOK, rq.historyView(n.UUID, e, true))
-		}
-	}
-	return notFound("Node history record %s could not be found.", rq.r.PathValue("event"))
+	return rq.reply(http.StatusOK, rq.historyView(n.UUID, e, true))
 }

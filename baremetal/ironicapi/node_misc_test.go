@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/ironicapi"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 )
@@ -249,10 +250,32 @@ func TestHistory(t *testing.T) {
 	if st != 200 || !strings.Contains(body, strings.Repeat("x", 300)) || !strings.Contains(body, `"event_type":"test"`) {
 		t.Fatalf("one entry: %d %s", st, body)
 	}
+	// An entry of another node is no entry of this one, as a marker or
+	// read alone.
+	otherID := newNode(t, l, "other", "")
+	foreign := &baremetal.HistoryEntry{NodeUUID: otherID, Event: "elsewhere"}
+	if err := l.c.Store().AddHistory(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	st, _, body = do(t, "GET", l.srv.URL+"/v1/nodes/other/history?detail=true", "1.78", "")
+	if st != 200 || !strings.Contains(body, "elsewhere") {
+		t.Fatalf("other node's history: %d %s", st, body)
+	}
+	var otherDoc struct{ History []entry }
+	if err := json.Unmarshal([]byte(body), &otherDoc); err != nil {
+		t.Fatal(err)
+	}
+	foreignUUID := otherDoc.History[len(otherDoc.History)-1].UUID
+	// Before 1.115 a detailed entry has none of its fields.
+	if strings.Contains(body, "duration_seconds") || strings.Contains(body, "target_provision_state") {
+		t.Fatalf("history at 1.78 carries 1.115's fields: %s", body)
+	}
 	for _, tc := range []struct {
 		path, version string
 		status        int
 	}{
+		{"/history?marker=" + foreignUUID, "1.78", 404},
+		{"/history/" + foreignUUID, "1.78", 404},
 		{"/history", "1.77", 404},
 		{"/history/99999999-0000-4000-8000-000000000000", "1.78", 404},
 		{"/history?limit=0", "1.78", 400},
@@ -264,6 +287,35 @@ func TestHistory(t *testing.T) {
 		st, _, body := do(t, "GET", l.srv.URL+"/v1/nodes/hist"+tc.path, tc.version, "")
 		if st != tc.status || faultString(t, body) == "" {
 			t.Errorf("%s at %s: %d %s", tc.path, tc.version, st, body)
+		}
+	}
+}
+
+// TestHistoryFieldsAt1115 reads 1.115's history fields through the API.
+// The handler offers 1.115 once 1.111-1.114 are served; until then the
+// view's gating is tested by TestHistoryViewFields.
+func TestHistoryFieldsAt1115(t *testing.T) {
+	if !ironicapi.MaxVersion.AtLeast(115) {
+		t.Skipf("the handler serves up to %s; 1.115 needs 1.111-1.114 first", ironicapi.MaxVersion)
+	}
+	l := newLab(t)
+	id := newNode(t, l, "hist115", "")
+	if err := l.c.SetMaintenance(context.Background(), id, true, "checking"); err != nil {
+		t.Fatal(err)
+	}
+	st, _, body := do(t, "GET", l.srv.URL+"/v1/nodes/hist115/history?detail=true", "1.115", "")
+	var doc struct {
+		History []struct {
+			State    *string `json:"state"`
+			Duration *int64  `json:"duration_seconds"`
+		}
+	}
+	if st != 200 || json.Unmarshal([]byte(body), &doc) != nil || len(doc.History) == 0 {
+		t.Fatalf("history at 1.115: %d %s", st, body)
+	}
+	for _, e := range doc.History {
+		if e.State == nil || *e.State != "enroll" || e.Duration == nil || *e.Duration < 0 {
+			t.Fatalf("entry at 1.115 without its state or duration: %s", body)
 		}
 	}
 }

@@ -38,6 +38,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 		t.Fatalf("migrating up to the latest: %v", err)
 	}
 	checkInventoryMigration(t, s, p)
+	checkHistoryFieldsMigration(t, s, p)
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("migrating down: %v", err)
 	}
@@ -152,6 +153,44 @@ func checkChassisVolumeMigration(t *testing.T, s *sqlstore.Store, p *goose.Provi
 	}
 	if err := s.DeleteNode(ctx, n.UUID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkHistoryFieldsMigration steps the history fields migration (state, target
+// and duration) down and up on a database holding a history entry: the
+// entry survives both ways and comes back without the new fields.
+func checkHistoryFieldsMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	var version int64
+	for _, src := range p.ListSources() {
+		if strings.HasSuffix(src.Path, "_history_fields.sql") {
+			version = src.Version
+		}
+	}
+	if version == 0 {
+		t.Fatal("no history fields migration embedded")
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrating up to %d: %v", version, err)
+	}
+	n := &baremetal.Node{Name: "historied", ProvisionState: "enroll"}
+	if err := s.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	e := &baremetal.HistoryEntry{NodeUUID: n.UUID, Event: "node enrolled"}
+	if err := s.AddHistory(ctx, e); err != nil || e.State != "enroll" || e.Duration == nil {
+		t.Fatalf("schema %d entry %+v, %v; want its state and duration", version, e, err)
+	}
+	if _, err := p.DownTo(ctx, version-1); err != nil {
+		t.Fatalf("migrating down to %d: %v", version-1, err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrating up to %d: %v", version, err)
+	}
+	got, err := s.GetHistory(ctx, n.UUID, e.ID)
+	if err != nil || got.Event != "node enrolled" || got.State != "" || got.Duration != nil {
+		t.Fatalf("entry after down and up = %+v, %v; want it kept, without state and duration", got, err)
 	}
 }
 

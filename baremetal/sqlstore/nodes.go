@@ -576,15 +576,23 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 		if hist, err = s.prepHistory(e); err != nil {
 			return err
 		}
+		// The caller's copy is the node before the write: its stamp
+		// gives the entry's duration.
+		fillFromNode(e, n)
+		hist.args = append(hist.args, nullIfEmpty(string(e.State)), nullIfEmpty(string(e.TargetState)), durationArg(e.Duration))
 	}
 	// The history row names the node by its key when the caller's copy
-	// has it, by UUID otherwise.
+	// has it, by UUID otherwise; PostgreSQL's one statement takes the
+	// values alone.
+	histVals := slices.Clip(hist.args)
 	histStmt := s.st.addHistoryID
-	if n.ID != 0 {
-		hist.args = append(hist.args, n.ID)
-	} else {
-		histStmt = s.st.addHistory
-		hist.args = append(hist.args, strings.ToLower(n.UUID))
+	if e != nil {
+		if n.ID != 0 {
+			hist.args = append(histVals, n.ID)
+		} else {
+			histStmt = s.st.addHistory
+			hist.args = append(histVals, micros(e.CreatedAt), strings.ToLower(n.UUID))
+		}
 	}
 	cols, err := nodeArgs(n)
 	if err != nil {
@@ -619,14 +627,20 @@ func (s *Store) updateNode(ctx context.Context, n *baremetal.Node, holder string
 			rec = s.st.recordUpdateHeld
 		}
 		// One statement: the history values follow the update's.
-		args = append(args, hist.args[:len(hist.args)-1]...)
+		args = append(args, histVals...)
 		err = rec.QueryRowxContext(ctx, args...).Scan(&version, &updated, &provUpdated, &histID)
 	} else {
 		err = s.writeAtomic(ctx, func(w writeTx) error {
 			if err := w.stmt(stmt).QueryRowxContext(w.ctx, args...).Scan(&version, &updated, &provUpdated); err != nil {
 				return err
 			}
-			if err := w.stmt(histStmt).QueryRowxContext(w.ctx, hist.args...).Scan(&histID); err != nil {
+			var scan = []any{&histID}
+			if histStmt == s.st.addHistory {
+				var st, tgt string
+				var d sql.NullInt64
+				scan = append(scan, &st, &tgt, &d)
+			}
+			if err := w.stmt(histStmt).QueryRowxContext(w.ctx, hist.args...).Scan(scan...); err != nil {
 				return fmt.Errorf("sqlstore: adding history to node %s: %w", n.UUID, err)
 			}
 			return nil

@@ -23,8 +23,8 @@ type statements struct {
 	updateHeld   *sqlx.Stmt
 	touch        *sqlx.Stmt
 	insertFull   *sqlx.Stmt // insertNodesSQL(insertBatch)
-	addHistory   *sqlx.Stmt // history entry of a node given by uuid
-	addHistoryID *sqlx.Stmt // history entry of a node given by id
+	addHistory   *sqlx.Stmt // history entry of a node given by uuid, states filled from it
+	addHistoryID *sqlx.Stmt // history entry of a node given by id, every value given
 	// recordUpdate and recordUpdateHeld (PostgreSQL only) are update and
 	// updateHeld with the history insert in the same statement.
 	recordUpdate     *sqlx.Stmt
@@ -122,10 +122,13 @@ func (s *Store) updateSQL(held, release bool) string {
 func (s *Store) recordUpdateSQL(held, release bool) string {
 	upd := strings.TrimSuffix(s.updateSQL(held, release), " RETURNING version, updated_at, provision_updated_at")
 	return "WITH u AS (" + upd + " RETURNING id, version, updated_at, provision_updated_at), " +
-		"h AS (INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) " +
-		"SELECT ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT), u.id FROM u RETURNING id) " +
+		"h AS (" + historyInsert + "SELECT ?, ?, ?, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(255)), CAST(? AS BIGINT), u.id FROM u RETURNING id) " +
 		"SELECT u.version, u.updated_at, u.provision_updated_at, h.id FROM u, h"
 }
+
+// historyInsert is the head of every insert of a history entry.
+const historyInsert = "INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, " +
+	"state, target_provision_state, duration_us, node_id) "
 
 func (s *Store) prepare(ctx context.Context) error {
 	prep := func(db *sqlx.DB, q string) (*sqlx.Stmt, error) {
@@ -174,11 +177,15 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.st.insertOne, err = prep(s.w, insertNodesSQL(1)); err != nil {
 		return err
 	}
-	const histCols = "INSERT INTO node_history (event, event_type, severity, message, conductor, user_name, created_at, node_id) "
-	if s.st.addHistory, err = prep(s.w, histCols+"SELECT ?, ?, ?, ?, ?, ?, ?, id FROM nodes WHERE uuid = ? RETURNING id"); err != nil {
+	// The state, target and duration left NULL are the node's as the
+	// entry is written: its states and the time since their stamp.
+	addHist := fmt.Sprintf(historyInsert+"SELECT ?, ?, ?, ?, ?, ?, ?, COALESCE(?, provision_state), COALESCE(?, target_provision_state), "+
+		"COALESCE(CAST(? AS BIGINT), CASE WHEN provision_updated_at IS NULL THEN NULL ELSE %s(CAST(? AS BIGINT) - provision_updated_at, 0) END), id "+
+		"FROM nodes WHERE uuid = ? RETURNING id, COALESCE(state, ''), COALESCE(target_provision_state, ''), duration_us", s.d.greatest)
+	if s.st.addHistory, err = prep(s.w, addHist); err != nil {
 		return err
 	}
-	if s.st.addHistoryID, err = prep(s.w, histCols+"VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"); err != nil {
+	if s.st.addHistoryID, err = prep(s.w, historyInsert+"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"); err != nil {
 		return err
 	}
 	if s.d.name == postgresDialect.name {

@@ -54,6 +54,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConductorLiveness", testConductorLiveness},
 		{"BreakDeadReservations", testBreakDead},
 		{"History", testHistory},
+		{"HistoryFields", testHistoryFields},
+		{"HistoryPages", testHistoryPages},
 		{"UpdateRecordsHistory", testUpdateRecording},
 		{"UpdateReleases", testUpdateReleasing},
 		{"Inventory", testInventory},

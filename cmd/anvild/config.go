@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/pxe"
@@ -74,6 +76,12 @@ type Config struct {
 	ShowVersion  bool
 	warnedConfig []string
 
+	// WebUI is web_ui: the web UI at /ui/ and the consoles at /console/.
+	WebUI bool
+	// OTLPTraces is otlp_traces_endpoint: the OTLP/gRPC collector traces
+	// are exported to ("http://host:4317", https for TLS); "" exports none.
+	OTLPTraces string
+
 	// [conductor]node_locked_retry_attempts and _interval.
 	LockAttempts int
 	LockInterval time.Duration
@@ -106,6 +114,7 @@ func defaultConfig() *Config {
 		Ring:        "balanced",
 		LogFormat:   "text",
 		Metrics:     true,
+		WebUI:       true,
 		NetbootHTTP: "",
 		IPXEDir:     netboot.DefaultIPXEDir,
 	}
@@ -122,7 +131,8 @@ type ConfigValueError struct {
 }
 
 func (e *ConfigValueError) Error() string {
-	return fmt.Sprintf("anvild: %s: [%s]%s = %q: expected %s", e.Source, e.Section, e.Name, e.Value, e.Expected)
+	// A refused value may hold a password (a URL's): it is masked.
+	return fmt.Sprintf("anvild: %s: [%s]%s = %q: expected %s", e.Source, e.Section, e.Name, baremetal.MaskText(e.Value), e.Expected)
 }
 
 // option is one configuration option: its section and name (Ironic's
@@ -399,6 +409,21 @@ func options() []option {
 		{"anvil", "hash_ring", "", "", choice([]string{"balanced", "ironic"}, func(c *Config) *string { return &c.Ring })},
 		{"anvil", "log_format", "log-format", "text or json", choice([]string{"text", "json"}, func(c *Config) *string { return &c.LogFormat })},
 		{"anvil", "metrics", "", "", boolean(func(c *Config) *bool { return &c.Metrics })},
+		{"anvil", "otlp_traces_endpoint", "otlp-traces-endpoint", "export OpenTelemetry traces over OTLP/gRPC to this collector URL (http://host:4317; off when empty)",
+			func(c *Config, v string) string {
+				v = strings.TrimSpace(v)
+				if v == "" {
+					c.OTLPTraces = ""
+					return ""
+				}
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
+					return "an http:// or https:// URL of an OTLP/gRPC collector, without path or credentials (http://collector:4317)"
+				}
+				c.OTLPTraces = v
+				return ""
+			}},
+		{"anvil", "web_ui", "web-ui", "serve the web UI at /ui/ and the serial consoles' pages at /console/", boolean(func(c *Config) *bool { return &c.WebUI })},
 		{"anvil", "agent_command_polling", "", "", boolean(func(c *Config) *bool { return &c.Conductor.Agent.PollCommands })},
 	}
 	for _, k := range driver.Kinds() {

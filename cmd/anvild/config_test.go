@@ -150,6 +150,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "syntax error", conf: "[api\n", want: "line 1: section header without a closing ]"},
 		{name: "missing file", args: []string{"--config-file", "/nonexistent/anvil.conf"}, want: "/nonexistent/anvil.conf"},
 		{name: "positional argument", args: []string{"serve"}, want: `unexpected argument "serve"`},
+		{name: "otlp endpoint without scheme", args: []string{"--otlp-traces-endpoint", "collector:4317"}, want: "[anvil]otlp_traces_endpoint"},
+		{name: "otlp endpoint with a path", conf: "[anvil]\notlp_traces_endpoint = http://collector:4317/v1/traces\n", want: "without path"},
+		{name: "otlp endpoint with credentials", args: []string{"--otlp-traces-endpoint", "https://u:p@collector:4317"}, want: "without path or credentials"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +163,9 @@ func TestConfigErrors(t *testing.T) {
 			_, err := parseConfig(args, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "u:p@") {
+				t.Fatalf("err = %v shows a password", err)
 			}
 		})
 	}

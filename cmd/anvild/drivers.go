@@ -19,6 +19,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/driver/pxe"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // ironicHardwareTypes is Ironic's enabled_hardware_types default. anvild
@@ -194,6 +195,10 @@ type driverDeps struct {
 	// plugin directory; Getenv reads XDG_DATA_HOME and HOME.
 	Executable string
 	Getenv     func(string) string
+	// TracerProvider, when not nil, traces the plugin calls, and the
+	// plugins export their own spans of each call to OTLPTraces.
+	TracerProvider *sdktrace.TracerProvider
+	OTLPTraces     string
 }
 
 // libraryBundles are the implementations the library has and anvild runs
@@ -236,7 +241,12 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 		dirs = defaultPluginDirs(d.Executable, d.Getenv)
 	}
 	if len(dirs) > 0 {
-		out.host = plugin.NewHost(plugin.HostConfig{Dirs: dirs, Logger: d.Log})
+		hc := plugin.HostConfig{Dirs: dirs, Logger: d.Log}
+		if d.TracerProvider != nil {
+			hc.TracerProvider = d.TracerProvider
+			hc.PluginEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + d.OTLPTraces}
+		}
+		out.host = plugin.NewHost(hc)
 		rep, err := out.host.Discover(ctx)
 		if err == nil {
 			err = rep.Err()

@@ -317,8 +317,62 @@ func TestAnvildTLSAndHTTPBasic(t *testing.T) {
 	if code, _, body := get(t, hc, d.URL+"/v1/nodes", "Authorization", "Basic bXlOYW1lOm15UGFzc3dvcmQ="); code != 200 {
 		t.Fatalf("GET /v1/nodes with credentials: %d %s", code, body)
 	}
+	// The web UI and the consoles sit behind the same credentials.
+	for _, path := range []string{"/ui/", "/ui/api/fleet", "/ui/api/events", "/console/assets/console.js", "/console/x?token=y"} {
+		code, hdr, _ := get(t, hc, d.URL+path)
+		if code != 401 || hdr.Get("WWW-Authenticate") != `Basic realm="Baremetal API"` {
+			t.Fatalf("GET %s without credentials: %d %v", path, code, hdr)
+		}
+	}
+	if code, _, body := get(t, hc, d.URL+"/ui/", "Authorization", "Basic bXlOYW1lOm15UGFzc3dvcmQ="); code != 200 || !strings.Contains(body, "fleet.js") {
+		t.Fatalf("GET /ui/ with credentials: %d %s", code, body)
+	}
 	if _, err := d.stop(t, 15*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
+	}
+}
+
+// TestAnvildWebUI checks what anvild mounts beside the API: the web UI
+// (its pages, fleet and stream) and the consoles' assets, and that
+// [anvil]web_ui = false leaves them out.
+func TestAnvildWebUI(t *testing.T) {
+	d := startAnvild(t)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if !strings.Contains(d.stdout.String(), "anvild: web UI on "+d.URL+"/ui/") {
+		t.Fatalf("stdout %q names no web UI", d.stdout.String())
+	}
+	for _, tc := range []struct {
+		path, has string
+	}{
+		{"/ui/", "fleet.js"}, {"/ui/api/fleet", `"conductor":"anvild-test"`}, {"/ui/assets/node.js", "EventSource"},
+		{"/console/assets/console.js", "WebSocket"},
+	} {
+		if code, _, body := get(t, hc, d.URL+tc.path); code != 200 || !strings.Contains(body, tc.has) {
+			t.Errorf("GET %s: %d, want 200 with %q", tc.path, code, tc.has)
+		}
+	}
+	if code, _, _ := get(t, hc, d.URL+"/console/nope?token=x"); code != 404 {
+		t.Errorf("console page of a node without a console: %d, want 404", code)
+	}
+	// The event stream stays open past anvild's write timeout's reach:
+	// it answers headers at once and flushes.
+	req, _ := http.NewRequest("GET", d.URL+"/ui/api/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(line, ": anvil fleet stream") {
+		t.Fatalf("event stream: %d %q", resp.StatusCode, line)
+	}
+	if _, err := d.stop(t, 15*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+
+	off := startAnvild(t, "--web-ui=false")
+	if code, _, _ := get(t, hc, off.URL+"/ui/"); code != 404 {
+		t.Fatalf("GET /ui/ with the web UI off: %d, want 404", code)
 	}
 }
 

@@ -19,6 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
@@ -28,6 +33,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/hashring"
 	"github.com/anvilmetal/anvil/netboot"
+	"github.com/anvilmetal/anvil/webui"
 )
 
 // HTTP server bounds.
@@ -136,14 +142,27 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		log.Info("store: embedded SQLite", "path", target.sqlite)
 	}
 
-	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: cfg.AgentCommand, MaxCommandAttempts: cfg.AgentAttempts, Logger: log})
+	tp, err := tracerProvider(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		d.onClose(func() error {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+			defer cancel()
+			return tp.Shutdown(sctx)
+		})
+		log.Info("tracing: OTLP export", "endpoint", cfg.OTLPTraces)
+	}
+	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: cfg.AgentCommand, MaxCommandAttempts: cfg.AgentAttempts, Logger: log,
+		TracerProvider: traceProviderOrNil(tp)})
 	if err != nil {
 		return err
 	}
 	d.onClose(func() error { client.Close(); return nil })
 
 	exe, _ := os.Executable()
-	drv, err := loadDrivers(ctx, cfg, driverDeps{Client: client, Log: log, Executable: exe, Getenv: os.Getenv})
+	drv, err := loadDrivers(ctx, cfg, driverDeps{Client: client, Log: log, Executable: exe, Getenv: os.Getenv, TracerProvider: tp, OTLPTraces: cfg.OTLPTraces})
 	if err != nil {
 		return err
 	}
@@ -154,6 +173,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	copts.Hostname = cfg.Host
 	copts.Logger = log
 	copts.Agent.Client = client
+	copts.TracerProvider = traceProviderOrNil(tp)
 	copts.Agent.APIURL = agentAPIURL(cfg)
 	if cfg.powerOffRetries > 0 || cfg.powerOffInterval > 0 {
 		retries, interval := cfg.powerOffRetries, cfg.powerOffInterval
@@ -235,6 +255,20 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	}
 
 	root := http.Handler(api)
+	if cfg.WebUI {
+		// The web UI and the consoles' pages, behind the API's
+		// authentication; the UI's actions go through the API.
+		ui, err := webui.New(webui.Options{Conductor: c, Consoles: drv.console, ConsolePath: "/console", Logger: log.With("component", "webui")})
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ui/", api.Protect(ui))
+		mux.Handle("/ui", api.Protect(ui))
+		mux.Handle("/console/", api.Protect(http.StripPrefix("/console/", drv.console.Handler())))
+		mux.Handle("/", api)
+		root = mux
+	}
 	if cfg.Metrics {
 		mreg := prometheus.NewRegistry()
 		mreg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), c.Metrics())
@@ -247,12 +281,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 			}
 		}
 		metrics := promhttp.HandlerFor(mreg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
+		inner := root
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/metrics" {
 				metrics.ServeHTTP(w, r)
 				return
 			}
-			api.ServeHTTP(w, r)
+			inner.ServeHTTP(w, r)
 		})
 	}
 
@@ -313,6 +348,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	url := scheme + "://" + ln.Addr().String()
 	log.Info("anvild running", "url", url, "conductor", c.Hostname(), "hardware_types", drv.config.EnabledHardwareTypes, "version", versionString())
 	fmt.Fprintf(stdout, "anvild: Ironic API on %s\n", url)
+	if cfg.WebUI {
+		fmt.Fprintf(stdout, "anvild: web UI on %s/ui/\n", url)
+	}
 
 	var serveErr error
 	select {
@@ -368,4 +406,28 @@ func agentAPIURL(cfg *Config) string {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(cfg.HostIP, strconv.Itoa(cfg.Port))
+}
+
+// tracerProvider is the OTLP-exporting TracerProvider of
+// [anvil]otlp_traces_endpoint, or nil when it is empty.
+func tracerProvider(ctx context.Context, cfg *Config) (*sdktrace.TracerProvider, error) {
+	if cfg.OTLPTraces == "" {
+		return nil, nil
+	}
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(cfg.OTLPTraces))
+	if err != nil {
+		return nil, fmt.Errorf("anvild: [anvil]otlp_traces_endpoint: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "anvild"), attribute.String("host.name", cfg.Host),
+		attribute.String("service.version", versionString()))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// traceProviderOrNil keeps a nil *sdktrace.TracerProvider a nil
+// interface, which the options read as "no tracing".
+func traceProviderOrNil(tp *sdktrace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return nil
+	}
+	return tp
 }

@@ -111,6 +111,21 @@
 // renaming or removing one, or changing an argument's meaning, breaks
 // N-1 peers and needs a new ProtocolVersion.
 //
+// # Tracing
+//
+// The caller's OpenTelemetry trace context crosses to the plugin with
+// every call, in the request's trace_context field (W3C Trace Context;
+// calls on one Session stream cannot carry their own gRPC metadata) and,
+// for a unary Invoke, in its gRPC metadata too. The field is optional in
+// every protocol version: a plugin built before it ignores it. With
+// HostConfig.TracerProvider the host records a client span per call
+// ("driver <interface>.<operation>"); the plugin records a server span
+// under it ("plugin <interface>.<operation>") through
+// ServeConfig.TracerProvider or, by default, an OTLP exporter that the
+// standard OTEL_EXPORTER_OTLP_* variables configure (HostConfig.PluginEnv
+// sets them for every plugin), and hands the span's context to the
+// implementation. A plugin traces nothing for an untraced host.
+//
 // # Transport security
 //
 // On Linux the host does not use go-plugin's AutoMTLS. It creates a

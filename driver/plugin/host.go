@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/anvilmetal/anvil/driver"
@@ -48,6 +49,16 @@ type HostConfig struct {
 	// Concurrency bounds how many plugins are started at once during
 	// discovery (default 16: a start is mostly waiting for the child).
 	Concurrency int
+	// TracerProvider, when set, records a client span for every
+	// operation sent to a plugin ("driver <interface>.<operation>").
+	// Nil means none. Either way the caller's trace context crosses to
+	// the plugin with the call, so a plugin that exports spans (see
+	// PluginEnv) continues the caller's trace.
+	TracerProvider trace.TracerProvider
+	// PluginEnv is added to every plugin process's environment, e.g.
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://collector:4317 for Serve
+	// to export the plugin's spans there.
+	PluginEnv []string
 }
 
 // Host discovers, starts and supervises driver plugins and registers what
@@ -56,6 +67,9 @@ type HostConfig struct {
 // process and waits for the host's goroutines.
 type Host struct {
 	cfg HostConfig
+	// tracer makes the client spans of calls (no-op without
+	// cfg.TracerProvider).
+	tracer trace.Tracer
 	// log is cfg.Logger seen through hclog, the logger go-plugin needs at
 	// the plugin boundary.
 	log hclog.Logger
@@ -86,7 +100,7 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
 	}
-	return &Host{cfg: cfg, log: newSlogAdapter(cfg.Logger), plugins: map[string]*Plugin{}}
+	return &Host{cfg: cfg, tracer: tracerOf(cfg.TracerProvider), log: newSlogAdapter(cfg.Logger), plugins: map[string]*Plugin{}}
 }
 
 // Report is the outcome of Discover: the plugins that described

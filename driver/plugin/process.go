@@ -71,7 +71,7 @@ func (inst *instance) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.In
 		inst.unary.Store(true)
 		s.close()
 	}
-	return inst.rpc.Invoke(ctx, req)
+	return inst.rpc.Invoke(withTraceMetadata(ctx, req), req)
 }
 
 // kill ends the session, so that the plugin's graceful shutdown does not
@@ -232,6 +232,7 @@ func (p *Plugin) startLocked() (*instance, error) {
 			return cmd.Process.Pid
 		})))
 	}
+	cmd.Env = append(cmd.Env, p.host.cfg.PluginEnv...)
 	logger := p.host.log.Named(p.name)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake(),

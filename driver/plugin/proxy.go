@@ -152,6 +152,14 @@ func (x *proxy) call(ctx context.Context, t *driver.Task, op string, args *invok
 			return fmt.Errorf("plugin %s: %s/%s %s: %w: %w", x.plugin.Name(), x.kind, x.name, op, driver.ErrInvalidParameter, err)
 		}
 	}
+	ctx, span := x.startCall(ctx, t, op, req)
+	err = x.invoke(ctx, t, op, req, out)
+	endSpan(span, err)
+	return err
+}
+
+// invoke sends req and applies its answer, as call says.
+func (x *proxy) invoke(ctx context.Context, t *driver.Task, op string, req *pb.InvokeRequest, out any) error {
 	resp, _, err := x.plugin.invoke(ctx, req)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/anvilmetal/anvil/driver"
@@ -53,6 +54,13 @@ type ServeConfig struct {
 	// ProtocolVersions overrides the protocol versions served (default:
 	// ProtocolVersion and PreviousProtocolVersion). For tests.
 	ProtocolVersions []int
+	// TracerProvider records a server span of every operation a traced
+	// host sends ("plugin <interface>.<operation>", a child of the host's
+	// span); the implementations get its context. Nil means one exporting
+	// over OTLP when the standard environment variables name an endpoint
+	// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT;
+	// service.name anvil-driver-<Name>), and none otherwise.
+	TracerProvider trace.TracerProvider
 }
 
 // Serve serves cfg's implementations to an Anvil host and returns when the
@@ -76,6 +84,15 @@ func Serve(cfg ServeConfig) {
 	if os.Getenv(probeEnv) == probeValue && os.Getenv(hs.MagicCookieKey) == hs.MagicCookieValue {
 		_ = json.NewEncoder(os.Stderr).Encode(probeAnswer{Name: cfg.Name, Version: cfg.Version, ProtocolVersions: versions})
 		return
+	}
+	if cfg.TracerProvider == nil {
+		tp, shutdown, err := envTracerProvider(cfg.Name)
+		if err != nil {
+			logger.Warn("no trace export: the OTLP exporter could not be set up", "error", err)
+		} else if tp != nil {
+			cfg.TracerProvider = tp
+			defer shutdown()
+		}
 	}
 	srv, err := newServer(cfg, versions)
 	if err != nil {
@@ -128,13 +145,15 @@ type server struct {
 	versions []int
 	bundle   driver.Bundle
 	impls    map[driver.Kind]map[string]driver.Interface
+	tracer   trace.Tracer
 }
 
 func newServer(cfg ServeConfig, versions []int) (*server, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("plugin: ServeConfig.Name is empty")
 	}
-	s := &server{name: cfg.Name, version: cfg.Version, versions: versions, bundle: cfg.Bundle, impls: map[driver.Kind]map[string]driver.Interface{}}
+	s := &server{name: cfg.Name, version: cfg.Version, versions: versions, bundle: cfg.Bundle, impls: map[driver.Kind]map[string]driver.Interface{},
+		tracer: tracerOf(cfg.TracerProvider)}
 	for _, h := range cfg.Bundle.HardwareTypes {
 		if err := h.Check(); err != nil {
 			return nil, err
@@ -213,6 +232,20 @@ func (s *server) describe() (*pb.DescribeResponse, error) {
 }
 
 func (s *server) Invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, error) {
+	ctx, span := s.startServe(ctx, req)
+	resp, err := s.invoke(ctx, req)
+	switch {
+	case err != nil:
+		endSpan(span, err)
+	case resp.Error != nil:
+		endSpan(span, errors.New(resp.Error.Message))
+	default:
+		endSpan(span, nil)
+	}
+	return resp, err
+}
+
+func (s *server) invoke(ctx context.Context, req *pb.InvokeRequest) (*pb.InvokeResponse, error) {
 	impl, ok := s.impls[driver.Kind(req.Kind)][req.Implementation]
 	if !ok {
 		return &pb.InvokeResponse{Error: encodeError(&driver.UnsupportedError{Kind: driver.Kind(req.Kind), Impl: req.Implementation, Operation: "any operation: not provided by plugin " + s.name})}, nil

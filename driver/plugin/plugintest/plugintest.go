@@ -41,6 +41,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
@@ -140,6 +142,11 @@ type Options struct {
 	// (a *LogBuffer reads them back, to check that no secret is logged).
 	// Nil discards them.
 	Logs io.Writer
+	// TracerProvider and PluginEnv are the host's (plugin.HostConfig):
+	// a trace test records the host's spans and points the plugin's
+	// exporter at its collector.
+	TracerProvider trace.TracerProvider
+	PluginEnv      []string
 }
 
 // Load discovers binary (an anvil-driver-<name> executable) under a fresh
@@ -169,7 +176,7 @@ func Load(t testing.TB, binary string, opts Options) (*plugin.Host, *driver.Regi
 	if opts.Logs != nil {
 		logger = slog.New(slog.NewTextHandler(opts.Logs, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 	}
-	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: logger})
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{dir}, Logger: logger, TracerProvider: opts.TracerProvider, PluginEnv: opts.PluginEnv})
 	t.Cleanup(func() { host.Close() })
 	rep, err := host.Discover(context.Background())
 	if err != nil {

@@ -709,7 +709,14 @@ type InvokeRequest struct {
 	Task      *Task  `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
 	// JSON object of the operation's arguments, as the wire contract lists
 	// them.
-	ArgsJson      []byte `protobuf:"bytes,5,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	ArgsJson []byte `protobuf:"bytes,5,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	// The caller's trace context in W3C Trace Context form ("traceparent",
+	// and "tracestate" when set), so that the plugin's spans of the call
+	// join the host's trace. Optional in every protocol version: a plugin
+	// that does not know the field ignores it, and a host that sends none
+	// leaves the plugin's spans without a parent. A call sent as a unary
+	// Invoke also carries it in its gRPC metadata.
+	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -775,6 +782,13 @@ func (x *InvokeRequest) GetTask() *Task {
 func (x *InvokeRequest) GetArgsJson() []byte {
 	if x != nil {
 		return x.ArgsJson
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -1097,13 +1111,17 @@ const file_driver_proto_rawDesc = "" +
 	"\x11_driver_info_jsonB\x1c\n" +
 	"\x1a_driver_internal_info_jsonB\x15\n" +
 	"\x13_instance_info_jsonB\x12\n" +
-	"\x10_properties_json\"\xb5\x01\n" +
+	"\x10_properties_json\"\xd1\x02\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12&\n" +
 	"\x0eimplementation\x18\x02 \x01(\tR\x0eimplementation\x12\x1c\n" +
 	"\toperation\x18\x03 \x01(\tR\toperation\x12-\n" +
 	"\x04task\x18\x04 \x01(\v2\x19.anvil.driver.plugin.TaskR\x04task\x12\x1b\n" +
-	"\targs_json\x18\x05 \x01(\fR\bargsJson\"\x9b\x01\n" +
+	"\targs_json\x18\x05 \x01(\fR\bargsJson\x12Y\n" +
+	"\rtrace_context\x18\x06 \x03(\v24.anvil.driver.plugin.InvokeRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x01\n" +
 	"\x0eInvokeResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x126\n" +
@@ -1155,7 +1173,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 }
 
 var file_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_driver_proto_goTypes = []any{
 	(Error_Code)(0),          // 0: anvil.driver.plugin.Error.Code
 	(*DescribeRequest)(nil),  // 1: anvil.driver.plugin.DescribeRequest
@@ -1172,6 +1190,7 @@ var file_driver_proto_goTypes = []any{
 	(*SessionCall)(nil),      // 12: anvil.driver.plugin.SessionCall
 	(*SessionReply)(nil),     // 13: anvil.driver.plugin.SessionReply
 	nil,                      // 14: anvil.driver.plugin.Task.InterfacesEntry
+	nil,                      // 15: anvil.driver.plugin.InvokeRequest.TraceContextEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	3,  // 0: anvil.driver.plugin.DescribeResponse.hardware_types:type_name -> anvil.driver.plugin.HardwareType
@@ -1180,22 +1199,23 @@ var file_driver_proto_depIdxs = []int32{
 	5,  // 3: anvil.driver.plugin.Implementation.properties:type_name -> anvil.driver.plugin.Property
 	14, // 4: anvil.driver.plugin.Task.interfaces:type_name -> anvil.driver.plugin.Task.InterfacesEntry
 	7,  // 5: anvil.driver.plugin.InvokeRequest.task:type_name -> anvil.driver.plugin.Task
-	8,  // 6: anvil.driver.plugin.InvokeResponse.changes:type_name -> anvil.driver.plugin.Changes
-	11, // 7: anvil.driver.plugin.InvokeResponse.error:type_name -> anvil.driver.plugin.Error
-	0,  // 8: anvil.driver.plugin.Error.code:type_name -> anvil.driver.plugin.Error.Code
-	9,  // 9: anvil.driver.plugin.SessionCall.request:type_name -> anvil.driver.plugin.InvokeRequest
-	10, // 10: anvil.driver.plugin.SessionReply.response:type_name -> anvil.driver.plugin.InvokeResponse
-	1,  // 11: anvil.driver.plugin.Driver.Describe:input_type -> anvil.driver.plugin.DescribeRequest
-	9,  // 12: anvil.driver.plugin.Driver.Invoke:input_type -> anvil.driver.plugin.InvokeRequest
-	12, // 13: anvil.driver.plugin.Driver.Session:input_type -> anvil.driver.plugin.SessionCall
-	2,  // 14: anvil.driver.plugin.Driver.Describe:output_type -> anvil.driver.plugin.DescribeResponse
-	10, // 15: anvil.driver.plugin.Driver.Invoke:output_type -> anvil.driver.plugin.InvokeResponse
-	13, // 16: anvil.driver.plugin.Driver.Session:output_type -> anvil.driver.plugin.SessionReply
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 6: anvil.driver.plugin.InvokeRequest.trace_context:type_name -> anvil.driver.plugin.InvokeRequest.TraceContextEntry
+	8,  // 7: anvil.driver.plugin.InvokeResponse.changes:type_name -> anvil.driver.plugin.Changes
+	11, // 8: anvil.driver.plugin.InvokeResponse.error:type_name -> anvil.driver.plugin.Error
+	0,  // 9: anvil.driver.plugin.Error.code:type_name -> anvil.driver.plugin.Error.Code
+	9,  // 10: anvil.driver.plugin.SessionCall.request:type_name -> anvil.driver.plugin.InvokeRequest
+	10, // 11: anvil.driver.plugin.SessionReply.response:type_name -> anvil.driver.plugin.InvokeResponse
+	1,  // 12: anvil.driver.plugin.Driver.Describe:input_type -> anvil.driver.plugin.DescribeRequest
+	9,  // 13: anvil.driver.plugin.Driver.Invoke:input_type -> anvil.driver.plugin.InvokeRequest
+	12, // 14: anvil.driver.plugin.Driver.Session:input_type -> anvil.driver.plugin.SessionCall
+	2,  // 15: anvil.driver.plugin.Driver.Describe:output_type -> anvil.driver.plugin.DescribeResponse
+	10, // 16: anvil.driver.plugin.Driver.Invoke:output_type -> anvil.driver.plugin.InvokeResponse
+	13, // 17: anvil.driver.plugin.Driver.Session:output_type -> anvil.driver.plugin.SessionReply
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -1210,7 +1230,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
