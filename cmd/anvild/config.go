@@ -78,6 +78,9 @@ type Config struct {
 	// [conductor]node_locked_retry_attempts and _interval.
 	LockAttempts int
 	LockInterval time.Duration
+
+	// Images: the image cache and the direct deploy's image options.
+	Images imageConfig
 }
 
 // defaultConfig is `anvild` with no flag and no file: SQLite under the
@@ -108,6 +111,7 @@ func defaultConfig() *Config {
 		Metrics:     true,
 		NetbootHTTP: "",
 		IPXEDir:     netboot.DefaultIPXEDir,
+		Images:      defaultImageConfig(),
 	}
 }
 
@@ -400,6 +404,7 @@ func options() []option {
 		{"anvil", "metrics", "", "", boolean(func(c *Config) *bool { return &c.Metrics })},
 		{"anvil", "agent_command_polling", "", "", boolean(func(c *Config) *bool { return &c.Conductor.Agent.PollCommands })},
 	}
+	opts = append(opts, imageOptions()...)
 	for _, k := range driver.Kinds() {
 		opts = append(opts,
 			option{"DEFAULT", "enabled_" + string(k) + "_interfaces", "", "", func(c *Config, v string) string {

@@ -154,7 +154,11 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return err
 	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+	imageOpts, images, err := startImages(ctx, cfg, log, d)
+	if err != nil {
+		return err
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, imageOpts)); err != nil {
 		return err
 	}
 	if len(cfg.PluginDirs) > 0 {
@@ -261,6 +265,15 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	}
 
 	root := http.Handler(api)
+	if images != nil {
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, imagesPath) {
+				images.ServeHTTP(w, r)
+				return
+			}
+			api.ServeHTTP(w, r)
+		})
+	}
 	if cfg.Metrics {
 		mreg := prometheus.NewRegistry()
 		mreg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), c.Metrics())
@@ -272,13 +285,14 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 				mreg.MustRegister(col)
 			}
 		}
+		apiRoot := root
 		metrics := promhttp.HandlerFor(mreg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/metrics" {
 				metrics.ServeHTTP(w, r)
 				return
 			}
-			api.ServeHTTP(w, r)
+			apiRoot.ServeHTTP(w, r)
 		})
 	}
 
