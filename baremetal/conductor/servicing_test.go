@@ -1,17 +1,26 @@
 package conductor_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
+	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/imagecache"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -176,4 +185,80 @@ func (h *agentHarness) historyHas(uuid, what string) bool {
 		}
 	}
 	return false
+}
+
+// TestLocalImageDownloadFailsEveryDeploy: with image_download_source
+// local, nodes deploying one image share one download from the origin;
+// when it fails (a wrong checksum) every deploy fails with the cause,
+// before its node boots; with the right checksum both deploy from one
+// download.
+func TestLocalImageDownloadFailsEveryDeploy(t *testing.T) {
+	t.Parallel()
+	img := []byte(strings.Repeat("disk ", 100000))
+	var gets atomic.Int64
+	gate := make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		<-gate
+		_, _ = w.Write(img)
+	}))
+	t.Cleanup(origin.Close)
+	cache, err := imagecache.New(imagecache.Options{Dir: t.TempDir(), URLBase: "http://conductor.test/images/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	h := newAgentHarnessFleet(t, conductor.Options{}, conductor.AgentSettings{}, simfleet.Config{},
+		agentdeploy.Options{Images: cache, ImageDownloadSource: agentdeploy.ImageDownloadLocal})
+	sum := sha256.Sum256(img)
+	var nodes []*baremetal.Node
+	for i := range 2 {
+		n := h.enrollAgentNode(fmt.Sprint("local-", i))
+		h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
+			n.InstanceInfo = map[string]any{"image_source": origin.URL + "/disk.raw", "image_checksum": strings.Repeat("0", 64)}
+			return nil
+		}))
+		h.must(h.c.Manage(h.ctx, n.UUID))
+		h.waitFor(n.UUID, statemachine.Manageable)
+		h.must(h.c.Provide(h.ctx, n.UUID))
+		h.waitFor(n.UUID, statemachine.Available)
+		nodes = append(nodes, n)
+	}
+	boots := h.fleet.Boots(nodes[0].UUID)
+	for _, n := range nodes {
+		h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
+	}
+	for gets.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(gate)
+	for _, n := range nodes {
+		f := h.waitFor(n.UUID, statemachine.DeployFailed)
+		if !strings.Contains(f.LastError, "checksum") || !strings.Contains(f.LastError, hex.EncodeToString(sum[:])) {
+			t.Fatalf("node %s: last error %q, want the checksum mismatch", n.Name, f.LastError)
+		}
+	}
+	if g := gets.Load(); g != 1 {
+		t.Fatalf("the origin was read %d times, want once for both deploys", g)
+	}
+	if h.fleet.Boots(nodes[0].UUID) != boots {
+		t.Fatalf("a node booted for a deploy whose image failed")
+	}
+	// The right checksum: both deploy, from a second single download.
+	for _, n := range nodes {
+		h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error {
+			n.InstanceInfo["image_checksum"] = hex.EncodeToString(sum[:])
+			return nil
+		}))
+		h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
+	}
+	for _, n := range nodes {
+		if a := h.waitFor(n.UUID, statemachine.Active); a.LastError != "" {
+			t.Fatalf("node %s: %s", n.Name, a.LastError)
+		}
+	}
+	if g := gets.Load(); g != 2 {
+		t.Fatalf("the origin was read %d times in all, want 2", g)
+	}
 }
