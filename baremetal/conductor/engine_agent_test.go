@@ -45,7 +45,7 @@ func newAgentHarnessWith(t *testing.T, opts conductor.Options, settings conducto
 // configured by fc (its APIURL is filled in). The agent (in-band) inspect
 // interface is registered too, and settings.APIURL defaults to the agent
 // API's URL.
-func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conductor.AgentSettings, fc simfleet.Config) *agentHarness {
+func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conductor.AgentSettings, fc simfleet.Config, deploy ...agentdeploy.Options) *agentHarness {
 	t.Helper()
 	store := openStore(t, false)
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second})
@@ -65,7 +65,11 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+	var do agentdeploy.Options
+	if len(deploy) > 0 {
+		do = deploy[0]
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, do)); err != nil {
 		t.Fatal(err)
 	}
 	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: testLogger(t)})

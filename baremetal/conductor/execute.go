@@ -218,13 +218,20 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 		_ = steps.Wipe(steps.Deploy, ensureMap(n.DriverInternalInfo))
 		n.DeployStep = map[string]any{}
 	case statemachine.ServiceWait, statemachine.ServiceHold, statemachine.ServiceFailed:
+		// Back to active: Ironic's do_node_service_abort tears the
+		// service down and the instance boots again.
+		disabled := runRamdiskDisabled(n, steps.Service)
 		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
 				return sp.TearDownSteps(ctx, v, steps.Service)
 			}
 			return nil
 		})
+		if err == nil {
+			err = c.leaveServicing(ctx, t, disabled)
+		}
 		_ = steps.Wipe(steps.Service, ensureMap(n.DriverInternalInfo))
+		delete(n.DriverInternalInfo, ramdiskDisabledKey(steps.Service))
 		n.ServiceStep = map[string]any{}
 	case statemachine.RescueWait:
 		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {

@@ -45,6 +45,11 @@ func (c *Conductor) startSteps(ctx context.Context, t *task, kind steps.Kind, us
 	if disableRamdisk {
 		keys, _ := kind.Keys()
 		n.DriverInternalInfo[keys.DisableRamdisk] = true
+		// Kept apart from the progress record, which the finished run's
+		// progress clears before its tear-down reads it.
+		n.DriverInternalInfo[ramdiskDisabledKey(kind)] = true
+	} else {
+		delete(n.DriverInternalInfo, ramdiskDisabledKey(kind))
 	}
 	wait := false
 	if !disableRamdisk {
@@ -395,7 +400,9 @@ func (c *Conductor) classify(t *task, kind steps.Kind, res driver.StepResult, er
 // finishSteps tears the step environment down and fires the final event.
 func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) error {
 	n := t.node
+	ramdiskDisabled := runRamdiskDisabled(n, kind)
 	_ = steps.Wipe(kind, ensureMap(n.DriverInternalInfo))
+	delete(n.DriverInternalInfo, ramdiskDisabledKey(kind))
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	delete(n.DriverInternalInfo, userStepsKey(kind))
 	*currentStepColumn(n, kind) = map[string]any{}
@@ -415,7 +422,13 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 			}
 			return nil
 		})
-		if err == nil && c.agentBased(t) && !c.fastTrackable(t) {
+		switch {
+		case err != nil:
+		case kind == steps.Service:
+			// The instance boots again, unchanged (Ironic's
+			// tear_down_inband_service).
+			err = c.leaveServicing(ctx, t, ramdiskDisabled)
+		case c.agentBased(t) && !c.fastTrackable(t) && !ramdiskDisabled:
 			err = c.shutdownRamdisk(ctx, t, kind)
 		}
 		if err != nil {
@@ -456,8 +469,10 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 			return nil
 		})
 	}
-	if c.agentBased(t) && kind != steps.Deploy {
-		// Ironic tears the ramdisk environment down on failure too.
+	if c.agentBased(t) && kind != steps.Deploy && !runRamdiskDisabled(n, kind) {
+		// Ironic tears the ramdisk environment down on failure too; with
+		// disable_ramdisk none was booted, and the instance keeps
+		// running.
 		if err := c.shutdownRamdisk(ctx, t, kind); err != nil {
 			c.log.Warn("ramdisk not torn down after failure", "node", n.UUID, "error", err)
 		}
@@ -468,4 +483,64 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 		return nil
 	}
 	return fmt.Errorf("baremetal: node %s: %s failed: %s", n.UUID, kind, msg)
+}
+
+// runRamdiskDisabled reports whether the clean or service run was asked
+// with disable_ramdisk (its <kind>_disable_ramdisk flag).
+func runRamdiskDisabled(n *baremetal.Node, kind steps.Kind) bool {
+	if v, _ := n.DriverInternalInfo[ramdiskDisabledKey(kind)].(bool); v {
+		return true
+	}
+	keys, ok := kind.Keys()
+	if !ok || keys.DisableRamdisk == "" {
+		return false
+	}
+	v, _ := n.DriverInternalInfo[keys.DisableRamdisk].(bool)
+	return v
+}
+
+// ramdiskDisabledKey marks, in driver_internal_info, a clean or service
+// run started with disable_ramdisk until its tear-down.
+func ramdiskDisabledKey(kind steps.Kind) string { return "anvil_" + string(kind) + "_ramdisk_disabled" }
+
+// leaveServicing returns a serviced node to its instance, as Ironic's
+// tear_down_inband_service does: for an agent-based deploy interface the
+// service ramdisk is powered off and its boot and network removed, the
+// tenant network bound again, the instance's boot prepared (the boot
+// interface, the disk as persistent boot device) and the node powered
+// on. With disable_ramdisk the instance never stopped for the ramdisk:
+// the node is only powered on if a step left it off. Interfaces that are
+// not agent based (fake) have nothing to tear down.
+func (c *Conductor) leaveServicing(ctx context.Context, t *task, ramdiskDisabled bool) error {
+	if !c.agentBased(t) {
+		return nil
+	}
+	if !ramdiskDisabled {
+		if err := c.shutdownRamdisk(ctx, t, steps.Service); err != nil {
+			return err
+		}
+		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+			if nw := d.Network(); nw != nil {
+				if err := nw.AddNetwork(ctx, v, driver.NetworkTenant); err != nil {
+					return err
+				}
+			}
+			if b := d.Boot(); b != nil {
+				if err := b.PrepareInstance(ctx, v); err != nil {
+					return err
+				}
+			}
+			if m := d.Management(); m != nil {
+				return m.SetBootDevice(ctx, v, driver.BootDisk, true)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if t.node.PowerState == driver.PowerOn {
+		return nil
+	}
+	return c.powerAction(ctx, t, driver.PowerOn, 0)
 }

@@ -85,6 +85,9 @@ type Config struct {
 	// [conductor]node_locked_retry_attempts and _interval.
 	LockAttempts int
 	LockInterval time.Duration
+
+	// Images: the image cache and the direct deploy's image options.
+	Images imageConfig
 }
 
 // defaultConfig is `anvild` with no flag and no file: SQLite under the
@@ -117,6 +120,7 @@ func defaultConfig() *Config {
 		WebUI:       true,
 		NetbootHTTP: "",
 		IPXEDir:     netboot.DefaultIPXEDir,
+		Images:      defaultImageConfig(),
 	}
 }
 
@@ -198,6 +202,10 @@ func limit(f func(*Config) *int) func(*Config, string) string {
 		*f(c) = n
 		return ""
 	}
+}
+
+func list(f func(*Config) *[]string) func(*Config, string) string {
+	return func(c *Config, v string) string { *f(c) = splitList(v); return "" }
 }
 
 func splitList(v string) []string {
@@ -426,6 +434,7 @@ func options() []option {
 		{"anvil", "web_ui", "web-ui", "serve the web UI at /ui/ and the serial consoles' pages at /console/", boolean(func(c *Config) *bool { return &c.WebUI })},
 		{"anvil", "agent_command_polling", "", "", boolean(func(c *Config) *bool { return &c.Conductor.Agent.PollCommands })},
 	}
+	opts = append(opts, imageOptions()...)
 	for _, k := range driver.Kinds() {
 		opts = append(opts,
 			option{"DEFAULT", "enabled_" + string(k) + "_interfaces", "", "", func(c *Config, v string) string {

@@ -199,6 +199,9 @@ type driverDeps struct {
 	// plugins export their own spans of each call to OTLPTraces.
 	TracerProvider *sdktrace.TracerProvider
 	OTLPTraces     string
+	// Images are the direct deploy's image options (sources, the
+	// conductor's image cache).
+	Images agentdeploy.Options
 }
 
 // libraryBundles are the implementations the library has and anvild runs
@@ -211,7 +214,7 @@ func libraryBundles(d driverDeps, cm *console.Manager) ([]driver.Bundle, error) 
 		return nil, err
 	}
 	agent := driver.Bundle{Implementations: []driver.Implementation{
-		{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.New(d.Client)},
+		{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.NewWithOptions(d.Client, d.Images)},
 		{Kind: driver.KindInspect, Name: agentdeploy.InspectName, Impl: inspect},
 		{Kind: driver.KindRAID, Name: agentdeploy.RAIDName, Impl: agentdeploy.NewRAID()},
 	}}

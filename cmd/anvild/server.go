@@ -161,8 +161,13 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 	}
 	d.onClose(func() error { client.Close(); return nil })
 
+	imageOpts, images, err := startImages(ctx, cfg, log, d)
+	if err != nil {
+		return err
+	}
 	exe, _ := os.Executable()
-	drv, err := loadDrivers(ctx, cfg, driverDeps{Client: client, Log: log, Executable: exe, Getenv: os.Getenv, TracerProvider: tp, OTLPTraces: cfg.OTLPTraces})
+	drv, err := loadDrivers(ctx, cfg, driverDeps{Client: client, Log: log, Executable: exe, Getenv: os.Getenv,
+		TracerProvider: tp, OTLPTraces: cfg.OTLPTraces, Images: imageOpts})
 	if err != nil {
 		return err
 	}
@@ -268,6 +273,16 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 		mux.Handle("/console/", api.Protect(http.StripPrefix("/console/", drv.console.Handler())))
 		mux.Handle("/", api)
 		root = mux
+	}
+	if images != nil {
+		inner := root
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, imagesPath) {
+				images.ServeHTTP(w, r)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
 	}
 	if cfg.Metrics {
 		mreg := prometheus.NewRegistry()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/imagecache"
+	"github.com/anvilmetal/anvil/imagecache/oci"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -49,11 +51,49 @@ const (
 // token in driver_internal_info, image and config drive in instance_info).
 type Direct struct {
 	client *agentclient.Client
+	o      Options
+}
+
+// ImageProvider is the conductor's image cache as the direct interface
+// uses it (imagecache.Cache): an image's URL for one node, and the
+// release of what the node holds once its image is written.
+type ImageProvider interface {
+	NodeImage(ctx context.Context, node string, req imagecache.Request) (imagecache.NodeImage, error)
+	ReleaseNode(node string)
+}
+
+// Options configure the direct interface beyond the agent client.
+type Options struct {
+	// Images is the conductor's image cache; nil: image_download_source
+	// "local" is refused.
+	Images ImageProvider
+	// OCI resolves oci:// image sources the agent downloads itself
+	// (image_download_source "http"); nil is a resolver with Ironic's
+	// defaults.
+	OCI *oci.Resolver
+	// ImageDownloadSource is the conductor's [agent]image_download_source
+	// ("http" when empty), which a node's instance_info or driver_info
+	// image_download_source overrides.
+	ImageDownloadSource string
+	// ForceRawImages is [DEFAULT]force_raw_images: the image cache
+	// converts qcow2 images to raw before serving them.
+	ForceRawImages bool
 }
 
 // New returns the direct deploy interface talking to agents through
-// client.
-func New(client *agentclient.Client) *Direct { return &Direct{client: client} }
+// client, with no image cache.
+func New(client *agentclient.Client) *Direct { return NewWithOptions(client, Options{}) }
+
+// NewWithOptions returns the direct deploy interface with o.
+func NewWithOptions(client *agentclient.Client, o Options) *Direct {
+	if o.ImageDownloadSource == "" {
+		o.ImageDownloadSource = ImageDownloadHTTP
+	}
+	if o.OCI == nil {
+		o.OCI = oci.NewResolver(oci.Options{})
+	}
+	return &Direct{client: client, o: o}
+}
 
 // AgentBased reports that this interface runs steps in-band through the
 // agent.
@@ -68,8 +108,9 @@ func (*Direct) Properties() []driver.Property {
 }
 
 // Validate checks, when the node is being deployed, that instance_info
-// makes an image_info IPA accepts (see ImageInfo).
-func (*Direct) Validate(ctx context.Context, t *driver.Task) error {
+// makes an image_info IPA accepts (see ImageInfo), and that the image
+// download source is one this conductor serves.
+func (d *Direct) Validate(ctx context.Context, t *driver.Task) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -77,15 +118,21 @@ func (*Direct) Validate(ctx context.Context, t *driver.Task) error {
 		// The image_info the agent will get must be complete now: a
 		// deploy that IPA would refuse at write_image fails here, before
 		// the node is booted.
-		_, err := ImageInfo(t)
-		return err
+		return d.validateImage(t)
 	}
 	return nil
 }
 
-// Prepare clears the record of a previous deployment.
-func (*Direct) Prepare(_ context.Context, t *driver.Task) error {
+// Prepare clears the record of a previous deployment and, when the
+// conductor serves the image (image_download_source "local"), has the
+// image cache download it now, as Ironic does at prepare: a deploy
+// whose image cannot be had fails before the node boots.
+func (d *Direct) Prepare(ctx context.Context, t *driver.Task) error {
 	t.DeleteDriverInternalInfo(ImageWrittenKey)
+	if src, _ := d.downloadSource(t); src == ImageDownloadLocal && t.ProvisionState == "deploying" {
+		_, err := d.resolveImage(ctx, t)
+		return err
+	}
 	return nil
 }
 
@@ -103,15 +150,24 @@ func (d *Direct) Deploy(_ context.Context, t *driver.Task) (driver.StepResult, e
 }
 
 // TearDown removes the deployment; the conductor powers the node off.
-func (*Direct) TearDown(_ context.Context, t *driver.Task) error {
+func (d *Direct) TearDown(_ context.Context, t *driver.Task) error {
 	t.DeleteDriverInternalInfo(ImageWrittenKey)
+	d.releaseImage(t)
 	return nil
 }
 
-// CleanUp forgets what Prepare set up.
-func (*Direct) CleanUp(_ context.Context, t *driver.Task) error {
+// CleanUp forgets what Prepare set up, the node's image URL included.
+func (d *Direct) CleanUp(_ context.Context, t *driver.Task) error {
 	t.DeleteDriverInternalInfo(DeploymentRebootKey)
+	d.releaseImage(t)
 	return nil
+}
+
+// releaseImage revokes the node's image URL of the image cache.
+func (d *Direct) releaseImage(t *driver.Task) {
+	if d.o.Images != nil {
+		d.o.Images.ReleaseNode(t.NodeUUID)
+	}
 }
 
 // TakeOver has nothing to re-establish: direct keeps no local state.
@@ -159,7 +215,11 @@ func (d *Direct) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kin
 		return d.Deploy(ctx, t)
 	case StepWriteImage:
 		return d.writeImage(ctx, t)
-	case StepPrepareInstanceBoot, StepSwitchToTenantNetwork, StepBootInstance:
+	case StepPrepareInstanceBoot:
+		// The image is written: its URL expires now.
+		d.releaseImage(t)
+		return driver.StepResult{}, nil
+	case StepSwitchToTenantNetwork, StepBootInstance:
 		return driver.StepResult{}, nil
 	case StepTearDownAgent:
 		t.DeleteDriverInternalInfo(DeploymentRebootKey)
@@ -198,10 +258,11 @@ func (*Direct) StepHandsOffToAgent(kind steps.Kind, step string) bool {
 
 // The image download sources of Ironic's [agent]image_download_source
 // (overridden per node by instance_info or driver_info
-// image_download_source). Anvil has no Glance and no conductor-side image
-// cache, so only "http" (the agent downloads image_url itself) is
-// supported; "local" and "swift" are refused with a typed error rather
-// than sending the agent a URL it cannot use.
+// image_download_source): "http", the agent downloads image_url itself;
+// "local", the conductor's image cache downloads it and serves it to the
+// agent (Options.Images). Anvil has no Glance or Swift: "swift" is
+// refused with a typed error rather than sending the agent a URL it
+// cannot use.
 const (
 	ImageDownloadHTTP  = "http"
 	ImageDownloadLocal = "local"
@@ -235,7 +296,17 @@ var imageHashAlgorithms = []string{"md5", "sha1", "sha224", "sha256", "sha384", 
 // IPA's get_os_install_device reads them. Bad or missing input is a
 // *driver.MissingParameterError or *driver.InvalidParameterError naming
 // the node and the key.
-func ImageInfo(t *driver.Task) (map[string]any, error) {
+func ImageInfo(t *driver.Task) (map[string]any, error) { return imageInfo(t, nil) }
+
+// resolvedImage is an image the direct interface resolved: the URL the
+// agent downloads, its checksum, and its format when known.
+type resolvedImage struct {
+	url, algo, value, diskFormat string
+}
+
+// imageInfo is ImageInfo, with the URL, checksum and format of r when
+// the conductor resolved the image (an image cache URL, or an OCI blob).
+func imageInfo(t *driver.Task, r *resolvedImage) (map[string]any, error) {
 	invalid := func(field, key, expected string) error {
 		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: field, Key: key, Expected: expected}
 	}
@@ -243,26 +314,24 @@ func ImageInfo(t *driver.Task) (map[string]any, error) {
 	if !ok || src == "" {
 		return nil, &driver.MissingParameterError{Node: t.NodeUUID, Kind: driver.KindDeploy, Impl: Name, Field: "instance_info", Missing: []string{"image_source"}}
 	}
-	source, field := any(ImageDownloadHTTP), ""
-	if v, ok := t.InstanceInfo["image_download_source"]; ok {
-		field, source = "instance_info", v
-	} else if v, ok := t.DriverInfo["image_download_source"]; ok {
-		field, source = "driver_info", v
+	urlKey, url, err := imageURL(t)
+	if err != nil {
+		return nil, err
 	}
-	if source != ImageDownloadHTTP {
-		return nil, invalid(field, "image_download_source", fmt.Sprintf("%q (the agent downloads the image URL itself; Anvil has no Glance (%q) and no conductor image cache (%q)), got %v",
-			ImageDownloadHTTP, ImageDownloadSwift, ImageDownloadLocal, source))
-	}
-	urlKey, url := "image_source", src
-	if v, ok := t.InstanceInfo["image_url"]; ok && v != nil {
-		s, isStr := v.(string)
-		if !isStr || s == "" {
-			return nil, invalid("instance_info", "image_url", "a non-empty http(s) URL string")
+	if r == nil {
+		source, field := downloadSource(t, ImageDownloadHTTP)
+		if source != ImageDownloadHTTP {
+			return nil, invalid(field, "image_download_source", fmt.Sprintf("%q for an image_info built without the conductor (ImageInfo); %q needs the direct interface's image cache, and Anvil has no Swift (%q); got %v",
+				ImageDownloadHTTP, ImageDownloadLocal, ImageDownloadSwift, source))
 		}
-		urlKey, url = "image_url", s
-	}
-	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		return nil, invalid("instance_info", urlKey, fmt.Sprintf("an http(s) URL the agent can download (image_download_source %q), got %q", ImageDownloadHTTP, url))
+		if oci.IsOCI(url) {
+			return nil, invalid("instance_info", urlKey, "an http(s) URL: an oci:// image is resolved by the direct interface, not by ImageInfo")
+		}
+		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+			return nil, invalid("instance_info", urlKey, fmt.Sprintf("an http(s) URL the agent can download (image_download_source %q), got %q", ImageDownloadHTTP, url))
+		}
+	} else {
+		url = r.url
 	}
 	id := src
 	if i := strings.LastIndex(strings.TrimRight(src, "/"), "/"); i >= 0 {
@@ -284,7 +353,15 @@ func ImageInfo(t *driver.Task) (map[string]any, error) {
 		}
 	}
 	haveChecksum := false
-	if v, ok := t.InstanceInfo["image_checksum"]; ok && v != nil {
+	if r != nil {
+		// The conductor verified the image, or the registry's digest is
+		// its checksum: the agent gets that, not image_checksum.
+		info["os_hash_algo"], info["os_hash_value"] = r.algo, r.value
+		if r.diskFormat != "" && r.diskFormat != "unknown" {
+			info["disk_format"] = r.diskFormat
+		}
+		haveChecksum = true
+	} else if v, ok := t.InstanceInfo["image_checksum"]; ok && v != nil {
 		s, isStr := v.(string)
 		if !isStr || s == "" {
 			return nil, invalid("instance_info", "image_checksum", "a non-empty string (a checksum or the URL of a checksum file)")
@@ -294,7 +371,7 @@ func ImageInfo(t *driver.Task) (map[string]any, error) {
 	}
 	algo, hasAlgo := t.InstanceInfo["image_os_hash_algo"]
 	value, hasValue := t.InstanceInfo["image_os_hash_value"]
-	if (hasAlgo && algo != nil) || (hasValue && value != nil) {
+	if r == nil && ((hasAlgo && algo != nil) || (hasValue && value != nil)) {
 		a, aok := algo.(string)
 		if !aok || !slices.Contains(imageHashAlgorithms, a) {
 			return nil, invalid("instance_info", "image_os_hash_algo", fmt.Sprintf("one of %v with image_os_hash_value, got %v", imageHashAlgorithms, algo))
@@ -464,7 +541,11 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 	if url == "" {
 		return driver.StepResult{}, fmt.Errorf("deploy/direct: node %s: %w: no agent URL recorded", t.NodeUUID, agentclient.ErrConnectionFailed)
 	}
-	info, err := ImageInfo(t)
+	r, err := d.resolveImage(ctx, t)
+	if err != nil {
+		return driver.StepResult{}, err
+	}
+	info, err := imageInfo(t, r)
 	if err != nil {
 		return driver.StepResult{}, err
 	}

@@ -27,9 +27,16 @@
 // partition image (instance_info.image_type "partition", or kernel and
 // ramdisk both set) needs root_gb. ImageInfo turns these into the
 // image_info IPA's write_image validates, and Validate refuses a deploy
-// whose image_info IPA would refuse, before the ramdisk boots. Only
-// image_download_source "http" exists: Anvil has no Glance and no
-// conductor-side image cache. Root device hints
+// whose image_info IPA would refuse, before the ramdisk boots.
+// image_download_source (instance_info, then driver_info, then
+// Options.ImageDownloadSource) is "http", the agent downloads the image
+// itself, or "local": the conductor's image cache (Options.Images,
+// package imagecache) downloads it once at Prepare and the agent gets the
+// node's own cache URL with the served file's SHA-256, released once the
+// image is written. An oci:// image_source is resolved in the registry
+// (package imagecache/oci): through the cache, or for "http" as its blob
+// URL with the digest as checksum when the registry needs no token.
+// Anvil has no Glance or Swift. Root device hints
 // (properties.root_device) reach the agent with the node's properties.
 //
 // # Usage

@@ -47,24 +47,26 @@ const (
 // driver_internal_info keys the fake implementations keep their state in,
 // so that it survives restarts of the process holding them.
 const (
-	PowerStateKey           = "fake_power_state"
-	BootDeviceKey           = "fake_boot_device"
-	BootPersistentKey       = "fake_boot_device_persistent"
-	BootModeKey             = "fake_boot_mode"
-	BootPreparedKey         = "fake_boot_prepared"
-	DeployPreparedKey       = "fake_deploy_prepared"
-	DeployedKey             = "fake_deployed"
-	BIOSSettingsKey         = "fake_bios_settings"
-	RAIDConfiguredKey       = "fake_raid_configured"
-	ConsoleEnabledKey       = "fake_console_enabled"
-	RescuedKey              = "fake_rescued"
-	FirmwareVersionKey      = "fake_firmware_version"
-	NetworksKey             = "fake_networks"
-	VolumesAttachedKey      = "fake_volumes_attached"
-	StepsPreparedKey        = "fake_steps_prepared"
-	NMICountKey             = "fake_nmi_count"
-	IndicatorKey            = "fake_indicator"
-	SecureBootKey           = "fake_secure_boot"
+	PowerStateKey      = "fake_power_state"
+	BootDeviceKey      = "fake_boot_device"
+	BootPersistentKey  = "fake_boot_device_persistent"
+	BootModeKey        = "fake_boot_mode"
+	BootPreparedKey    = "fake_boot_prepared"
+	DeployPreparedKey  = "fake_deploy_prepared"
+	DeployedKey        = "fake_deployed"
+	BIOSSettingsKey    = "fake_bios_settings"
+	RAIDConfiguredKey  = "fake_raid_configured"
+	ConsoleEnabledKey  = "fake_console_enabled"
+	RescuedKey         = "fake_rescued"
+	FirmwareVersionKey = "fake_firmware_version"
+	NetworksKey        = "fake_networks"
+	VolumesAttachedKey = "fake_volumes_attached"
+	StepsPreparedKey   = "fake_steps_prepared"
+	NMICountKey        = "fake_nmi_count"
+	IndicatorKey       = "fake_indicator"
+	SecureBootKey      = "fake_secure_boot"
+	// SecureBootKeysResetKey records the management service step.
+	SecureBootKeysResetKey  = "fake_secure_boot_keys_reset"
 	VirtualMediaKey         = "fake_virtual_media"
 	fakeDefaultFirmware     = "1.0.0"
 	fakeDefaultBIOSBootMode = "Uefi"
@@ -286,6 +288,28 @@ func (f *Management) GetBootDevice(ctx context.Context, t *driver.Task) (driver.
 	}
 	p, _ := t.DriverInternalInfo[BootPersistentKey].(bool)
 	return driver.BootDeviceState{Device: driver.BootDevice(dev), Persistent: &p}, nil
+}
+
+// Steps returns the management service step
+// reset_secure_boot_keys_to_default (as Redfish management has), which
+// records that the keys were reset.
+func (f *Management) Steps(kind steps.Kind) []steps.Step {
+	if kind != steps.Service {
+		return nil
+	}
+	return []steps.Step{{Interface: string(driver.KindManagement), Name: "reset_secure_boot_keys_to_default", Priority: 0, RequiresRamdisk: false}}
+}
+
+// ExecuteStep runs reset_secure_boot_keys_to_default.
+func (f *Management) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind, s steps.Step) (driver.StepResult, error) {
+	if !driver.HasStep(f, kind, s.Name) {
+		return driver.StepResult{}, f.stepNotFound(kind, s.Name)
+	}
+	if err := f.begin(ctx, t, s.Name); err != nil {
+		return driver.StepResult{}, err
+	}
+	t.SetDriverInternalInfo(SecureBootKeysResetKey, true)
+	return driver.StepResult{}, nil
 }
 
 // GetBootMode returns the recorded boot mode (uefi by default).
@@ -673,9 +697,10 @@ func (f *BIOS) CacheBIOSSettings(ctx context.Context, t *driver.Task) ([]driver.
 	return out, nil
 }
 
-// Steps returns apply_configuration and factory_reset for clean and deploy.
+// Steps returns apply_configuration and factory_reset for clean, deploy
+// and service.
 func (f *BIOS) Steps(kind steps.Kind) []steps.Step {
-	if kind != steps.Clean && kind != steps.Deploy {
+	if kind != steps.Clean && kind != steps.Deploy && kind != steps.Service {
 		return nil
 	}
 	return []steps.Step{
@@ -738,9 +763,10 @@ func (f *RAID) ValidateRAIDConfig(ctx context.Context, t *driver.Task, config ma
 	return nil
 }
 
-// Steps returns create_configuration and delete_configuration.
+// Steps returns create_configuration and delete_configuration for
+// clean, deploy and service.
 func (f *RAID) Steps(kind steps.Kind) []steps.Step {
-	if kind != steps.Clean && kind != steps.Deploy {
+	if kind != steps.Clean && kind != steps.Deploy && kind != steps.Service {
 		return nil
 	}
 	return []steps.Step{
@@ -1043,6 +1069,7 @@ var (
 	_ driver.SensorReader        = (*Management)(nil)
 	_ driver.VirtualMediaManager = (*Management)(nil)
 	_ driver.BootModeManager     = (*Management)(nil)
+	_ driver.StepRunner          = (*Management)(nil)
 	_ driver.BootInterface       = (*Boot)(nil)
 	_ driver.DeployInterface     = (*Deploy)(nil)
 	_ driver.StepPreparer        = (*Deploy)(nil)

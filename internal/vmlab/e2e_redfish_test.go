@@ -15,6 +15,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
+	"github.com/anvilmetal/anvil/imagecache/oci/ocitest"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 )
 
@@ -46,8 +47,13 @@ func TestVMProvisionRedfish(t *testing.T) {
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		t.Skip(QEMUBinary + " not installed (Debian package qemu-system-x86): VM end-to-end provisioning test skipped")
 	}
+	// The registry of the OCI phases (redfishOCIAndService), started
+	// first so that a missing docker-registry skips before the VM.
+	reg := ocitest.Start(t, ocitest.Options{})
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
-	lab := startE2ELab(t, n, tarball, redfishBMC())
+	bmc := redfishBMC()
+	bmc.extra = redfishOCIAndService(reg)
+	lab := startE2ELab(t, n, tarball, bmc)
 	lab.run(t)
 }
 
@@ -114,5 +120,6 @@ func redfishNode(lab *Lab, nd *baremetal.Node) {
 	nd.Name, nd.Driver = "vm-redfish-0", rfdriver.HardwareType
 	nd.BootInterface, nd.ConsoleInterface = rfdriver.ImplVirtualMedia, driver.NoConsole
 	nd.ManagementInterface, nd.PowerInterface = rfdriver.ImplRedfish, rfdriver.ImplRedfish
+	nd.BIOSInterface, nd.FirmwareInterface = rfdriver.ImplRedfish, rfdriver.ImplRedfish
 	nd.DriverInfo = lab.bmcInfo
 }

@@ -82,6 +82,9 @@ type e2eBMC struct {
 	// also the deploy and undeploy with PollCommands, the failing deploy
 	// and the qcow2 deploy.
 	sol, full bool
+	// extra, when set, runs after the common phases (the node
+	// available), timing its phases with phase.
+	extra func(t *testing.T, lab *e2eLab, phase func(name string, from time.Time))
 }
 
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
@@ -286,6 +289,9 @@ func (lab *e2eLab) run(t *testing.T) {
 	start = time.Now()
 	undeploy()
 	phase("undeploy (heartbeats)", start)
+	if lab.bmc.extra != nil {
+		lab.bmc.extra(t, lab, phase)
+	}
 	if !lab.bmc.full {
 		return
 	}

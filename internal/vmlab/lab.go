@@ -32,6 +32,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
 	"github.com/anvilmetal/anvil/driver/pxe"
+	"github.com/anvilmetal/anvil/imagecache"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/dhcp"
 	"github.com/anvilmetal/anvil/netboot/stage"
@@ -206,6 +207,7 @@ type Lab struct {
 	tl        *timeline
 	began     time.Time
 	node      string
+	images    *imagecache.Cache // the conductor's image cache (labimages.go)
 
 	mu      sync.Mutex
 	closers []func() error // run in reverse by Close
@@ -277,7 +279,11 @@ func recordRequests(tl *timeline, source string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(sw, r)
-		tl.add(source, fmt.Sprintf("%s %s → %d", r.Method, r.URL.Path, sw.code))
+		p := r.URL.Path
+		if strings.HasPrefix(p, labImagesPath) {
+			p = labImagesPath + "<token>" // a node's image URL is a capability
+		}
+		tl.add(source, fmt.Sprintf("%s %s → %d", r.Method, p, sw.code))
 	})
 }
 
@@ -535,7 +541,14 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.New(client)); err != nil {
+	// The conductor's image cache (image_download_source local), served
+	// to the agents on the agent API's listener; it reaches registries
+	// on the host's loopback over HTTP.
+	cache, deployOpts, err := lab.startImageCache(dir, "http://"+net.JoinHostPort(serverIP, e2eAgentAPI)+labImagesPath, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, deployOpts)); err != nil {
 		return nil, err
 	}
 	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: logger.With("component", "inspect")})
@@ -579,7 +592,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	api := agentclient.NewServer(recordRequests(lab.tl, "agent-api", h), agentclient.ServerConfig{})
+	api := agentclient.NewServer(recordRequests(lab.tl, "agent-api", withImages(h, cache)), agentclient.ServerConfig{})
 	go func() { _ = api.Serve(apiLn) }()
 	lab.cleanup(func() error { api.Close(); return nil })
 	if err := cond.Launch(ctx); err != nil {

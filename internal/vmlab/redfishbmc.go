@@ -213,6 +213,9 @@ func (m *RedfishMachine) Close() error {
 	m.mu.Unlock()
 	var errs []error
 	m.cancel()
+	if m.svc != nil {
+		m.svc.waitUpdates()
+	}
 	if m.srv != nil {
 		errs = append(errs, m.srv.Close())
 	} else if m.ln != nil {

@@ -90,6 +90,7 @@ type rfService struct {
 	seq       int
 	starts    []time.Time
 	events    []string
+	fw        rfFirmware // firmware inventory, BIOS and tasks (redfishfirmware.go)
 }
 
 func newRFService(ctx context.Context, hw machineHardware, o rfServiceOptions) *rfService {
@@ -187,6 +188,12 @@ func (s *rfService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		s.get(w, p)
 	case http.MethodPatch:
+		if p == s.systemPath()+"/Bios/Settings" {
+			if body, ok := readRFBody(w, r); ok {
+				s.patchBIOSSettings(w, r, body)
+			}
+			return
+		}
 		if p != s.systemPath() {
 			s.refuse(w, r.Method, p, "no resource at ")
 			return
@@ -204,6 +211,10 @@ func (s *rfService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			do = s.insertMedia
 		case rfCd + "/Actions/VirtualMedia.EjectMedia":
 			do = s.ejectMedia
+		case rfSimpleUpd:
+			do = s.simpleUpdate
+		case s.systemPath() + "/Bios/Actions/Bios.ResetBios":
+			do = s.resetBIOS
 		default:
 			s.refuse(w, r.Method, p, "no action at ")
 			return
@@ -250,6 +261,11 @@ func readRFBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 }
 
 func (s *rfService) get(w http.ResponseWriter, p string) {
+	if p == s.systemPath()+"/Bios/Settings" {
+		s.mu.Lock()
+		w.Header().Set("ETag", s.settingsETag())
+		s.mu.Unlock()
+	}
 	if res := s.resource(p); res != nil {
 		writeRF(w, http.StatusOK, res)
 		return
@@ -267,6 +283,7 @@ func (s *rfService) resource(p string) map[string]any {
 			"@odata.id": rfRoot, "@odata.type": "#ServiceRoot.v1_5_0.ServiceRoot", "Id": "RootService",
 			"Name": "Anvil vmlab BMC", "RedfishVersion": "1.6.0", "UUID": s.uuid,
 			"Systems": odata(rfSystems), "Managers": odata(rfManagers),
+			"UpdateService": odata(rfUpdate), "TaskService": odata(rfTaskService), "Registries": odata(rfRegistries),
 		}
 	case rfSystems:
 		return map[string]any{
@@ -291,6 +308,7 @@ func (s *rfService) resource(p string) map[string]any {
 				"target": p + "/Actions/ComputerSystem.Reset", "ResetType@Redfish.AllowableValues": rfResetTypes,
 			}},
 			"Links": map[string]any{"ManagedBy": []any{odata(rfManager)}},
+			"Bios":  odata(p + "/Bios"),
 		}
 	case rfManagers:
 		return map[string]any{
@@ -327,7 +345,7 @@ func (s *rfService) resource(p string) map[string]any {
 			},
 		}
 	}
-	return nil
+	return s.firmwareResource(p)
 }
 
 // patchSystem changes the boot override; anything else is refused.
@@ -395,6 +413,8 @@ func (s *rfService) powerOn() error {
 	if err := s.hw.start(target, medium); err != nil {
 		return err
 	}
+	// The machine boots: what the BMC staged takes effect.
+	s.applyPendingLocked()
 	s.starts = append(s.starts, time.Now())
 	if s.enabled == "Once" {
 		s.enabled, s.target = "Disabled", "None"

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,7 @@ type Server struct {
 	sysState  map[string]*sysState // by system path
 	tasks     map[string]updateTask
 	media     map[string][]byte // virtual media URI -> fetched image (FetchMedia)
+	fwPending map[string]string // inventory URI -> version staged until the next reset
 }
 
 // sysState is the per-system state that is not a resource.
@@ -125,7 +127,18 @@ type sysState struct {
 	biosDef   map[string]any
 }
 
-type updateTask struct{ target, image string }
+// updateTask is a SimpleUpdate in progress: the inventory members it
+// updates and the image.
+type updateTask struct {
+	targets []string
+	image   string
+}
+
+// biosInventory is the firmware inventory member of the systems' BIOS:
+// an update of it is staged and takes effect at the next system reset,
+// as a real BMC's does; other components (the BMC's own) take effect
+// when the task completes.
+const biosInventory = root + "/UpdateService/FirmwareInventory/BIOS"
 
 // New loads the mockup, makes it stateful and starts serving it on a
 // loopback port. The caller must Close the server.
@@ -151,6 +164,7 @@ func New(opts Options) (*Server, error) {
 		sysState:  map[string]*sysState{},
 		media:     map[string][]byte{},
 		tasks:     map[string]updateTask{},
+		fwPending: map[string]string{},
 	}
 	if err := s.load(); err != nil {
 		return nil, err
@@ -470,6 +484,7 @@ func biosRegistry(uri string) map[string]any {
 		}
 		return out
 	}
+	readOnly := func(a map[string]any) map[string]any { a["ReadOnly"] = true; return a }
 	attr := func(name, typ string, vals []any) map[string]any {
 		a := map[string]any{"AttributeName": name, "Type": typ, "ReadOnly": false, "ResetRequired": true}
 		if vals != nil {
@@ -488,6 +503,7 @@ func biosRegistry(uri string) map[string]any {
 			attr("PowerProfile", "Enumeration", enum("MaxPerf", "Balanced", "PowerSaver")),
 			attr("ProcCoreDisable", "Integer", nil),
 			attr("AdminPhone", "String", nil),
+			readOnly(attr("EmbeddedSata", "Enumeration", enum("Raid", "Ahci"))),
 		}},
 	}
 }
@@ -714,6 +730,10 @@ func (s *Server) reset(w http.ResponseWriter, sp string, body map[string]any) {
 	if sys["PowerState"] == "On" {
 		s.applyPendingBios(sp)
 		s.consumeBootOnce(sp)
+		for target, v := range s.fwPending {
+			s.res[target]["Version"] = v
+			delete(s.fwPending, target)
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -857,32 +877,78 @@ func (s *Server) createVolume(w http.ResponseWriter, coll string, body map[strin
 	writeJSON(w, http.StatusCreated, vol)
 }
 
+// simpleUpdateParams are the parameters UpdateService.SimpleUpdate takes.
+var simpleUpdateParams = []string{"ImageURI", "Targets", "TransferProtocol", "Username", "Password", "ForceUpdate", "@Redfish.OperationApplyTime"}
+
+// simpleUpdate starts a firmware update task, refusing what a BMC
+// refuses: an unknown parameter, an ImageURI that is not an http(s) URL,
+// a transfer protocol other than HTTP(S), a target that is not an
+// updateable member of the firmware inventory. With no Targets the BIOS
+// is updated.
 func (s *Server) simpleUpdate(w http.ResponseWriter, body map[string]any) {
+	for k := range body {
+		if !slices.Contains(simpleUpdateParams, k) {
+			writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterUnknown", "SimpleUpdate has no parameter "+k)
+			return
+		}
+	}
 	img, _ := body["ImageURI"].(string)
 	if img == "" {
-		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyMissing", "ImageURI is required")
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterMissing", "SimpleUpdate needs ImageURI")
 		return
 	}
-	target := root + "/UpdateService/FirmwareInventory/BIOS"
-	if ts, ok := body["Targets"].([]any); ok && len(ts) > 0 {
-		target, _ = ts[0].(string)
-	}
-	if s.res[target] == nil {
-		writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyValueNotInList", "unknown target "+target)
+	if u, err := url.Parse(img); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueFormatError", "ImageURI "+img+" is not an http(s) URL")
 		return
+	}
+	if tp, ok := body["TransferProtocol"]; ok && tp != "HTTP" && tp != "HTTPS" {
+		writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueNotInList", fmt.Sprintf("TransferProtocol %v is not HTTP or HTTPS", tp))
+		return
+	}
+	targets := []string{biosInventory}
+	if raw, present := body["Targets"]; present {
+		list, ok := raw.([]any)
+		if !ok {
+			writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueTypeError", "Targets must be a list of URIs")
+			return
+		}
+		if len(list) > 0 {
+			targets = nil
+		}
+		for _, t := range list {
+			ts, _ := t.(string)
+			inv := s.res[ts]
+			if !strings.HasPrefix(ts, root+"/UpdateService/FirmwareInventory/") || inv == nil {
+				writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueNotInList", fmt.Sprintf("target %v is not in the firmware inventory", t))
+				return
+			}
+			if up, _ := inv["Updateable"].(bool); !up {
+				writeError(w, http.StatusBadRequest, "Base.1.5.0.ActionParameterValueNotInList", "target "+ts+" is not updateable")
+				return
+			}
+			targets = append(targets, ts)
+		}
 	}
 	id := s.newID()
 	uri := root + "/TaskService/Tasks/" + id
 	s.res[uri] = map[string]any{
 		"@odata.id": uri, "@odata.type": "#Task.v1_7_0.Task", "Id": id, "Name": "Firmware update",
-		"TaskState": "Running", "TaskStatus": "OK", "PercentComplete": 0,
+		"TaskState": "Running", "TaskStatus": "OK", "PercentComplete": 0, "Messages": []any{},
 	}
-	s.tasks[uri] = updateTask{target: target, image: img}
+	s.tasks[uri] = updateTask{targets: targets, image: img}
 	s.addMember(root+"/TaskService/Tasks", uri)
 	w.Header().Set("Location", uri)
 	writeJSON(w, http.StatusAccepted, s.res[uri])
 }
 
+// advanceTask moves a firmware update task on at each GET: Running for
+// TaskPolls polls, then the BMC downloads the image (from loopback only,
+// bounded, as fetchImage). A download that fails ends the task in
+// Exception with the Update registry's TransferFailed message. Otherwise
+// it completes: a BIOS update is staged for the next system reset and
+// the task says a reset is required; other components take the new
+// version at once. The version is the image's file name without its
+// extension.
 func (s *Server) advanceTask(uri string, t map[string]any) {
 	if t["TaskState"] != "Running" {
 		return
@@ -892,10 +958,40 @@ func (s *Server) advanceTask(uri string, t map[string]any) {
 		t["PercentComplete"] = 100 * s.taskPolls[uri] / s.opts.TaskPolls
 		return
 	}
-	t["TaskState"], t["PercentComplete"] = "Completed", 100
-	if ut, ok := s.tasks[uri]; ok && s.res[ut.target] != nil {
-		s.res[ut.target]["Version"] = strings.TrimSuffix(path.Base(ut.image), path.Ext(ut.image))
+	ut, ok := s.tasks[uri]
+	if !ok {
+		t["TaskState"], t["PercentComplete"] = "Completed", 100
+		return
 	}
+	if _, err := fetchImage(ut.image); err != nil {
+		t["TaskState"], t["TaskStatus"] = "Exception", "Critical"
+		t["Messages"] = []any{map[string]any{"MessageId": "Update.1.0.TransferFailed", "Severity": "Critical",
+			"Message": "Transfer of image " + ut.image + " failed: " + err.Error(), "MessageArgs": []any{ut.image}}}
+		return
+	}
+	version := strings.TrimSuffix(path.Base(ut.image), path.Ext(ut.image))
+	var msgs []any
+	for _, target := range ut.targets {
+		if target == biosInventory {
+			s.fwPending[target] = version
+			msgs = append(msgs, map[string]any{"MessageId": "Base.1.8.ResetRequired", "Severity": "Warning",
+				"Message": "The update of " + target + " takes effect at the next system reset.", "MessageArgs": []any{target}})
+			continue
+		}
+		s.res[target]["Version"] = version
+		msgs = append(msgs, map[string]any{"MessageId": "Update.1.0.UpdateSuccessful", "Severity": "OK",
+			"Message": target + " was updated.", "MessageArgs": []any{target}})
+	}
+	t["TaskState"], t["PercentComplete"], t["Messages"] = "Completed", 100, msgs
+}
+
+// FirmwareVersion returns the version the inventory member at uri
+// reports.
+func (s *Server) FirmwareVersion(uri string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, _ := s.res[uri]["Version"].(string)
+	return v
 }
 
 func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
@@ -953,9 +1049,13 @@ func (s *Server) patch(w http.ResponseWriter, uri string, body map[string]any) {
 			return
 		}
 		cur := s.res[sp+"/Bios"]["Attributes"].(map[string]any)
-		for k := range attrs {
+		for k, v := range attrs {
 			if _, ok := cur[k]; !ok {
 				writeError(w, http.StatusBadRequest, "Base.1.5.0.PropertyUnknown", "unknown attribute "+k)
+				return
+			}
+			if code, msg := checkBiosValue(k, v); code != "" {
+				writeError(w, http.StatusBadRequest, code, msg)
 				return
 			}
 		}
@@ -1007,4 +1107,42 @@ func (s *Server) Volumes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkBiosValue checks a pending BIOS setting against the attribute
+// registry as a BMC does: a read-only attribute is not writable, an
+// enumeration takes one of its values, an integer a whole number, a
+// string a string. It returns the Redfish message id and text of a
+// refusal, or "".
+func checkBiosValue(name string, v any) (string, string) {
+	entries, _ := biosRegistry("")["RegistryEntries"].(map[string]any)["Attributes"].([]any)
+	for _, e := range entries {
+		a := e.(map[string]any)
+		if a["AttributeName"] != name {
+			continue
+		}
+		if ro, _ := a["ReadOnly"].(bool); ro {
+			return "Base.1.5.0.PropertyNotWritable", "BIOS attribute " + name + " is read-only"
+		}
+		switch a["Type"] {
+		case "Enumeration":
+			str, _ := v.(string)
+			vals, _ := a["Value"].([]any)
+			for _, allowed := range vals {
+				if allowed.(map[string]any)["ValueName"] == str && str != "" {
+					return "", ""
+				}
+			}
+			return "Base.1.5.0.PropertyValueNotInList", fmt.Sprintf("BIOS attribute %s: %v is not one of its values", name, v)
+		case "Integer":
+			if f, ok := v.(float64); !ok || f != float64(int64(f)) {
+				return "Base.1.5.0.PropertyValueTypeError", fmt.Sprintf("BIOS attribute %s: %v is not an integer", name, v)
+			}
+		case "String":
+			if _, ok := v.(string); !ok {
+				return "Base.1.5.0.PropertyValueTypeError", fmt.Sprintf("BIOS attribute %s: %v is not a string", name, v)
+			}
+		}
+	}
+	return "", ""
 }

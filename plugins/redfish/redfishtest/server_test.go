@@ -174,3 +174,66 @@ func TestSeveralSystemsAndNoSessions(t *testing.T) {
 		t.Fatal("SetSystemUUID")
 	}
 }
+
+// TestStrictBIOSAndUpdates: the server refuses what a BMC refuses in
+// pending BIOS settings and SimpleUpdate requests.
+func TestStrictBIOSAndUpdates(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := &http.Client{Transport: &basicAuth{}}
+	settings := "/redfish/v1/Systems/" + SystemID + "/Bios/Settings"
+	for _, tc := range []struct {
+		attrs map[string]any
+		code  int
+		id    string
+	}{
+		{map[string]any{"EmbeddedSata": "Ahci"}, 400, "PropertyNotWritable"},
+		{map[string]any{"ProcTurboMode": "Sometimes"}, 400, "PropertyValueNotInList"},
+		{map[string]any{"ProcCoreDisable": "two"}, 400, "PropertyValueTypeError"},
+		{map[string]any{"AdminPhone": 5}, 400, "PropertyValueTypeError"},
+		{map[string]any{"NoSuch": "x"}, 400, "PropertyUnknown"},
+		{map[string]any{"ProcTurboMode": "Disabled", "ProcCoreDisable": 2.0}, 204, ""},
+	} {
+		resp, body := do(t, c, s, "PATCH", settings, "", map[string]any{"Attributes": tc.attrs})
+		if resp.StatusCode != tc.code {
+			t.Fatalf("PATCH %v: %d, want %d", tc.attrs, resp.StatusCode, tc.code)
+		}
+		if tc.id != "" {
+			b, _ := json.Marshal(body)
+			if !bytes.Contains(b, []byte(tc.id)) {
+				t.Fatalf("PATCH %v: %s, want %s", tc.attrs, b, tc.id)
+			}
+		}
+	}
+	// Pending until the next reset.
+	if _, b := do(t, c, s, "GET", "/redfish/v1/Systems/"+SystemID+"/Bios", "", nil); b["Attributes"].(map[string]any)["ProcTurboMode"] != "Enabled" {
+		t.Fatal("a pending setting applied before the reset")
+	}
+	do(t, c, s, "POST", "/redfish/v1/Systems/"+SystemID+"/Actions/ComputerSystem.Reset", "", map[string]string{"ResetType": "On"})
+	if _, b := do(t, c, s, "GET", "/redfish/v1/Systems/"+SystemID+"/Bios", "", nil); b["Attributes"].(map[string]any)["ProcTurboMode"] != "Disabled" {
+		t.Fatal("the pending setting was not applied at the reset")
+	}
+	update := "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+	for _, body := range []map[string]any{
+		{},
+		{"ImageURI": "ftp://127.0.0.1/fw.bin"},
+		{"ImageURI": "http://127.0.0.1/fw.bin", "Bogus": 1},
+		{"ImageURI": "http://127.0.0.1/fw.bin", "TransferProtocol": "NFS"},
+		{"ImageURI": "http://127.0.0.1/fw.bin", "Targets": []string{"/redfish/v1/Systems/" + SystemID}},
+		{"ImageURI": "http://127.0.0.1/fw.bin", "Targets": "BIOS"},
+	} {
+		if resp, _ := do(t, c, s, "POST", update, "", body); resp.StatusCode != 400 {
+			t.Fatalf("SimpleUpdate %v: %d, want 400", body, resp.StatusCode)
+		}
+	}
+}
+
+type basicAuth struct{}
+
+func (basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r.SetBasicAuth("admin", "password")
+	return http.DefaultTransport.RoundTrip(r)
+}

@@ -300,6 +300,21 @@ type TaskStatus struct {
 	State    string // New, Running, Completed, Exception, Killed, ...
 	Percent  int
 	Messages []string
+	// MessageIDs are the messages' registry ids (Base.1.8.ResetRequired).
+	MessageIDs []string
+}
+
+// ResetRequired reports whether the task's messages say the update
+// takes effect only after the system resets (the Base registry's
+// ResetRequired, or the Update registry's AwaitingActivation).
+func (t TaskStatus) ResetRequired() bool {
+	for _, id := range t.MessageIDs {
+		switch id[strings.LastIndexByte(id, '.')+1:] {
+		case "ResetRequired", "AwaitingActivation", "ActivateFailed":
+			return true
+		}
+	}
+	return false
 }
 
 // Done reports whether the task stopped, successfully or not.
@@ -323,6 +338,7 @@ func (s *System) Task(uri string) (TaskStatus, error) {
 	st := TaskStatus{State: string(t.TaskState), Percent: t.PercentComplete}
 	for _, m := range t.Messages {
 		st.Messages = append(st.Messages, m.Message)
+		st.MessageIDs = append(st.MessageIDs, m.MessageID)
 	}
 	return st, nil
 }

@@ -235,14 +235,61 @@ func TestSteps(t *testing.T) {
 		t.Fatalf("delete: %v, left %v", err, s.Volumes())
 	}
 
-	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "bios", "url": "http://images.example/P80-v2.bin"}}}); err != nil {
+	fw := firmwareServer(t)
+	resets := len(s.Stats().Resets)
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "bios", "url": fw + "/P80-v2.bin"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if v := tk.Changes().DriverInternalInfo["firmware_components"].(map[string]any)["bios"]; v != "P80-v2" {
-		t.Fatalf("bios version after update: %v", v)
+	// The BMC staged the BIOS and asked for a reset: the step rebooted.
+	if len(s.Stats().Resets) != resets+1 || s.FirmwareVersion("/redfish/v1/UpdateService/FirmwareInventory/BIOS") != "P80-v2" {
+		t.Fatalf("resets %v, BIOS %q", s.Stats().Resets[resets:], s.FirmwareVersion("/redfish/v1/UpdateService/FirmwareInventory/BIOS"))
 	}
-	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "gpu", "url": "http://x/y.bin"}}}); !errors.As(err, &ip) {
+	tk.DriverInternalInfo = tk.Changes().DriverInternalInfo
+	comps, err := drv.Firmware().CacheFirmwareComponents(ctx, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]driver.FirmwareComponent{}
+	for _, c := range comps {
+		got[c.Component] = c
+	}
+	if b := got["bios"]; b.InitialVersion != "P79 v1.45" || b.CurrentVersion != "P80-v2" || b.LastVersionFlashed != "P80-v2" {
+		t.Fatalf("bios component %+v", b)
+	}
+	if b := got["bmc"]; b.CurrentVersion == "" || b.LastVersionFlashed != "" {
+		t.Fatalf("bmc component %+v", b)
+	}
+	// The BMC's own firmware: applied at once, no reset; the BIOS keeps
+	// its initial version in the cache.
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "bmc", "url": fw + "/bmc-3.1.bin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Stats().Resets) != resets+1 {
+		t.Fatalf("a BMC update rebooted the system: %v", s.Stats().Resets[resets:])
+	}
+	tk.DriverInternalInfo = tk.Changes().DriverInternalInfo
+	cache := tk.DriverInternalInfo[FirmwareCacheKey].([]any)
+	for _, e := range cache {
+		m := e.(map[string]any)
+		if m["component"] == "bios" && (m["initial_version"] != "P79 v1.45" || m["last_version_flashed"] != "P80-v2") {
+			t.Fatalf("bios cache %v", m)
+		}
+		if m["component"] == "bmc" && (m["current_version"] != "bmc-3.1" || m["last_version_flashed"] != "bmc-3.1") {
+			t.Fatalf("bmc cache %v", m)
+		}
+	}
+	// A bad image URL: the BMC's task fails and so does the step, with
+	// the BMC's message.
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "bios", "url": fw + "/missing.bin"}}}); !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "missing.bin") {
+		t.Fatalf("bad image: %v", err)
+	}
+	if err := run("firmware", "update", map[string]any{"settings": []any{map[string]any{"component": "gpu", "url": fw + "/y.bin"}}}); !errors.As(err, &ip) {
 		t.Fatalf("unknown component: %v", err)
+	}
+	// The BIOS refuses a read-only attribute and a value outside its
+	// registry (the driver checks first; so does the BMC).
+	if err := run("bios", "apply_configuration", map[string]any{"settings": []any{map[string]any{"name": "EmbeddedSata", "value": "Ahci"}}}); err == nil {
+		t.Fatal("a read-only BIOS attribute was applied")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -421,20 +422,61 @@ func TestBIOSRAIDFirmware(t *testing.T) {
 	if err != nil || len(fw) == 0 {
 		t.Fatalf("firmware %v %v", fw, err)
 	}
-	task, err := sys.StartUpdate("http://images.example/bios-2.0.bin", []string{"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})
+	fwImages := firmwareServer(t)
+	task, err := sys.StartUpdate(fwImages+"/bios-2.0.bin", []string{"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})
 	if err != nil || task == "" {
 		t.Fatalf("start update %q %v", task, err)
 	}
 	st, err := sys.WaitTask(context.Background(), task, time.Millisecond)
-	if err != nil || !st.OK() {
-		t.Fatalf("task %+v %v", st, err)
+	if err != nil || !st.OK() || !st.ResetRequired() {
+		t.Fatalf("task %+v %v: want completed, asking for a reset", st, err)
 	}
-	fw, _ = sys.Firmware()
-	for _, c := range fw {
-		if c.ID == "BIOS" && c.Version != "bios-2.0" {
-			t.Fatalf("BIOS version %q after update", c.Version)
+	// Staged: the BIOS takes the new version at the next reset.
+	biosVersion := func() string {
+		fw, _ := sys.Firmware()
+		for _, c := range fw {
+			if c.ID == "BIOS" {
+				return c.Version
+			}
 		}
+		return ""
 	}
+	if v := biosVersion(); v == "bios-2.0" {
+		t.Fatalf("BIOS version %q before the reset", v)
+	}
+	if _, err := sys.Reset("ForceRestart"); err != nil {
+		t.Fatal(err)
+	}
+	if v := biosVersion(); v != "bios-2.0" {
+		t.Fatalf("BIOS version %q after the reset", v)
+	}
+	// A bad image URL fails the task with the BMC's message.
+	task, err = sys.StartUpdate(fwImages+"/missing.bin", []string{"/redfish/v1/UpdateService/FirmwareInventory/BMC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = sys.WaitTask(context.Background(), task, time.Millisecond); err != nil || st.State != "Exception" || !strings.Contains(strings.Join(st.Messages, " "), "missing.bin") {
+		t.Fatalf("bad image: %+v %v", st, err)
+	}
+	// A target that is not in the inventory is refused outright.
+	if _, err := sys.StartUpdate(fwImages+"/x.bin", []string{"/redfish/v1/Systems"}); err == nil {
+		t.Fatal("a target outside the inventory was accepted")
+	}
+}
+
+// firmwareServer serves firmware images on loopback (any name ending in
+// .bin but missing.bin), as an operator's image server.
+func firmwareServer(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, ".bin") || strings.HasSuffix(r.URL.Path, "/missing.bin") {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("firmware image " + r.URL.Path))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func TestAutoFallsBackToBasic(t *testing.T) {

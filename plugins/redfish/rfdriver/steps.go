@@ -325,8 +325,16 @@ func (d *Drivers) Firmware() *FirmwareImpl {
 	return &FirmwareImpl{base{d, driver.KindFirmware, ImplRedfish}}
 }
 
-// CacheFirmwareComponents lists the firmware inventory; Ironic names the
-// BIOS and BMC components "bios" and "bmc".
+// FirmwareCacheKey is the driver_internal_info key of the node's
+// firmware cache: a list of {component, initial_version,
+// current_version, last_version_flashed}, as Ironic's
+// firmware_information table, refreshed after every update.
+const FirmwareCacheKey = "firmware_components"
+
+// CacheFirmwareComponents lists the firmware inventory as the BMC
+// reports it now, each component's initial version and last version
+// flashed taken from the node's firmware cache; Ironic names the BIOS and
+// BMC components "bios" and "bmc".
 func (f *FirmwareImpl) CacheFirmwareComponents(ctx context.Context, t *driver.Task) ([]driver.FirmwareComponent, error) {
 	sys, err := f.system(ctx, t)
 	if err != nil {
@@ -336,11 +344,35 @@ func (f *FirmwareImpl) CacheFirmwareComponents(ctx context.Context, t *driver.Ta
 	if err != nil {
 		return nil, f.wrap(t, "read firmware inventory", err)
 	}
+	cached := cachedFirmware(t)
 	out := make([]driver.FirmwareComponent, 0, len(comps))
 	for _, c := range comps {
-		out = append(out, driver.FirmwareComponent{Component: componentName(c.ID), InitialVersion: c.Version, CurrentVersion: c.Version})
+		fc := driver.FirmwareComponent{Component: componentName(c.ID), InitialVersion: c.Version, CurrentVersion: c.Version}
+		if old, ok := cached[fc.Component]; ok {
+			fc.InitialVersion, fc.LastVersionFlashed = old.InitialVersion, old.LastVersionFlashed
+		}
+		out = append(out, fc)
 	}
 	return out, nil
+}
+
+// cachedFirmware reads the node's firmware cache by component.
+func cachedFirmware(t *driver.Task) map[string]driver.FirmwareComponent {
+	out := map[string]driver.FirmwareComponent{}
+	list, _ := t.DriverInternalInfo[FirmwareCacheKey].([]any)
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		c, _ := m["component"].(string)
+		if c == "" {
+			continue
+		}
+		fc := driver.FirmwareComponent{Component: c}
+		fc.InitialVersion, _ = m["initial_version"].(string)
+		fc.CurrentVersion, _ = m["current_version"].(string)
+		fc.LastVersionFlashed, _ = m["last_version_flashed"].(string)
+		out[c] = fc
+	}
+	return out
 }
 
 func componentName(id string) string {
@@ -364,9 +396,13 @@ func (f *FirmwareImpl) Steps(kind steps.Kind) []steps.Step {
 	return out
 }
 
-// ExecuteStep runs update: one SimpleUpdate per component, each polled to
-// completion, then the inventory is re-read into
-// driver_internal_info.firmware_components.
+// ExecuteStep runs update: one SimpleUpdate per component, each task
+// polled to its end (a task that ends in Exception fails the step with
+// the BMC's messages); when a task says the update takes effect at the
+// next reset (ResetRequired), the system is rebooted once all are done
+// and waited for; then the inventory is re-read into the node's firmware
+// cache (FirmwareCacheKey), the updated components' last_version_flashed
+// set to their new version.
 func (f *FirmwareImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kind, step steps.Step) (driver.StepResult, error) {
 	if !driver.HasStep(f, kind, step.Name) {
 		return driver.StepResult{}, f.stepNotFound(kind, step.Name)
@@ -383,6 +419,8 @@ func (f *FirmwareImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind ste
 	if err != nil {
 		return driver.StepResult{}, f.wrap(t, "read firmware inventory", err)
 	}
+	needReset := false
+	updated := map[string]bool{}
 	for i, e := range list {
 		m, _ := e.(map[string]any)
 		comp, _ := m["component"].(string)
@@ -390,10 +428,10 @@ func (f *FirmwareImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind ste
 		if comp == "" || url == "" {
 			return driver.StepResult{}, f.argError(t, "settings", fmt.Sprintf("settings[%d] to have a component and a url", i))
 		}
-		target := ""
+		target, name := "", ""
 		for _, c := range inv {
 			if strings.EqualFold(c.ID, comp) || componentName(c.ID) == comp {
-				target = c.URI
+				target, name = c.URI, componentName(c.ID)
 			}
 		}
 		if target == "" {
@@ -413,16 +451,35 @@ func (f *FirmwareImpl) ExecuteStep(ctx context.Context, t *driver.Task, kind ste
 		if !st.OK() {
 			return driver.StepResult{}, f.wrap(t, "update "+comp, fmt.Errorf("%w: task %s ended %s: %s", ErrStepFailed, task, st.State, strings.Join(st.Messages, "; ")))
 		}
+		updated[name] = true
+		needReset = needReset || st.ResetRequired()
+	}
+	if needReset {
+		// The reboot the BMC asks for, to activate what it staged.
+		if err := f.rebootAndWait(ctx, t, sys); err != nil {
+			return driver.StepResult{}, err
+		}
+	}
+	before := map[string]string{}
+	for _, c := range inv {
+		before[componentName(c.ID)] = c.Version
 	}
 	comps, err := f.CacheFirmwareComponents(ctx, t)
 	if err != nil {
 		return driver.StepResult{}, err
 	}
-	cached := map[string]any{}
+	cache := make([]any, 0, len(comps))
 	for _, c := range comps {
-		cached[c.Component] = c.CurrentVersion
+		if _, known := cachedFirmware(t)[c.Component]; !known {
+			c.InitialVersion = before[c.Component]
+		}
+		if updated[c.Component] {
+			c.LastVersionFlashed = c.CurrentVersion
+		}
+		cache = append(cache, map[string]any{"component": c.Component, "initial_version": c.InitialVersion,
+			"current_version": c.CurrentVersion, "last_version_flashed": c.LastVersionFlashed})
 	}
-	t.SetDriverInternalInfo("firmware_components", cached)
+	t.SetDriverInternalInfo(FirmwareCacheKey, cache)
 	return driver.StepResult{}, nil
 }
 
