@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/md5"
@@ -182,6 +183,10 @@ type entry struct {
 	refs  int  // grants and waiters holding it (under Cache.mu)
 	ready bool // downloaded (under Cache.mu)
 	used  time.Time
+	// touch orders uses that share a clock reading (a coarse clock, or
+	// two releases in one instant): the least recently used is the one
+	// touched first, never the one a map iteration happens to yield.
+	touch uint64
 }
 
 // meta is what is persisted beside each image.
@@ -232,6 +237,7 @@ type Cache struct {
 	grants  map[string]*grant // by token
 	byNode  map[string]*grant
 	closed  bool
+	touches uint64 // the last entry.touch handed out (under mu)
 
 	downloads, originBytes, hits, conversions, served, evictions atomic.Int64
 }
@@ -515,7 +521,7 @@ func (c *Cache) NodeImage(ctx context.Context, node string, req Request) (NodeIm
 		old.e.refs--
 	}
 	c.byNode[node], c.grants[g.token] = g, g
-	e.used = c.now()
+	c.use(e)
 	c.mu.Unlock()
 	now := c.now()
 	_ = os.Chtimes(filepath.Join(c.o.Dir, e.key), now, now)
@@ -523,6 +529,12 @@ func (c *Cache) NodeImage(ctx context.Context, node string, req Request) (NodeIm
 	u.Path = path.Join(c.base.Path, g.token)
 	return NodeImage{URL: u.String(), DiskFormat: e.meta.Format, HashAlgo: "sha256", HashValue: e.meta.SHA256,
 		Size: e.meta.Size, Expires: g.expires, Origin: e.meta.Origin}, nil
+}
+
+// use records that e was used now; c.mu is held.
+func (c *Cache) use(e *entry) {
+	c.touches++
+	e.used, e.touch = c.now(), c.touches
 }
 
 // ReleaseNode revokes node's URL and drops its hold on the image. It is
@@ -534,7 +546,7 @@ func (c *Cache) ReleaseNode(node string) {
 		delete(c.byNode, node)
 		delete(c.grants, g.token)
 		g.e.refs--
-		g.e.used = c.now()
+		c.use(g.e)
 	}
 }
 
@@ -558,7 +570,8 @@ func (c *Cache) download(e *entry, src *source) {
 		e.err = err
 		delete(c.entries, e.key) // the next request tries again
 	} else {
-		e.meta, e.used, e.ready = m, c.now(), true
+		e.meta, e.ready = m, true
+		c.use(e)
 		// The cache grew: clean up before the waiters go on (they hold
 		// the new image).
 		c.cleanUpLocked(0)
@@ -880,7 +893,9 @@ func (c *Cache) cleanUpLocked(amount int64) {
 			unused = append(unused, e)
 		}
 	}
-	slices.SortFunc(unused, func(a, b *entry) int { return a.used.Compare(b.used) })
+	slices.SortFunc(unused, func(a, b *entry) int {
+		return cmp.Or(a.used.Compare(b.used), cmp.Compare(a.touch, b.touch))
+	})
 	remove := func(e *entry) {
 		delete(c.entries, e.key)
 		_ = os.Remove(filepath.Join(c.o.Dir, e.key))
@@ -966,7 +981,7 @@ func (c *Cache) Handler() http.Handler {
 		defer func() {
 			c.mu.Lock()
 			e.refs--
-			e.used = c.now()
+			c.use(e)
 			c.mu.Unlock()
 		}()
 		f, err := os.Open(filepath.Join(c.o.Dir, e.key))
