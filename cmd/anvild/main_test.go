@@ -76,6 +76,25 @@ type daemonProc struct {
 	done   chan error
 }
 
+// waitStdout waits until anvild has printed line, which may come after
+// the API's line that startAnvild waits for: the reading goroutine
+// copies each line as it arrives. It fails the test if anvild exits or
+// has not printed it within startAnvild's own bound.
+func (d *daemonProc) waitStdout(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(d.stdout.String(), line+"\n") {
+		select {
+		case err := <-d.done:
+			d.done <- err
+			t.Fatalf("anvild exited (%v) before printing %q; stdout %q", err, line, d.stdout.String())
+		case <-deadline:
+			t.Fatalf("anvild has not printed %q; stdout %q", line, d.stdout.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
@@ -338,9 +357,7 @@ func TestAnvildTLSAndHTTPBasic(t *testing.T) {
 func TestAnvildWebUI(t *testing.T) {
 	d := startAnvild(t)
 	hc := &http.Client{Timeout: 10 * time.Second}
-	if !strings.Contains(d.stdout.String(), "anvild: web UI on "+d.URL+"/ui/") {
-		t.Fatalf("stdout %q names no web UI", d.stdout.String())
-	}
+	d.waitStdout(t, "anvild: web UI on "+d.URL+"/ui/")
 	for _, tc := range []struct {
 		path, has string
 	}{
