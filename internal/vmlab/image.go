@@ -191,10 +191,15 @@ const CmdlinePrefix = "ANVIL-CMDLINE"
 
 // markerInit is the marker initramfs's /init. The console lines go to
 // /dev/console (the kernel's console= device), and poweroff -f ends the
-// VM at once (QEMU runs with -no-reboot).
+// VM at once (QEMU runs with -no-reboot). The kernel still prints to the
+// same serial port while /init runs (a clock source switch, a late
+// driver), and such a message lands in the middle of a line written by
+// /init; so /init first lowers the console log level to emergencies
+// only, and the lines it prints are whole.
 const markerInit = `#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
+echo 1 > /proc/sys/kernel/printk
 marker=
 for word in $(cat /proc/cmdline); do
 	case "$word" in
