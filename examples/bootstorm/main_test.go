@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary be the benchmark's roles too: bench
+// starts its own executable with -role in the namespaces.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-role" {
+		os.Exit(run(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmallStorm runs the harness end to end with 6 machines and small
+// images, against Anvil and dnsmasq --no-ping with nginx: every machine
+// gets its ramdisk from both, nothing is lost, and the report carries
+// the ratios. It needs root, ip, dnsmasq, nginx and ipxe.
+func TestSmallStorm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bootstorm: starts servers in network namespaces")
+	}
+	const n, kernel, ramdisk = 6, 1 << 20, 2 << 20
+	var reps []Report
+	err := bench(context.Background(), benchOptions{
+		counts: []int{n}, kernelSize: kernel, ramdiskSize: ramdisk, spread: 100 * time.Millisecond,
+		servers: []string{"anvil", "dnsmasq-noping"}, timeout: 2 * time.Minute,
+		log: slog.New(slog.DiscardHandler),
+	}, func(r Report) error { reps = append(reps, r); return nil })
+	var skip *skipError
+	if errors.As(err, &skip) {
+		t.Skip("bootstorm:", skip.why)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 || len(reps[0].Runs) != 2 {
+		t.Fatalf("reports: %+v", reps)
+	}
+	for _, r := range reps[0].Runs {
+		s := r.Storm
+		if s.Done != n || s.Failed != 0 || s.DHCPLost != 0 {
+			t.Errorf("%s: %d of %d machines booted, %d failed (%v), %d DHCP answers lost", r.Server, s.Done, n, s.Failed, s.Failures, s.DHCPLost)
+		}
+		if want := int64(n * (kernel + ramdisk)); s.HTTPBytes < want {
+			t.Errorf("%s: %d bytes over HTTP, want at least the images' %d", r.Server, s.HTTPBytes, want)
+		}
+		if s.TFTPBytes == 0 || r.Processes == 0 || r.ServerRSSMiB == 0 {
+			t.Errorf("%s: TFTP bytes %d, processes %d, RSS %.1f MiB: want all measured", r.Server, s.TFTPBytes, r.Processes, r.ServerRSSMiB)
+		}
+	}
+	if rt := reps[0].Ratios["dnsmasq --no-ping+nginx"]; rt["time_until_all_ramdisks"] <= 0 {
+		t.Errorf("ratios: %v", reps[0].Ratios)
+	}
+}
