@@ -52,6 +52,11 @@ type ServerRun struct {
 	ServerRSSMiB float64 `json:"server_peak_rss_mib"`
 	Processes    int     `json:"server_processes"`
 	WallSec      float64 `json:"wall_s"`
+	// BacklogDrops is how many packets the host's input queues dropped
+	// during the storm (/proc/net/softnet_stat, every CPU, every
+	// namespace): a veth delivers through them, and a DHCP broadcast
+	// dropped there is lost whatever the server does.
+	BacklogDrops int64 `json:"host_backlog_drops"`
 }
 
 // Report is one N's storms and Anvil's ratios to the baseline.
@@ -457,6 +462,7 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 		roots[i] = d.cmd.Process.Pid
 	}
 	before := cpuOf(tree(roots))
+	drops0 := backlogDrops()
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -471,6 +477,7 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 		return run, fmt.Errorf("clients: %v: %s", err, tail(stderr.Bytes(), 800))
 	}
 	run.WallSec = time.Since(began).Seconds()
+	run.BacklogDrops = backlogDrops() - drops0
 	var res stormResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return run, fmt.Errorf("clients printed %q: %w", tail(stdout.Bytes(), 300), err)
@@ -594,4 +601,22 @@ http {
 		return err
 	}
 	return nil
+}
+
+// backlogDrops sums the second column of /proc/net/softnet_stat: packets
+// dropped because a CPU's input backlog was full.
+func backlogDrops() int64 {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 1 {
+			if v, err := strconv.ParseInt(f[1], 16, 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
