@@ -291,14 +291,6 @@ func newNamespaces(nw network) (srv, cli string, del func(), err error) {
 			return "", "", nil, err
 		}
 	}
-	// A rack's worth of neighbours; where the kernel keeps these
-	// thresholds per host rather than per namespace the write fails and
-	// the host's stand.
-	for _, ns := range []string{srv, cli} {
-		for k, v := range map[string]string{"gc_thresh1": "4096", "gc_thresh2": "8192", "gc_thresh3": "16384"} {
-			_ = exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.neigh.default."+k+"="+v).Run()
-		}
-	}
 	return srv, cli, del, nil
 }
 
@@ -468,7 +460,7 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 	defer cancel()
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", cliNS, self, "-role", "clients", "-iface", clientIf,
-		"-count", strconv.Itoa(n), "-subnet", nw.prefix.String(), "-spread", o.spread.String(),
+		"-count", strconv.Itoa(n), "-subnet", nw.prefix.String(), "-spread", o.spread.String(), "-server-ns", srvNS,
 		"-kernel-mib", strconv.FormatInt(o.kernelSize>>20, 10), "-ramdisk-mib", strconv.FormatInt(o.ramdiskSize>>20, 10))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -88,6 +88,10 @@ type machine struct {
 	res     clientResult
 	addr    netip.Addr
 	http    *http.Client
+	// serverNS is the server's namespace and lladdr the MAC of the
+	// machines' interface, for the server's neighbour entries.
+	serverNS string
+	lladdr   string
 }
 
 func macFor(i int) net.HardwareAddr {
@@ -131,6 +135,17 @@ func (m *machine) run(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", ip.String()+"/32", "dev", m.iface).CombinedOutput(); err != nil &&
 		!bytes.Contains(out, []byte("File exists")) {
 		return fmt.Errorf("ip addr add %s: %v: %s", ip, err, out)
+	}
+	// The server's neighbour entry for the address, as it would learn
+	// it by ARP: permanent, because Linux bounds the learned entries of
+	// all namespaces together by the host's gc_thresh3 (1024 by default,
+	// not settable inside a namespace), which a thousand machines
+	// behind one interface overflow.
+	if m.serverNS != "" {
+		if out, err := exec.CommandContext(ctx, "ip", "-n", m.serverNS, "neigh", "replace", ip.String(), "lladdr", m.lladdr,
+			"dev", serverIf, "nud", "permanent").CombinedOutput(); err != nil {
+			return fmt.Errorf("ip neigh replace %s: %v: %s", ip, err, out)
+		}
 	}
 	nbp := bootFile(ack)
 	next, ok := netip.AddrFromSlice(ack.ServerIPAddr.To4())
@@ -439,12 +454,17 @@ func clientsMain(ctx context.Context, cfg roleConfig) error {
 	lwg.Go(func() { l.run(lctx) })
 	defer func() { stop(); lwg.Wait() }()
 
+	ifi, err := net.InterfaceByName(cfg.iface)
+	if err != nil {
+		return err
+	}
 	ms := make([]*machine, cfg.n)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range ms {
 		m := &machine{idx: i, mac: macFor(i), uefi: i%2 == 1, link: l, iface: cfg.iface,
-			kernel: cfg.kernelSize, ramdisk: cfg.ramdiskSize, start: start}
+			kernel: cfg.kernelSize, ramdisk: cfg.ramdiskSize, start: start,
+			serverNS: cfg.serverNS, lladdr: ifi.HardwareAddr.String()}
 		ip := func() netip.Addr { return m.addr }
 		dialer := &net.Dialer{Timeout: 30 * time.Second}
 		m.http = &http.Client{Transport: &http.Transport{

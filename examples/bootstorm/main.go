@@ -73,6 +73,7 @@ type roleConfig struct {
 	kernelSize  int64
 	ramdiskSize int64
 	spread      time.Duration
+	serverNS    string
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -95,6 +96,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.dir, "dir", "", "internal: the storm's directory")
 	fs.StringVar(&cfg.subnet, "subnet", "", "internal: the network")
 	fs.IntVar(&cfg.n, "count", 0, "internal: machines")
+	fs.StringVar(&cfg.serverNS, "server-ns", "", "internal: the server's namespace")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
