@@ -57,6 +57,12 @@ type ServerRun struct {
 	// namespace): a veth delivers through them, and a DHCP broadcast
 	// dropped there is lost whatever the server does.
 	BacklogDrops int64 `json:"host_backlog_drops"`
+	// ServerUDP and ClientUDP are the UDP counters of the server's and
+	// the machines' namespaces over the storm (/proc/net/snmp):
+	// RcvbufErrors are datagrams dropped because a socket's buffer was
+	// full, on the server side the DHCP and TFTP requests it never saw.
+	ServerUDP map[string]int64 `json:"server_ns_udp"`
+	ClientUDP map[string]int64 `json:"client_ns_udp"`
 }
 
 // Report is one N's storms and Anvil's ratios to the baseline.
@@ -455,6 +461,7 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 	}
 	before := cpuOf(tree(roots))
 	drops0 := backlogDrops()
+	srvUDP0, cliUDP0 := udpCounters(srvNS), udpCounters(cliNS)
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -470,6 +477,13 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 	}
 	run.WallSec = time.Since(began).Seconds()
 	run.BacklogDrops = backlogDrops() - drops0
+	run.ServerUDP, run.ClientUDP = udpCounters(srvNS), udpCounters(cliNS)
+	for k, v := range srvUDP0 {
+		run.ServerUDP[k] -= v
+	}
+	for k, v := range cliUDP0 {
+		run.ClientUDP[k] -= v
+	}
 	var res stormResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return run, fmt.Errorf("clients printed %q: %w", tail(stdout.Bytes(), 300), err)
@@ -611,4 +625,37 @@ func backlogDrops() int64 {
 		}
 	}
 	return sum
+}
+
+// udpCounters reads the UDP counters that say where datagrams were lost
+// from a namespace's /proc/net/snmp.
+func udpCounters(ns string) map[string]int64 {
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp").Output()
+	m := map[string]int64{}
+	if err != nil {
+		return m
+	}
+	var names []string
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, v := range f[1:] {
+			if i >= len(names) {
+				break
+			}
+			switch names[i] {
+			case "InDatagrams", "NoPorts", "InErrors", "RcvbufErrors", "SndbufErrors":
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					m[names[i]] = n
+				}
+			}
+		}
+	}
+	return m
 }

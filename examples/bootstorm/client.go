@@ -70,6 +70,9 @@ type stormResult struct {
 	HTTPBytes    int64          `json:"http_bytes"`
 	BytesPerSec  float64        `json:"bytes_per_s"`
 	ClientCPUSec float64        `json:"client_cpu_s"`
+	// PacketDrops is how many DHCP answers the machines' packet socket
+	// dropped (its buffer full): answers lost on the machines' side.
+	PacketDrops int `json:"client_packet_socket_drops"`
 }
 
 // machine is one simulated machine: BIOS machines run a PXE ROM that
@@ -491,7 +494,7 @@ func clientsMain(ctx context.Context, cfg roleConfig) error {
 		})
 	}
 	wg.Wait()
-	res := stormResult{Clients: cfg.n, Failures: map[string]int{}}
+	res := stormResult{Clients: cfg.n, Failures: map[string]int{}, PacketDrops: l.drops()}
 	var done []float64
 	for _, m := range ms {
 		res.DHCPLost += m.res.DHCPLost

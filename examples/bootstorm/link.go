@@ -89,6 +89,16 @@ func openLink(ifname string) (*link, error) {
 	return &link{fd: fd, ifindex: ifi.Index, waiters: make(map[uint32]chan *dhcpv4.DHCPv4)}, nil
 }
 
+// drops is how many DHCP answers the packet socket dropped for want of
+// buffer (PACKET_STATISTICS); it resets the count.
+func (l *link) drops() int {
+	st, err := unix.GetsockoptTpacketStats(l.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return -1
+	}
+	return int(st.Drops)
+}
+
 // run hands every DHCP answer to its waiter until ctx ends; it closes the
 // socket when it returns.
 func (l *link) run(ctx context.Context) {
