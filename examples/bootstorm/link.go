@@ -35,19 +35,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // the kernel copies nothing else (the TFTP and HTTP traffic of the same
 // interface) to the socket.
 func dhcpFilter() ([]unix.SockFilter, error) {
-	raw, err := bpf.Assemble([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: 12, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: 7},
-		bpf.LoadAbsolute{Off: 23, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_UDP, SkipTrue: 5},
-		bpf.LoadAbsolute{Off: 20, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 3},
-		bpf.LoadMemShift{Off: 14},
-		bpf.LoadIndirect{Off: 16, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 68, SkipTrue: 1},
-		bpf.RetConstant{Val: 65535},
-		bpf.RetConstant{Val: 0},
-	})
+	raw, err := bpf.Assemble(dhcpProgram())
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +44,24 @@ func dhcpFilter() ([]unix.SockFilter, error) {
 		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return out, nil
+}
+
+// dhcpProgram is dhcpFilter's program: every jump that fails lands on
+// the last instruction, which drops.
+func dhcpProgram() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.ETH_P_IP, SkipTrue: 8},
+		bpf.LoadAbsolute{Off: 23, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_UDP, SkipTrue: 6},
+		bpf.LoadAbsolute{Off: 20, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 4},
+		bpf.LoadMemShift{Off: 14},
+		bpf.LoadIndirect{Off: 16, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 68, SkipTrue: 1},
+		bpf.RetConstant{Val: 65535},
+		bpf.RetConstant{Val: 0},
+	}
 }
 
 func openLink(ifname string) (*link, error) {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/net/bpf"
 )
 
 // TestMain lets the test binary be the benchmark's roles too: bench
@@ -45,6 +48,9 @@ func TestSmallStorm(t *testing.T) {
 	}
 	for _, r := range reps[0].Runs {
 		s := r.Storm
+		if s.PacketDrops != 0 {
+			t.Errorf("%s: the machines' packet socket dropped %d frames", r.Server, s.PacketDrops)
+		}
 		if s.Done != n || s.Failed != 0 || s.DHCPLost != 0 {
 			t.Errorf("%s: %d of %d machines booted, %d failed (%v), %d DHCP answers lost", r.Server, s.Done, n, s.Failed, s.Failures, s.DHCPLost)
 		}
@@ -57,5 +63,44 @@ func TestSmallStorm(t *testing.T) {
 	}
 	if rt := reps[0].Ratios["dnsmasq --no-ping+nginx"]; rt["time_until_all_ramdisks"] <= 0 {
 		t.Errorf("ratios: %v", reps[0].Ratios)
+	}
+}
+
+// TestDHCPFilter runs the packet socket's filter on frames: only
+// unfragmented IPv4 UDP to port 68 passes, so the machines' TFTP and
+// HTTP traffic never reaches (and never fills) the DHCP socket.
+func TestDHCPFilter(t *testing.T) {
+	vm, err := bpf.NewVM(dhcpProgram())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(ethType uint16, proto byte, frag uint16, ihl int, dport uint16) []byte {
+		f := make([]byte, 14+ihl+8+300)
+		binary.BigEndian.PutUint16(f[12:], ethType)
+		f[14] = 0x40 | byte(ihl/4)
+		binary.BigEndian.PutUint16(f[14+6:], frag)
+		f[14+9] = proto
+		binary.BigEndian.PutUint16(f[14+ihl+2:], dport)
+		return f
+	}
+	for _, c := range []struct {
+		name string
+		f    []byte
+		pass bool
+	}{
+		{"dhcp answer", frame(0x0800, 17, 0, 20, 68), true},
+		{"dhcp answer, IP options", frame(0x0800, 17, 0, 24, 68), true},
+		{"tcp", frame(0x0800, 6, 0, 20, 68), false},
+		{"udp to tftp", frame(0x0800, 17, 0, 20, 69), false},
+		{"fragment", frame(0x0800, 17, 0x0010, 20, 68), false},
+		{"arp", frame(0x0806, 17, 0, 20, 68), false},
+	} {
+		n, err := vm.Run(c.f)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if (n > 0) != c.pass {
+			t.Errorf("%s: filter kept %d bytes, want pass=%v", c.name, n, c.pass)
+		}
 	}
 }
