@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,7 +30,11 @@ type skipError struct{ why string }
 func (e *skipError) Error() string { return "cannot run here: " + e.why }
 
 type benchOptions struct {
-	counts      []int
+	counts []int
+	// repeat runs the servers this many times per N, in alternating
+	// order (A B C, C B A, ...), so that a machine whose load drifts
+	// favours none of them; ratios are of the servers' means.
+	repeat      int
 	kernelSize  int64
 	ramdiskSize int64
 	spread      time.Duration
@@ -62,17 +67,21 @@ type ServerRun struct {
 	// RcvbufErrors are datagrams dropped because a socket's buffer was
 	// full, on the server side the DHCP and TFTP requests it never saw.
 	ServerUDP map[string]int64 `json:"server_ns_udp"`
+	// Uptime is the machine's load when the storm ended.
+	Uptime    string           `json:"uptime"`
 	ClientUDP map[string]int64 `json:"client_ns_udp"`
 }
 
 // Report is one N's storms and Anvil's ratios to the baseline.
 type Report struct {
-	Machines    int                           `json:"machines"`
-	Network     string                        `json:"network"`
-	KernelMiB   int64                         `json:"kernel_mib"`
-	RamdiskMiB  int64                         `json:"ramdisk_mib"`
-	SpreadSec   float64                       `json:"spread_s"`
-	Runs        []ServerRun                   `json:"runs"`
+	Machines   int         `json:"machines"`
+	Network    string      `json:"network"`
+	KernelMiB  int64       `json:"kernel_mib"`
+	RamdiskMiB int64       `json:"ramdisk_mib"`
+	SpreadSec  float64     `json:"spread_s"`
+	Runs       []ServerRun `json:"runs"`
+	// Means are each server's figures averaged over its runs.
+	Means       map[string]map[string]float64 `json:"means"`
 	Ratios      map[string]map[string]float64 `json:"anvil_over_baseline,omitempty"`
 	LoadBefore  string                        `json:"uptime_before"`
 	LoadAfter   string                        `json:"uptime_after"`
@@ -179,17 +188,21 @@ func bench(ctx context.Context, o benchOptions, emit func(Report) error) error {
 			GOMAXPROCS: os.Getenv("GOMAXPROCS"),
 			Description: "half BIOS PXE (undionly.kpxe), half UEFI PXE (snponly.efi); DHCP, NBP over TFTP, " +
 				"iPXE DHCP, script, kernel and ramdisk over HTTP"}
-		for _, s := range o.servers {
-			run, err := storm(ctx, o, self, root, s, n, nw)
-			if err != nil {
-				return fmt.Errorf("%s, %d machines: %w", s, n, err)
+		order := slices.Clone(o.servers)
+		for range max(o.repeat, 1) {
+			for _, s := range order {
+				run, err := storm(ctx, o, self, root, s, n, nw)
+				if err != nil {
+					return fmt.Errorf("%s, %d machines: %w", s, n, err)
+				}
+				rep.Runs = append(rep.Runs, run)
 			}
-			rep.Runs = append(rep.Runs, run)
+			slices.Reverse(order)
 		}
 		rep.LoadAfter = uptime()
-		// Anvil's figures over each baseline's.
-		if len(rep.Runs) > 1 && rep.Runs[0].Server == "anvil" {
-			a := rep.Runs[0]
+		rep.Means = means(rep.Runs)
+		// Anvil's mean figures over each baseline's.
+		if a, ok := rep.Means["anvil"]; ok {
 			ratio := func(x, y float64) float64 {
 				if y == 0 {
 					return 0
@@ -197,13 +210,13 @@ func bench(ctx context.Context, o benchOptions, emit func(Report) error) error {
 				return float64(int(x/y*1000+0.5)) / 1000
 			}
 			rep.Ratios = map[string]map[string]float64{}
-			for _, b := range rep.Runs[1:] {
-				rep.Ratios[b.Server] = map[string]float64{
-					"time_until_all_ramdisks": ratio(a.Storm.AllDoneSec, b.Storm.AllDoneSec),
-					"p50":                     ratio(a.Storm.P50Sec, b.Storm.P50Sec),
-					"bytes_per_s":             ratio(a.Storm.BytesPerSec, b.Storm.BytesPerSec),
-					"server_cpu":              ratio(a.ServerCPUSec, b.ServerCPUSec),
-					"server_peak_rss":         ratio(a.ServerRSSMiB, b.ServerRSSMiB),
+			for name, b := range rep.Means {
+				if name == "anvil" {
+					continue
+				}
+				rep.Ratios[name] = map[string]float64{}
+				for k, v := range a {
+					rep.Ratios[name][k] = ratio(v, b[k])
 				}
 			}
 		}
@@ -478,6 +491,7 @@ func storm(ctx context.Context, o benchOptions, self, root, server string, n int
 	run.WallSec = time.Since(began).Seconds()
 	run.BacklogDrops = backlogDrops() - drops0
 	run.ServerUDP, run.ClientUDP = udpCounters(srvNS), udpCounters(cliNS)
+	run.Uptime = uptime()
 	for k, v := range srvUDP0 {
 		run.ServerUDP[k] -= v
 	}
@@ -658,4 +672,32 @@ func udpCounters(ns string) map[string]int64 {
 		}
 	}
 	return m
+}
+
+// means averages each server's headline figures over its runs.
+func means(runs []ServerRun) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	count := map[string]int{}
+	for _, r := range runs {
+		m := out[r.Server]
+		if m == nil {
+			m = map[string]float64{}
+			out[r.Server] = m
+		}
+		count[r.Server]++
+		m["time_until_all_ramdisks_s"] += r.Storm.AllDoneSec
+		m["p50_s"] += r.Storm.P50Sec
+		m["bytes_per_s"] += r.Storm.BytesPerSec
+		m["dhcp_answers_lost"] += float64(r.Storm.DHCPLost)
+		m["failed"] += float64(r.Storm.Failed)
+		m["retries"] += float64(r.Storm.Retries)
+		m["server_cpu_s"] += r.ServerCPUSec
+		m["server_peak_rss_mib"] += r.ServerRSSMiB
+	}
+	for name, m := range out {
+		for k := range m {
+			m[k] /= float64(count[name])
+		}
+	}
+	return out
 }

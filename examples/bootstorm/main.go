@@ -89,6 +89,7 @@ func run(args []string) int {
 		spread     = fs.Duration("spread", 2*time.Second, "machines start within this window")
 		servers    = fs.String("servers", "anvil,dnsmasq,dnsmasq-noping", "servers to run, in order: anvil; dnsmasq (with nginx); dnsmasq-noping (the same with --no-ping)")
 		timeout    = fs.Duration("timeout", 20*time.Minute, "bound on one storm")
+		repeat     = fs.Int("repeat", 1, "run the servers this many times per N, in alternating order (A B C, C B A, ...)")
 		cfg        roleConfig
 	)
 	fs.StringVar(&cfg.role, "role", "", "internal: anvil or clients, as the program starts itself in a namespace")
@@ -121,7 +122,7 @@ func run(args []string) int {
 			counts = append(counts, n)
 		}
 		opts := benchOptions{counts: counts, kernelSize: cfg.kernelSize, ramdiskSize: cfg.ramdiskSize,
-			spread: cfg.spread, servers: strings.Split(*servers, ","), timeout: *timeout,
+			spread: cfg.spread, servers: strings.Split(*servers, ","), timeout: *timeout, repeat: *repeat,
 			log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 		err = bench(ctx, opts, func(r Report) error {
 			enc := json.NewEncoder(os.Stdout)
