@@ -61,7 +61,7 @@ func TestSmallStorm(t *testing.T) {
 			t.Errorf("%s: TFTP bytes %d, processes %d, RSS %.1f MiB: want all measured", r.Server, s.TFTPBytes, r.Processes, r.ServerRSSMiB)
 		}
 	}
-	if rt := reps[0].Ratios["dnsmasq --no-ping+nginx"]; rt["time_until_all_ramdisks"] <= 0 {
+	if rt := reps[0].Ratios["dnsmasq --no-ping+nginx"]; rt["time_until_all_ramdisks_s"] <= 0 {
 		t.Errorf("ratios: %v", reps[0].Ratios)
 	}
 }
