@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -54,7 +55,9 @@ type Server struct {
 	// It is not answered while it waits: firmware treats a TFTP ERROR
 	// as the end of its boot attempt (EDK2 and iPXE move on to the next
 	// boot option), while a request left unanswered is sent again, and
-	// a retransmission of a waiting request keeps its place.
+	// a retransmission of a waiting request keeps its place. So does a
+	// new request from the same address (a client that gave up and
+	// started again from a new port): one place per client address.
 	MaxTransfers int
 	// MaxQueued bounds the requests waiting for a transfer slot
 	// (DefaultMaxQueued). A request beyond it is dropped unanswered, so
@@ -221,6 +224,10 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 		mu      sync.Mutex
 		known   = make(map[key]*entry)
 		queue   []*entry // waiting, oldest first
+		// waiting is the queued entry of each client address: a
+		// client that gave up waiting and asks again from a new port
+		// (firmware restarting its attempt) takes its old place.
+		waiting = make(map[netip.Addr]*entry)
 		running int
 	)
 	// launch starts e's transfer; mu is held. When the transfer ends,
@@ -241,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 				next := queue[0]
 				queue[0] = nil
 				queue = queue[1:]
+				delete(waiting, next.k.remote.Addr())
 				if time.Since(next.lastSeen) > cfg.queueTimeout {
 					delete(known, next.k)
 					cfg.log.Info("tftp: waiting request dropped, client gone", "remote", next.k.remote,
@@ -295,6 +303,27 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 			mu.Unlock()
 			continue
 		}
+		if e := waiting[remote.Addr()]; e != nil {
+			// The client asks again from another port or for another
+			// file: its previous request is dead, this one waits in
+			// its place.
+			delete(known, e.k)
+			e.k, e.req, e.lastSeen = k, req, time.Now()
+			known[k] = e
+			mu.Unlock()
+			continue
+		}
+		if running >= cfg.maxTransfers && len(queue) >= cfg.maxQueued {
+			// Full: drop the requests whose clients went quiet.
+			queue = slices.DeleteFunc(queue, func(q *entry) bool {
+				if time.Since(q.lastSeen) <= cfg.queueTimeout {
+					return false
+				}
+				delete(known, q.k)
+				delete(waiting, q.k.remote.Addr())
+				return true
+			})
+		}
 		e := &entry{k: k, req: req, lastSeen: time.Now()}
 		switch {
 		case running < cfg.maxTransfers:
@@ -302,6 +331,7 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 			launch(e)
 		case len(queue) < cfg.maxQueued:
 			known[k] = e
+			waiting[remote.Addr()] = e
 			queue = append(queue, e)
 			cfg.log.Debug("tftp: request waits for a transfer slot", "remote", remote,
 				"filename", req.filename, "waiting", len(queue), "max_transfers", cfg.maxTransfers)

@@ -356,13 +356,13 @@ func TestMaxTransfers(t *testing.T) {
 	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
 		MaxTransfers: 2, MaxQueued: 1, Timeout: time.Minute})
 	holders, tids := holdSlots(t, st, 2)
-	waiting := newRaw(t)
+	waiting := newRawOn(t, 2)
 	waiting.send(st.ap, rrq(opRRQ, "f", "octet"))
 	if p, _, ok := waiting.tryRecv(300 * time.Millisecond); ok {
 		t.Fatalf("a request beyond MaxTransfers got % x, want no answer while it waits", p)
 	}
 	waiting.send(st.ap, rrq(opRRQ, "f", "octet")) // the client's retransmission
-	dropped := newRaw(t)
+	dropped := newRawOn(t, 3)
 	dropped.send(st.ap, rrq(opRRQ, "f", "octet"))
 	if p, _, ok := dropped.tryRecv(300 * time.Millisecond); ok {
 		t.Fatalf("a request beyond MaxQueued got % x, want no answer", p)
@@ -391,6 +391,40 @@ func TestMaxTransfers(t *testing.T) {
 	st.transfers(t, 2)
 }
 
+// TestQueueRestart: a waiting client that gives up and asks again from a
+// new port (firmware restarting its boot attempt) keeps its place: the
+// new request is served before a later client's, and the dead one is
+// not served at all.
+func TestQueueRestart(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
+		MaxTransfers: 1, Timeout: time.Minute})
+	holders, tids := holdSlots(t, st, 1)
+	first, later := newRawOn(t, 2), newRawOn(t, 3)
+	first.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+	later.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+	restarted := newRawOn(t, 2) // the same machine, a new port
+	restarted.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+
+	holders[0].send(tids[0], []byte{0, 5, 0, 0, 0})
+	p, from := restarted.recv(2 * time.Second)
+	if op(p) != opDATA {
+		t.Fatalf("restarted client got % x, want DATA 1 first", p[:4])
+	}
+	if p, _, ok := later.tryRecv(200 * time.Millisecond); ok {
+		t.Fatalf("the later client got % x before the restarted one finished", p[:4])
+	}
+	if p, _, ok := first.tryRecv(50 * time.Millisecond); ok {
+		t.Fatalf("the abandoned port got % x", p[:4])
+	}
+	restarted.send(from, []byte{0, 5, 0, 0, 0}) // done with it
+	if p, _ := later.recv(2 * time.Second); op(p) != opDATA {
+		t.Fatalf("later client got % x, want DATA 1", p[:4])
+	}
+}
+
 // TestQueueTimeout: a waiting request whose client stopped sending it for
 // longer than QueueTimeout is dropped when its turn comes, and the slot
 // goes to the next one, whose client is still there.
@@ -398,7 +432,7 @@ func TestQueueTimeout(t *testing.T) {
 	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
 		MaxTransfers: 1, QueueTimeout: 200 * time.Millisecond, Timeout: time.Minute})
 	holders, tids := holdSlots(t, st, 1)
-	gone, patient := newRaw(t), newRaw(t)
+	gone, patient := newRawOn(t, 2), newRawOn(t, 3)
 	gone.send(st.ap, rrq(opRRQ, "f", "octet"))
 	patient.send(st.ap, rrq(opRRQ, "f", "octet"))
 	// patient keeps sending its request, as firmware does while it
