@@ -158,7 +158,7 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 			return nil, fmt.Errorf("%w: no %s (Debian packages openipmi, ipmitool, qemu-system-x86)", ErrUnavailable, b)
 		}
 	}
-	if !macPattern.MatchString(o.MAC) {
+	if !storedMAC(o.MAC) {
 		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
 	}
 	if o.Dir == "" {

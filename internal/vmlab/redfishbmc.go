@@ -99,7 +99,7 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		return nil, fmt.Errorf("%w: no %s (Debian package qemu-system-x86)", ErrUnavailable, QEMUBinary)
 	}
-	if !macPattern.MatchString(o.MAC) {
+	if !storedMAC(o.MAC) {
 		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
 	}
 	if o.Dir == "" {
