@@ -781,8 +781,13 @@ func (h *Handler) patchPort(rq *request) error {
 		return err
 	}
 	after["node_uuid"] = target.UUID
-	if err := rq.checkPortBodyVersions(map[string]any{"local_link_connection": after["local_link_connection"]}); err != nil {
-		return err
+	// Ironic checks the versions of the fields the patch names only (a
+	// PATCH of /extra at 1.1 is accepted though the port has fields
+	// newer than 1.1), and the keys of a patched local_link_connection.
+	if slices.Contains(touched, "local_link_connection") {
+		if err := rq.checkPortBodyVersions(map[string]any{"local_link_connection": after["local_link_connection"]}); err != nil {
+			return err
+		}
 	}
 	updated := port.Clone()
 	updated.NodeUUID = target.UUID

@@ -1,0 +1,161 @@
+package ironicapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/anvilmetal/anvil/baremetal"
+)
+
+// TestPathsWithoutVersion: Ironic's root controller serves a path whose
+// first element is not a version as v1; Anvil's own bookmark links have
+// that form, and ironic-tempest-plugin sends some requests so.
+func TestPathsWithoutVersion(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "unversioned", nil)
+	st, _, body := do(t, "GET", l.srv.URL+"/nodes/unversioned", "1.78", "")
+	if v := bodyMap(t, body); st != http.StatusOK || v["uuid"] != n.UUID {
+		t.Fatalf("GET /nodes/unversioned = %d %s", st, body)
+	}
+	links, _ := bodyMap(t, body)["links"].([]any)
+	var bookmark string
+	for _, x := range links {
+		if m, _ := x.(map[string]any); m["rel"] == "bookmark" {
+			bookmark, _ = m["href"].(string)
+		}
+	}
+	if bookmark != l.srv.URL+"/nodes/"+n.UUID {
+		t.Fatalf("bookmark = %q", bookmark)
+	}
+	if st, _, body = do(t, "GET", bookmark, "1.78", ""); st != http.StatusOK || bodyMap(t, body)["uuid"] != n.UUID {
+		t.Fatalf("GET bookmark = %d %s", st, body)
+	}
+	if st, _, body = do(t, "GET", l.srv.URL+"/nodes/detail?limit=1", "1.78", ""); st != http.StatusOK {
+		t.Fatalf("GET /nodes/detail = %d %s", st, body)
+	}
+	// The root documents keep their own routes.
+	if st, _, body = do(t, "GET", l.srv.URL+"/", "", ""); st != http.StatusOK || bodyMap(t, body)["versions"] == nil {
+		t.Fatalf("GET / = %d %s", st, body)
+	}
+	st, _, body = do(t, "GET", l.srv.URL+"/nodes/nonexistent-node", "1.78", "")
+	wantRaw(t, "unknown node without /v1", st, http.StatusNotFound, body, "nonexistent-node")
+}
+
+// TestLogicalDiskProperties: GET /v1/drivers/{driver}/raid/logical_disk_properties
+// (1.12) lists the RAID schema's logical disk properties.
+func TestLogicalDiskProperties(t *testing.T) {
+	l := newLab(t)
+	url := l.srv.URL + "/v1/drivers/fake-hardware/raid/logical_disk_properties"
+	st, _, body := do(t, "GET", url, "1.11", "")
+	wantRaw(t, "at 1.11", st, http.StatusNotFound, body, "")
+	st, _, body = do(t, "GET", url, "1.12", "")
+	v := bodyMap(t, body)
+	if st != http.StatusOK || len(v) != 10 {
+		t.Fatalf("logical disk properties = %d %s", st, body)
+	}
+	for _, k := range []string{"raid_level", "size_gb"} {
+		if s, _ := v[k].(string); len(s) < len("Required.") || s[len(s)-len("Required."):] != "Required." {
+			t.Errorf("%s = %q, want a description ending in Required.", k, v[k])
+		}
+	}
+	if s, _ := v["controller"].(string); s[len(s)-len("Optional."):] != "Optional." {
+		t.Errorf("controller = %q, want Optional.", s)
+	}
+	st, _, body = do(t, "GET", l.srv.URL+"/v1/drivers/nope/raid/logical_disk_properties", "1.12", "")
+	wantRaw(t, "unknown driver", st, http.StatusNotFound, body, "nope")
+}
+
+// TestLegacyConsolePath: GET /v1/nodes/states/console/{node}, the form
+// Ironic's routing still serves.
+func TestLegacyConsolePath(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "legacy-console", nil)
+	st, _, body := do(t, "GET", l.srv.URL+"/v1/nodes/states/console/"+n.UUID, "1.1", "")
+	if v := bodyMap(t, body); st != http.StatusOK || v["console_enabled"] != false {
+		t.Fatalf("legacy console GET = %d %s", st, body)
+	}
+}
+
+// TestPatchVersionGating: a PATCH is refused (406) only when it names a
+// field newer than the request, as Ironic checks it.
+func TestPatchVersionGating(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "gating", nil)
+	p := l.port(t, n.UUID, "52:54:00:00:99:01", func(p *baremetal.Port) { p.PhysicalNetwork = "physnet1" })
+	url := l.srv.URL + "/v1/ports/" + p.UUID
+	st, _, body := do(t, "PATCH", url, "1.1", `[{"op":"add","path":"/extra/k","value":"v"},{"op":"replace","path":"/address","value":"52:54:00:00:99:02"}]`)
+	if v := bodyMap(t, body); st != http.StatusOK || v["address"] != "52:54:00:00:99:02" {
+		t.Fatalf("port PATCH of extra and address at 1.1 = %d %s", st, body)
+	}
+	st, _, body = do(t, "PATCH", url, "1.33", `[{"op":"replace","path":"/physical_network","value":"physnet2"}]`)
+	wantRaw(t, "physical_network at 1.33", st, http.StatusNotAcceptable, body, "")
+	st, _, body = do(t, "PATCH", url, "1.18", `[{"op":"replace","path":"/local_link_connection","value":{}}]`)
+	wantRaw(t, "local_link_connection at 1.18", st, http.StatusNotAcceptable, body, "")
+
+	// Port groups before 1.26: Ironic looks at the first operation only
+	// for mode and properties.
+	st, _, body = do(t, "POST", l.srv.URL+"/v1/portgroups", "1.23", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:99:10"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("portgroup create = %d %s", st, body)
+	}
+	pg := l.srv.URL + "/v1/portgroups/" + bodyMap(t, body)["uuid"].(string)
+	st, _, body = do(t, "PATCH", pg, "1.23", `[{"op":"add","path":"/properties/a","value":"1"}]`)
+	wantRaw(t, "properties first at 1.23", st, http.StatusNotAcceptable, body, "")
+	st, _, body = do(t, "PATCH", pg, "1.23", `[{"op":"add","path":"/extra/a","value":"1"},{"op":"add","path":"/properties/a","value":"1"}]`)
+	if st != http.StatusOK {
+		t.Fatalf("properties second at 1.23 = %d %s", st, body)
+	}
+	st, _, body = do(t, "GET", pg, "1.26", "")
+	if props, _ := bodyMap(t, body)["properties"].(map[string]any); st != http.StatusOK || props["a"] != "1" {
+		t.Fatalf("portgroup after the quirk = %d %s", st, body)
+	}
+
+	// Traits below 1.37 are not routed, as in Ironic.
+	st, _, body = do(t, "GET", l.srv.URL+"/v1/nodes/"+n.UUID+"/traits", "1.36", "")
+	if st == http.StatusOK {
+		t.Fatalf("traits at 1.36 = %d %s", st, body)
+	}
+}
+
+// TestProtectedAndRetired: Ironic's update_node rules for protected and
+// retired, and the 403 of the verbs that would destroy a protected
+// node's instance.
+func TestProtectedAndRetired(t *testing.T) {
+	l := newLab(t)
+	n := l.availableNode(t, "guarded", nil)
+	url := l.srv.URL + "/v1/nodes/" + n.UUID
+	st, _, body := do(t, "PATCH", url, "1.48", `[{"op":"replace","path":"/protected","value":true}]`)
+	wantRaw(t, "protect an available node", st, http.StatusConflict, body, "can only be made protected in provision states 'active' or 'rescue'")
+	st, _, body = do(t, "PATCH", url, "1.61", `[{"op":"replace","path":"/retired","value":true}]`)
+	wantRaw(t, "retire an available node", st, http.StatusConflict, body, "can not have 'retired' set in provision state 'available'")
+
+	l.deployed(t, n.UUID)
+	st, _, body = do(t, "PATCH", url, "1.48", `[{"op":"replace","path":"/protected_reason","value":"why"}]`)
+	wantRaw(t, "reason without protected", st, http.StatusBadRequest, body, "The protected_reason field can only be set when protected is True")
+	st, _, body = do(t, "PATCH", url, "1.48", `[{"op":"replace","path":"/protected","value":true},{"op":"replace","path":"/protected_reason","value":"why"}]`)
+	if v := bodyMap(t, body); st != http.StatusOK || v["protected"] != true || v["protected_reason"] != "why" {
+		t.Fatalf("protect = %d %s", st, body)
+	}
+	for _, target := range []string{"deleted", "rebuild"} {
+		st, _, body = do(t, "PUT", url+"/states/provision", "1.48", `{"target":"`+target+`"}`)
+		wantRaw(t, target+" of a protected node", st, http.StatusForbidden, body, "")
+	}
+	if err := l.c.SetMaintenance(context.Background(), n.UUID, true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st, _, body = do(t, "DELETE", url, "1.48", "")
+	wantRaw(t, "delete of a protected node", st, http.StatusForbidden, body, "")
+	st, _, body = do(t, "PATCH", url, "1.48", `[{"op":"replace","path":"/protected","value":false}]`)
+	if v := bodyMap(t, body); st != http.StatusOK || v["protected"] != false || v["protected_reason"] != nil {
+		t.Fatalf("unprotect = %d %s; want protected_reason cleared", st, body)
+	}
+	st, _, body = do(t, "PATCH", url, "1.61", `[{"op":"replace","path":"/retired","value":true},{"op":"replace","path":"/retired_reason","value":"old"}]`)
+	if v := bodyMap(t, body); st != http.StatusOK || v["retired"] != true || v["retired_reason"] != "old" {
+		t.Fatalf("retire an active node = %d %s", st, body)
+	}
+	st, _, body = do(t, "PATCH", url, "1.61", `[{"op":"replace","path":"/retired","value":false}]`)
+	if v := bodyMap(t, body); st != http.StatusOK || v["retired_reason"] != nil {
+		t.Fatalf("unretire = %d %s; want retired_reason cleared", st, body)
+	}
+}
