@@ -159,3 +159,34 @@ func TestProtectedAndRetired(t *testing.T) {
 		t.Fatalf("unretire = %d %s; want retired_reason cleared", st, body)
 	}
 }
+
+// TestPortgroupPhysnetConsistency: the ports of a port group share one
+// physical network (Ironic's validate_port_physnet), on create and on
+// update.
+func TestPortgroupPhysnetConsistency(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "physnets", nil)
+	base := l.srv.URL + "/v1/"
+	st, _, body := do(t, "POST", base+"portgroups", "1.34", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:98:00"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("portgroup = %d %s", st, body)
+	}
+	pg := bodyMap(t, body)["uuid"].(string)
+	st, _, body = do(t, "POST", base+"ports", "1.34", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:98:01","portgroup_uuid":"`+pg+`","physical_network":"physnet1"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("first member = %d %s", st, body)
+	}
+	st, _, body = do(t, "POST", base+"ports", "1.34", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:98:02","portgroup_uuid":"`+pg+`","physical_network":"physnet2"}`)
+	wantRaw(t, "member on another physnet", st, http.StatusConflict, body, "cannot become a member of port group "+pg+" which has ports in physical network physnet1")
+	st, _, body = do(t, "POST", base+"ports", "1.34", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:98:03","physical_network":"physnet2"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("standalone port = %d %s", st, body)
+	}
+	p2 := bodyMap(t, body)["uuid"].(string)
+	st, _, body = do(t, "PATCH", base+"ports/"+p2, "1.34", `[{"op":"replace","path":"/portgroup_uuid","value":"`+pg+`"}]`)
+	wantRaw(t, "move into the group", st, http.StatusConflict, body, "physical network physnet1")
+	st, _, body = do(t, "PATCH", base+"ports/"+p2, "1.34", `[{"op":"replace","path":"/portgroup_uuid","value":"`+pg+`"},{"op":"replace","path":"/physical_network","value":"physnet1"}]`)
+	if st != http.StatusOK {
+		t.Fatalf("move into the group on its physnet = %d %s", st, body)
+	}
+}
