@@ -331,6 +331,7 @@ func (h *Handler) routes() {
 	h.portRoutes()
 	h.chassisRoutes()
 	h.volumeRoutes()
+	h.vifRoutes()
 	h.driverRoutes()
 	h.conductorRoutes()
 }

@@ -190,3 +190,74 @@ func TestPortgroupPhysnetConsistency(t *testing.T) {
 		t.Fatalf("move into the group on its physnet = %d %s", st, body)
 	}
 }
+
+// TestVIFs: /v1/nodes/{node}/vifs (1.28) with the noop network
+// interface, recorded in internal_info.tenant_vif_port_id by Ironic's
+// free-port rule.
+func TestVIFs(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "vifs", func(n *baremetal.Node) { n.NetworkInterface = "noop" })
+	noPXE := l.port(t, n.UUID, "52:54:00:00:97:01", func(p *baremetal.Port) { p.PXEEnabled = false })
+	pxe := l.port(t, n.UUID, "52:54:00:00:97:02", nil)
+	base := l.srv.URL + "/v1/nodes/vifs/vifs"
+	st, _, body := do(t, "GET", base, "1.27", "")
+	wantRaw(t, "vifs at 1.27", st, http.StatusNotFound, body, "")
+	st, _, body = do(t, "POST", base, "1.28", `{}`)
+	wantRaw(t, "attach without id", st, http.StatusBadRequest, body, "id")
+
+	portVIF := func(uuid string) string {
+		p, err := l.c.Store().GetPort(context.Background(), uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := p.InternalInfo["tenant_vif_port_id"].(string)
+		return s
+	}
+	if st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-a"}`); st != http.StatusNoContent {
+		t.Fatalf("attach vif-a = %d %s", st, body)
+	}
+	if portVIF(pxe.UUID) != "vif-a" || portVIF(noPXE.UUID) != "" {
+		t.Fatalf("vif-a on pxe %q, no-pxe %q; want the PXE-enabled port first", portVIF(pxe.UUID), portVIF(noPXE.UUID))
+	}
+	st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-a"}`)
+	wantRaw(t, "attach twice", st, http.StatusConflict, body, "already attached to Ironic Port "+pxe.UUID)
+	if st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-b"}`); st != http.StatusNoContent || portVIF(noPXE.UUID) != "vif-b" {
+		t.Fatalf("attach vif-b = %d %s", st, body)
+	}
+	st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-c"}`)
+	wantRaw(t, "no free port", st, http.StatusBadRequest, body, "not enough free physical ports")
+	st, _, body = do(t, "GET", base, "1.28", "")
+	if v := bodyMap(t, body); st != http.StatusOK || len(v["vifs"].([]any)) != 2 {
+		t.Fatalf("list = %d %s", st, body)
+	}
+	if st, _, body = do(t, "DELETE", base+"/vif-a", "1.28", ""); st != http.StatusNoContent || portVIF(pxe.UUID) != "" {
+		t.Fatalf("detach vif-a = %d %s", st, body)
+	}
+	st, _, body = do(t, "DELETE", base+"/vif-a", "1.28", "")
+	wantRaw(t, "detach twice", st, http.StatusBadRequest, body, "because it is not attached to it")
+
+	// A port group with ports is preferred to its ports and to free ports.
+	st, _, body = do(t, "POST", l.srv.URL+"/v1/portgroups", "1.28", `{"node_uuid":"`+n.UUID+`","address":"52:54:00:00:97:10"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("portgroup = %d %s", st, body)
+	}
+	pg := bodyMap(t, body)["uuid"].(string)
+	l.port(t, n.UUID, "52:54:00:00:97:11", func(p *baremetal.Port) { p.PortgroupUUID = pg })
+	if st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-g"}`); st != http.StatusNoContent {
+		t.Fatalf("attach vif-g = %d %s", st, body)
+	}
+	g, err := l.c.Store().GetPortgroup(context.Background(), pg)
+	if err != nil || g.InternalInfo["tenant_vif_port_id"] != "vif-g" {
+		t.Fatalf("port group internal_info = %v, %v; want vif-g", g.InternalInfo, err)
+	}
+
+	// Other network interfaces (neutron, ...) need Neutron: a node
+	// stored with one (its interface no longer enabled here) is refused.
+	other := l.enroll(t, "vifs-neutron", nil)
+	other.NetworkInterface = "neutron"
+	if err := l.c.Store().UpdateNode(context.Background(), other, ""); err != nil {
+		t.Fatal(err)
+	}
+	st, _, body = do(t, "POST", l.srv.URL+"/v1/nodes/"+other.UUID+"/vifs", "1.28", `{"id":"vif-x"}`)
+	wantRaw(t, "neutron network interface", st, http.StatusBadRequest, body, "noop and flat")
+}
