@@ -505,12 +505,10 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 	return c.accept(ctx, ident, verb{name: "clean", event: statemachine.EventClean, op: opClean, limit: limitClean,
 		args: map[string]any{"clean_steps": raw, "disable_ramdisk": o.DisableRamdisk},
 		move: moveOpts{target: statemachine.Manageable},
-		check: func(t *task) error {
-			if err := rb.check(t); err != nil {
-				return err
-			}
-			return c.validateUserSteps(ctx, t, steps.Clean, cleanSteps, o.DisableRamdisk)
-		}})
+		// The steps are validated by the worker, as Ironic's
+		// do_node_clean does after the API's 202: steps no interface
+		// offers fail the clean (clean failed, last_error).
+		check: rb.check})
 }
 
 // ServiceOptions tune a service request.

@@ -3,7 +3,9 @@ package ironicapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
 )
@@ -260,4 +262,43 @@ func TestVIFs(t *testing.T) {
 	}
 	st, _, body = do(t, "POST", l.srv.URL+"/v1/nodes/"+other.UUID+"/vifs", "1.28", `{"id":"vif-x"}`)
 	wantRaw(t, "neutron network interface", st, http.StatusBadRequest, body, "noop and flat")
+}
+
+// TestManualCleanUnknownStep: a manual clean with a step no interface
+// offers is accepted (202) and fails in the worker, as Ironic's does.
+func TestManualCleanUnknownStep(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "clean-unknown", nil)
+	url := l.srv.URL + "/v1/nodes/" + n.UUID
+	if st, _, body := do(t, "PUT", url+"/states/provision", "1.15", `{"target":"manage"}`); st != http.StatusAccepted {
+		t.Fatalf("manage = %d %s", st, body)
+	}
+	waitStoredState(t, l, n.UUID, "manageable")
+	st, _, body := do(t, "PUT", url+"/states/provision", "1.15", `{"target":"clean","clean_steps":[{"interface":"bios","step":"no_such_step"}]}`)
+	if st != http.StatusAccepted {
+		t.Fatalf("clean = %d %s; want 202", st, body)
+	}
+	got := waitStoredState(t, l, n.UUID, "clean failed")
+	if !strings.Contains(got.LastError, "no_such_step") {
+		t.Fatalf("last_error = %q", got.LastError)
+	}
+}
+
+// waitStoredState polls node uuid in the store until its provision state is want.
+func waitStoredState(t *testing.T, l *lab, uuid, want string) *baremetal.Node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := l.c.Store().GetNode(context.Background(), uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(n.ProvisionState) == want && n.Reservation == "" {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s in %s (last_error %q), want %s", uuid, n.ProvisionState, n.LastError, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
