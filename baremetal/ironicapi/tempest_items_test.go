@@ -302,3 +302,44 @@ func waitStoredState(t *testing.T, l *lab, uuid, want string) *baremetal.Node {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// waitStoredUnreserved waits until node uuid has no reservation (work a
+// worker does after the API answered is over) and returns it.
+func waitStoredUnreserved(t *testing.T, l *lab, uuid string) *baremetal.Node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := l.c.Store().GetNode(context.Background(), uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Reservation == "" {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s still reserved by %q", uuid, n.Reservation)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestVirtualMediaAttachAsync: the attach answers 204 after validating
+// the management interface; the driver's failure lands in last_error.
+func TestVirtualMediaAttachAsync(t *testing.T) {
+	l := newLab(t)
+	n := l.enroll(t, "vmedia-fails", func(n *baremetal.Node) {
+		n.DriverInfo = map[string]any{"fake_fail": "management.attach_virtual_media"}
+	})
+	st, _, body := do(t, "POST", l.srv.URL+"/v1/nodes/"+n.UUID+"/vmedia", "1.89", `{"device_type":"cdrom","image_url":"http://192.0.2.10/boot.iso","image_download_source":"http"}`)
+	if st != http.StatusNoContent {
+		t.Fatalf("attach = %d %s; want 204", st, body)
+	}
+	got := waitStoredUnreserved(t, l, n.UUID)
+	for deadline := time.Now().Add(30 * time.Second); got.LastError == "" && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		got = waitStoredUnreserved(t, l, n.UUID)
+	}
+	if !strings.Contains(got.LastError, "Could not attach device cdrom to node "+n.UUID) {
+		t.Fatalf("last_error = %q", got.LastError)
+	}
+}
