@@ -271,6 +271,7 @@ func (lab *e2eLab) run(t *testing.T) {
 	}
 	deployRaw("e2e-raw")
 	phase("deploy-raw (heartbeats)", start)
+	lab.checkTimelineInBrowser(t)
 	if lab.bmc.sol {
 		// Timed apart, so that the two raw deploys compare.
 		start = time.Now()

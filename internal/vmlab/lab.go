@@ -199,6 +199,7 @@ type Lab struct {
 	bmcInfo   map[string]any // the node's driver_info for the BMC
 	deployISO string         // the IPA ISO, for virtual media
 	cond      *conductor.Conductor
+	reg       *driver.Registry
 	store     baremetal.Store
 	img       OSImage
 	rootImg   string // the root disk's file
@@ -600,6 +601,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	})
 	resolver.c.Store(cond)
 	lab.cond = cond
+	lab.reg = reg
 
 	mctx, mcancel := context.WithTimeout(ctx, 10*time.Minute) // the VM slot may be busy
 	defer mcancel()
