@@ -221,9 +221,9 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 		lastSeen time.Time
 	}
 	var (
-		mu      sync.Mutex
-		known   = make(map[key]*entry)
-		queue   []*entry // waiting, oldest first
+		mu    sync.Mutex
+		known = make(map[key]*entry)
+		queue []*entry // waiting, oldest first
 		// waiting is the queued entry of each client address: a
 		// client that gave up waiting and asks again from a new port
 		// (firmware restarting its attempt) takes its old place.
