@@ -139,7 +139,7 @@ func allocatable(n *baremetal.Node, a *baremetal.Allocation) bool {
 
 // candidates lists the nodes that can take a, in the order to try them.
 func (c *Conductor) candidates(ctx context.Context, a *baremetal.Allocation) ([]*baremetal.Node, string, error) {
-	f := baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Available)},
+	f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.Available},
 		Maintenance: new(false), Associated: new(false)}
 	var all []*baremetal.Node
 	page := baremetal.Page{Limit: 1000}

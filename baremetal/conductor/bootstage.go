@@ -252,7 +252,7 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 			// a node waiting there, early or late.
 			continue
 		}
-		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
+		f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{chk.state}, Reserved: new(false), Maintenance: new(false)}
 		nodes, err := c.listAll(ctx, f)
 		if err != nil {
 			c.log.Warn("boot stall check failed", "state", chk.state, "error", err)

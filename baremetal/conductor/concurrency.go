@@ -26,12 +26,12 @@ const (
 // states returns the provision states the limit counts, Ironic's: a node
 // deploying or waiting for its agent during a deploy; a node being torn
 // down or cleaned, or waiting for its agent during cleaning.
-func (k actionLimit) states() []string {
+func (k actionLimit) states() []statemachine.State {
 	switch k {
 	case limitDeploy:
-		return []string{string(statemachine.Deploying), string(statemachine.DeployWait)}
+		return []statemachine.State{statemachine.Deploying, statemachine.DeployWait}
 	case limitClean:
-		return []string{string(statemachine.Deleting), string(statemachine.Cleaning), string(statemachine.CleanWait)}
+		return []statemachine.State{statemachine.Deleting, statemachine.Cleaning, statemachine.CleanWait}
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 	c.log.Debug("verb refused: concurrent action limit", "node", n.UUID, "verb", verb, "option", option, "limit", limit, "count", count)
 	return &ConcurrentActionLimitError{
 		Node: n.UUID, Action: verb, Option: option, Limit: limit, Count: count,
-		States:            states,
+		States:            stateNames(states),
 		PerConductorGroup: c.opts.MaxConcurrentPerConductorGroup,
 		ConductorGroup:    n.ConductorGroup,
 	}
@@ -139,3 +139,12 @@ func (e *ConcurrentActionLimitError) Error() string {
 
 // Is reports whether target is ErrConcurrentActionLimit.
 func (e *ConcurrentActionLimitError) Is(target error) bool { return target == ErrConcurrentActionLimit }
+
+// stateNames returns states as strings.
+func stateNames(states []statemachine.State) []string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	return names
+}

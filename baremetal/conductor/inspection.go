@@ -200,7 +200,7 @@ func (c *Conductor) lookupByBMC(ctx context.Context, addrs []string) (*baremetal
 	var found []*baremetal.Node
 	page := baremetal.Page{Limit: 1000}
 	for {
-		batch, err := c.store.ListNodes(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.InspectWait)}}, page)
+		batch, err := c.store.ListNodes(ctx, baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.InspectWait}}, page)
 		if err != nil {
 			return nil, err
 		}
