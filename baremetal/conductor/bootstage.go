@@ -296,7 +296,7 @@ func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, fo
 		if errors.Is(err, baremetal.ErrNotFound) {
 			return "", false, nil
 		}
-		return "", false, fmt.Errorf("baremetal: conductor %s: port of MAC %s: %w", c.host, hw, err)
+		return "", false, fmt.Errorf("conductor %s: port of MAC %s: %w", c.host, hw, err)
 	}
 	if !p.PXEEnabled {
 		return "", false, nil

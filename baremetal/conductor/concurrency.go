@@ -68,7 +68,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 	}
 	count, err := c.store.CountNodes(ctx, f)
 	if err != nil {
-		return fmt.Errorf("baremetal: %s of node %s: count the nodes in %v for %s: %w", verb, n.UUID, states, option, err)
+		return fmt.Errorf("%s of node %s: count the nodes in %v for %s: %w", verb, n.UUID, states, option, err)
 	}
 	if count < limit {
 		return nil
@@ -86,7 +86,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 // manual clean was refused because too many nodes are already
 // deploying or cleaning (Ironic's ConcurrentActionLimit, HTTP 503).
 // Nothing was changed; the caller backs off and retries.
-var ErrConcurrentActionLimit = errors.New("baremetal: concurrent action limit reached")
+var ErrConcurrentActionLimit = errors.New("conductor: concurrent action limit reached")
 
 // ConcurrentActionLimitError says a verb was refused before anything
 // changed because the number of nodes already in the states its limit
@@ -133,7 +133,7 @@ func (e *ConcurrentActionLimitError) Error() string {
 	if e.PerConductorGroup {
 		scope = fmt.Sprintf("in conductor group %q", e.ConductorGroup)
 	}
-	return fmt.Sprintf("baremetal: node %s: unable to initiate %s due to concurrent action limit: %d nodes %s are in %q, %s is %d; retry later",
+	return fmt.Sprintf("node %s: unable to initiate %s due to concurrent action limit: %d nodes %s are in %q, %s is %d; retry later",
 		e.Node, e.Action, e.Count, scope, e.States, e.Option, e.Limit)
 }
 

@@ -92,7 +92,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
 	c := b.c
 	if !c.running.Load() {
-		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+		return ErrConductorNotRunning
 	}
 	c.hbMu.Lock()
 	c.pendingHB[hb.NodeUUID] = hb
