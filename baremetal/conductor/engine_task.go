@@ -90,7 +90,7 @@ func (t *task) uuid() string { return t.node.UUID }
 // save writes the node as a fenced compare-and-swap.
 func (t *task) save(ctx context.Context) error {
 	if err := t.c.store.UpdateNode(ctx, t.node, t.c.host); err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
 }
@@ -107,7 +107,7 @@ func (t *task) saveRecording(ctx context.Context, h *baremetal.HistoryEntry) err
 		return nil
 	}
 	if err := rs.UpdateNodeRecording(ctx, t.node, t.c.host, h); err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
 }
@@ -218,7 +218,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 				if errors.Is(err, baremetal.ErrDuplicate) {
 					continue
 				}
-				return fmt.Errorf("baremetal: node %s: create port %s: %w", t.node.UUID, dp.Address, err)
+				return fmt.Errorf("node %s: create port %s: %w", t.node.UUID, dp.Address, err)
 			}
 			t.ports = append(t.ports, p)
 			continue
@@ -230,7 +230,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 		p.PXEEnabled, p.PhysicalNetwork = dp.PXEEnabled, dp.PhysicalNetwork
 		p.LocalLinkConnection, p.Extra = dp.LocalLinkConnection, dp.Extra
 		if err := t.c.store.UpdatePort(ctx, p); err != nil {
-			return fmt.Errorf("baremetal: node %s: update port %s: %w", t.node.UUID, p.Address, err)
+			return fmt.Errorf("node %s: update port %s: %w", t.node.UUID, p.Address, err)
 		}
 	}
 	return nil
@@ -302,7 +302,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 		ExplicitTarget: explicit, WorkFollows: o.work,
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: %w", n.UUID, err)
+		return fmt.Errorf("node %s: %w", n.UUID, err)
 	}
 	n.ProvisionState, n.TargetProvisionState = next, target
 	if o.work || o.lastError != "" {
@@ -313,7 +313,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
 		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
-			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
+			return fmt.Errorf("node %s: save: %w", n.UUID, err)
 		}
 		h = nil
 	} else if err := t.save(ctx); err != nil {

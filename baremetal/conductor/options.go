@@ -272,7 +272,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.Hostname == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return out, fmt.Errorf("baremetal: conductor hostname: %w", err)
+			return out, fmt.Errorf("conductor hostname: %w", err)
 		}
 		out.Hostname = h
 	}

@@ -149,7 +149,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 		if chk.timeout <= 0 {
 			continue
 		}
-		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
+		f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{chk.state}, Reserved: new(false), Maintenance: new(false)}
 		if chk.state != statemachine.InspectWait {
 			f.ProvisionUpdatedBefore = now.Add(-chk.timeout)
 		}

@@ -87,7 +87,7 @@ func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
 // runs; timeout 0 means PowerStateChangeTimeout.
 func (c *Conductor) SetPowerState(ctx context.Context, ident string, target statemachine.PowerState, timeout time.Duration) error {
 	if !statemachine.IsPowerTarget(target) {
-		return fmt.Errorf("baremetal: power action on node %s: %w", ident, &statemachine.PowerStateError{Value: string(target), Accepted: statemachine.PowerTargets()})
+		return fmt.Errorf("power action on node %s: %w", ident, &statemachine.PowerStateError{Value: string(target), Accepted: statemachine.PowerTargets()})
 	}
 	if err := c.checkRunning(); err != nil {
 		return err

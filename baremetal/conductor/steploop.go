@@ -482,7 +482,7 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 	if kind == steps.Service && n.ProvisionState == statemachine.ServiceFailed {
 		return nil
 	}
-	return fmt.Errorf("baremetal: node %s: %s failed: %s", n.UUID, kind, msg)
+	return fmt.Errorf("node %s: %s failed: %s", n.UUID, kind, msg)
 }
 
 // runRamdiskDisabled reports whether the clean or service run was asked

@@ -297,7 +297,7 @@ func (c *Conductor) templates(ctx context.Context, n *baremetal.Node) ([]steps.T
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("baremetal: node %s: reading deploy template %s: %w", n.UUID, trait, err)
+			return nil, fmt.Errorf("node %s: reading deploy template %s: %w", n.UUID, trait, err)
 		}
 		configured[trait] = true
 		tp := steps.Template{Name: dt.Name}
@@ -333,12 +333,12 @@ func stepsToJSON(list []steps.Step) ([]any, error) {
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: steps: %w", err)
+		return nil, fmt.Errorf("steps: %w", err)
 	}
 	var out []any
 	// Step arguments keep their numbers exactly (9007199254740993, 1.0).
 	if err := jsonexact.Decode(b, &out); err != nil {
-		return nil, fmt.Errorf("baremetal: steps: %w", err)
+		return nil, fmt.Errorf("steps: %w", err)
 	}
 	return out, nil
 }

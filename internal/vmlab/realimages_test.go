@@ -115,7 +115,7 @@ func TestIPARamdiskLooksUpAndHeartbeats(t *testing.T) {
 	defer stopDHCP()
 
 	const mac = "52:54:00:a0:00:0a"
-	be := &labBackend{node: agentclient.Node{UUID: "9f0c7c3e-5d1a-4c9b-8a65-3b2f0e1d4c77", Name: "vm-ipa", ProvisionState: string(statemachine.DeployWait)},
+	be := &labBackend{node: agentclient.Node{UUID: "9f0c7c3e-5d1a-4c9b-8a65-3b2f0e1d4c77", Name: "vm-ipa", ProvisionState: statemachine.DeployWait},
 		mac: mac, heartbeats: make(chan agentclient.Heartbeat, 8), lookups: make(chan time.Time, 64)}
 	h, err := agentclient.NewHandler(be, agentclient.HandlerConfig{AllowInsecureCallback: true})
 	if err != nil {
