@@ -826,10 +826,34 @@ func (lab *Lab) TrackSteps(ctx context.Context, fn func(at time.Time, change str
 	}
 }
 
-// consoleMarks are console lines worth a time in the phase reports.
+// consoleMarks are console lines worth a time in the phase reports:
+// the firmware, the kernel, the ramdisk's /init stages (each with the
+// kernel's uptime), the agent's start, inventory and lookup, the OS, and
+// the machine powering off or restarting.
 var consoleMarks = []string{
-	"iPXE initialising devices", "Linux version", "anvil-ipa: init started", "anvil-ipa: network up",
-	"anvil-ipa: starting ironic-python-agent", OSDiskLine, OSMarkerPrefix, "reboot: Power down", "reboot: Restarting",
+	"iPXE initialising devices", "Linux version", "anvil-ipa: init started", "anvil-ipa: devices settled",
+	"anvil-ipa: network up", "anvil-ipa: starting ironic-python-agent", "Starting ironic-python-agent version",
+	"Collecting full inventory", "Inventory collected in", "anvil-ipa: poweroff", "anvil-ipa: reboot",
+	OSDiskLine, OSMarkerPrefix, "reboot: Power down", "reboot: Restarting",
+}
+
+// RamdiskStages lists the console's boot milestones (consoleMarks) from
+// since on, each with its time after since, one per line: where a
+// ramdisk boot spends its time.
+func RamdiskStages(c *Console, since time.Time) string {
+	var b strings.Builder
+	for _, l := range c.Lines() {
+		if l.At.Before(since) {
+			continue
+		}
+		for _, mk := range consoleMarks {
+			if strings.Contains(l.Text, mk) {
+				fmt.Fprintf(&b, "  %+7.1fs  %s\n", l.At.Sub(since).Seconds(), truncate(l.Text, 110))
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // PhaseReport is the phase's wall time with the boot stages, requests,

@@ -170,8 +170,9 @@ func TestIPARamdiskLooksUpAndHeartbeats(t *testing.T) {
 	if hb.NodeUUID != be.node.UUID || !strings.HasPrefix(hb.CallbackURL, "http") || hb.AgentVersion != IPAVersion {
 		t.Fatalf("heartbeat %+v", hb)
 	}
-	t.Logf("QEMU start → lookup %.1fs → first heartbeat %.1fs (agent %s at %s, TLS certificate pinned: %v)",
-		firstLookup.Sub(vm.Started).Seconds(), hb.ReceivedAt.Sub(vm.Started).Seconds(), hb.AgentVersion, hb.CallbackURL, hb.AgentVerifyCA != "")
+	t.Logf("QEMU start → lookup %.1fs → first heartbeat %.1fs (agent %s at %s, TLS certificate pinned: %v); stages after QEMU's start:\n%s",
+		firstLookup.Sub(vm.Started).Seconds(), hb.ReceivedAt.Sub(vm.Started).Seconds(), hb.AgentVersion, hb.CallbackURL, hb.AgentVerifyCA != "",
+		RamdiskStages(vm.Console, vm.Started))
 }
 
 // startLabDHCP runs dnsmasq on the lab bridge as a plain DHCP server (no

@@ -11,7 +11,8 @@
 # writes OUT_DIR/initramfs (cpio newc, zstd) and OUT_DIR/packages (the
 # Debian packages and versions in the root).
 # env: ANVIL_DEBIAN_MIRROR (default http://deb.debian.org/debian),
-#      ANVIL_DEBIAN_SUITE (default bookworm).
+#      ANVIL_DEBIAN_SUITE (default bookworm), ANVIL_IPA_VERSION (default
+#      9.4.3), ANVIL_EXTRA_PACKAGES (comma-separated Debian packages).
 set -euo pipefail
 
 ipa_tar=$1 kernel_deb=$2 out=$3
@@ -41,6 +42,11 @@ pkgs=(
   qemu-utils efibootmgr hdparm ipmitool mdadm pciutils dosfstools e2fsprogs xfsprogs
   psmisc bsdextrautils file
 )
+# The caller's extra packages (comma-separated names).
+if [ -n "${ANVIL_EXTRA_PACKAGES:-}" ]; then
+  IFS=, read -r -a extra <<<"$ANVIL_EXTRA_PACKAGES"
+  pkgs+=("${extra[@]}")
+fi
 include=$(IFS=,; echo "${pkgs[*]}")
 echo "build-ramdisk: debootstrap $suite (minbase + ${#pkgs[@]} packages)"
 debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
@@ -100,8 +106,12 @@ depmod -b "$root" "$kver"
 cat >"$root/init" <<'INIT'
 #!/bin/sh
 # PID 1 of the IPA ramdisk: mount the kernel file systems, load the
-# drivers, bring the first NIC up with DHCP, run the agent (again, if it
-# exits: PID 1 must not).
+# drivers, bring the first NIC up with DHCP and run the agent (again, if
+# it exits: PID 1 must not). poweroff, reboot and halt signal PID 1
+# (USR2, TERM, USR1, as busybox's and sysvinit's init take them): it
+# stops the agent, flushes the disks and powers the machine off,
+# restarts or halts it. Each stage's line carries the seconds since the
+# kernel started (/proc/uptime), so a boot can be timed from the console.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -109,36 +119,96 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /run /tmp
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
-echo "anvil-ipa: init started" >/dev/console
-for m in virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng sd_mod sr_mod ahci nvme ipmi_si ipmi_devintf; do
-  modprobe "$m" 2>/dev/null
-done
+# The kernel and this script share the serial console: only emergencies
+# from the kernel from now on, so the lines below stay whole.
+echo 1 >/proc/sys/kernel/printk
+say() {
+	read -r up _ </proc/uptime
+	echo "anvil-ipa: $* (${up}s)" >/dev/console
+}
+say "init started"
+agent=
+down() {
+	say "$1: stopping ironic-python-agent"
+	[ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null
+	i=0
+	while [ -n "$agent" ] && kill -0 "$agent" 2>/dev/null && [ $i -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	sync
+	say "$1"
+	case $1 in
+	poweroff) echo o >/proc/sysrq-trigger ;;
+	reboot) echo b >/proc/sysrq-trigger ;;
+	halt) echo 1 >/proc/sys/kernel/printk ;;
+	esac
+	while :; do sleep 60; done
+}
+trap 'down poweroff' USR2
+trap 'down reboot' TERM
+trap 'down halt' USR1
+modprobe -a virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng sd_mod sr_mod ahci nvme \
+	ipmi_si ipmi_devintf 2>/dev/null
 /lib/systemd/systemd-udevd --daemon
-udevadm trigger --action=add
+udevadm trigger --action=add --subsystem-match=net
+udevadm trigger --action=add --subsystem-nomatch=net
 udevadm settle --timeout=60
+say "devices settled"
 ip link set lo up
 nic=""
 for d in /sys/class/net/*; do
-  n=${d##*/}
-  [ "$n" = lo ] && continue
-  [ -e "$d/device" ] && { nic=$n; break; }
+	n=${d##*/}
+	[ "$n" = lo ] && continue
+	[ -e "$d/device" ] && { nic=$n; break; }
 done
-echo "anvil-ipa: network $nic" >/dev/console
+say "network $nic"
 ip link set "$nic" up
 until dhclient -1 -4 "$nic" >/dev/console 2>&1; do
-  echo "anvil-ipa: DHCP on $nic failed, retrying" >/dev/console
-  sleep 2
+	say "DHCP on $nic failed, retrying"
+	sleep 2
 done
-echo "anvil-ipa: network up: $(ip -4 -o addr show dev "$nic" | awk '{print $4}')" >/dev/console
+say "network up: $(ip -4 -o addr show dev "$nic" | awk '{print $4}')"
 hostname ipa-ramdisk
 while :; do
-  echo "anvil-ipa: starting ironic-python-agent" >/dev/console
-  python3 -c "import sys; sys.argv[0] = 'ironic-python-agent'; from ironic_python_agent.cmd import agent; agent.run()" >/dev/console 2>&1
-  echo "anvil-ipa: ironic-python-agent exited ($?)" >/dev/console
-  sleep 5
+	say "starting ironic-python-agent"
+	python3 -c "import sys; sys.argv[0] = 'ironic-python-agent'; from ironic_python_agent.cmd import agent; agent.run()" >/dev/console 2>&1 &
+	agent=$!
+	# wait returns early when a trapped signal comes; the trap runs then.
+	while kill -0 "$agent" 2>/dev/null; do
+		wait "$agent"
+		rc=$?
+	done
+	agent=
+	say "ironic-python-agent exited ($rc)"
+	sleep 5
 done
 INIT
 chmod 0755 "$root/init"
+
+# poweroff, reboot and halt, as IPA's standby.power_off and reboot run
+# them: ask init (PID 1) to stop the agent, flush the disks and power
+# off, restart or halt; with -f, at once.
+cat >"$root/sbin/poweroff" <<'SHUTDOWN'
+#!/bin/sh
+case ${0##*/} in
+poweroff) sig=USR2 key=o ;;
+reboot) sig=TERM key=b ;;
+halt) sig=USR1 key= ;;
+*) echo "${0##*/}: call me poweroff, reboot or halt" >&2; exit 2 ;;
+esac
+case $1 in
+-f | --force)
+	sync
+	[ -n "$key" ] && echo "$key" >/proc/sysrq-trigger
+	exit 0
+	;;
+esac
+kill -"$sig" 1
+SHUTDOWN
+chmod 0755 "$root/sbin/poweroff"
+ln -sf poweroff "$root/sbin/reboot"
+ln -sf poweroff "$root/sbin/halt"
 
 # IPA looks for its configuration file and writes under these.
 mkdir -p "$root/etc/ironic-python-agent" "$root/var/log" "$root/var/lib/dhcp"
@@ -149,7 +219,21 @@ echo ipa-ramdisk >"$root/etc/hostname"
 rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
   "$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
   "$root"/var/cache/apt/archives/*.deb "$root"/usr/share/i18n/* "$root"/usr/share/zoneinfo-* 2>/dev/null || true
+# Byte code compiled now, not by every boot: without it the agent's
+# first start spends most of its time compiling IPA, oslo, eventlet and
+# the standard library under TCG. Hash-based and unchecked: the files
+# are the same whatever their times, and Python does not read the
+# sources to trust them.
 find "$root" -name '__pycache__' -type d -prune -exec rm -rf {} + 2>/dev/null || true
+pyver=$(chroot "$root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# The standard library's test data holds files that do not compile on
+# purpose; everything else must.
+chroot "$root" python3 -m compileall -q -j 0 --invalidation-mode unchecked-hash -x '/tests?/' \
+	"/usr/lib/python$pyver" /usr/lib/python3/dist-packages >"$work/compileall.log" 2>&1 || {
+	tail -n 20 "$work/compileall.log" >&2
+	exit 1
+}
+}
 
 # Deterministic archive order; owner root.
 (cd "$root" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) |
