@@ -571,7 +571,11 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	apiURL := "http://" + net.JoinHostPort(serverIP, e2eAgentAPI)
 	cond, err := conductor.New(store, reg, conductor.Options{
 		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"),
-		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, FastTrack: true, PollCommands: o.PollCommands},
+		// The power state is read every second while the agent powers
+		// the machine off (Ironic's post_deploy_get_power_state_retry_interval,
+		// 5 s by default): the BMC answers on the loopback at once.
+		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, FastTrack: true, PollCommands: o.PollCommands,
+			PowerOffPollInterval: time.Second},
 		// Ironic's [deploy]erase_devices_priority = 0: shredding a disk
 		// under TCG takes far too long; erase_devices_metadata (IPA's
 		// priority 99) stays.
@@ -904,6 +908,17 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// OutOfBandPowerOffs counts the conductor's log lines saying it powered
+// the node off out of band because its agent's soft power off failed,
+// was refused or did not end in time.
+func (lab *Lab) OutOfBandPowerOffs() int {
+	b, err := os.ReadFile(lab.condLog)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte("powering off out of band"))
 }
 
 // Diagnostics is what explains a failure: the node, the BMC's events,
