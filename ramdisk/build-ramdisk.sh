@@ -1,66 +1,36 @@
 #!/usr/bin/env bash
-# Builds the stock Ironic Python Agent ramdisk from Debian 12 packages and
-# an IPA source tarball: a root file system from debootstrap (minbase plus
-# IPA's Python dependencies and the tools its GenericHardwareManager
-# calls), IPA itself as an installed package with its entry points, the
-# kernel modules a QEMU machine needs from the given kernel package, and
-# an /init that brings the first NIC up with DHCP and runs the agent,
-# which reads ipa-api-url= from the kernel command line.
+# Builds the stock Ironic Python Agent ramdisk from a root file system
+# (build-root.sh's) and an IPA source tarball: IPA as an installed
+# package with its entry points, byte-compiled with everything else, the
+# kernel modules a machine needs from the given kernel package, and an
+# /init that brings the first NIC up with DHCP and runs the agent, which
+# reads ipa-api-url= from the kernel command line.
 #
-# usage: build-ramdisk.sh IPA_TARBALL KERNEL_DEB OUT_DIR
-# writes OUT_DIR/initramfs (cpio newc, zstd) and OUT_DIR/packages (the
-# Debian packages and versions in the root).
-# env: ANVIL_DEBIAN_MIRROR (default http://deb.debian.org/debian),
-#      ANVIL_DEBIAN_SUITE (default bookworm), ANVIL_IPA_VERSION (default
-#      9.4.3), ANVIL_EXTRA_PACKAGES (comma-separated Debian packages).
+# usage: build-ramdisk.sh IPA_TARBALL KERNEL_DEB ROOT_TAR OUT_DIR
+# writes OUT_DIR/initramfs (cpio newc, zstd).
+# env: ANVIL_IPA_VERSION (default 9.4.3).
 set -euo pipefail
 
-ipa_tar=$1 kernel_deb=$2 out=$3
-mirror=${ANVIL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-suite=${ANVIL_DEBIAN_SUITE:-bookworm}
+ipa_tar=$1 kernel_deb=$2 root_tar=$3 out=$4
 
-for tool in debootstrap dpkg-deb cpio zstd python3 depmod; do
+for tool in dpkg-deb cpio zstd python3 depmod tar; do
   command -v "$tool" >/dev/null || { echo "build-ramdisk: $tool is missing" >&2; exit 3; }
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/anvil-ipa-ramdisk.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-
-# IPA's Python dependencies (Debian 12's, see the peers README), the
-# virtual package debootstrap cannot resolve (python3-cffi-backend), and
-# the programs IPA runs for inventory, cleaning and image writing
-# (fuser from psmisc before erasing a disk's metadata, hexdump from
-# bsdextrautils for a disk's identifier, file for image types).
-pkgs=(
-  python3 python3-eventlet python3-netifaces python3-oslo.config python3-oslo.concurrency
-  python3-oslo.log python3-oslo.service python3-oslo.utils python3-oslo.serialization
-  python3-pint python3-psutil python3-pyudev python3-stevedore python3-tenacity
-  python3-ironic-lib python3-werkzeug python3-cryptography python3-tooz python3-requests
-  python3-pbr python3-zeroconf python3-cffi-backend
-  isc-dhcp-client iproute2 kmod udev ca-certificates util-linux dmidecode lshw parted gdisk
-  qemu-utils efibootmgr hdparm ipmitool mdadm pciutils dosfstools e2fsprogs xfsprogs
-  psmisc bsdextrautils file
-)
-# The caller's extra packages (comma-separated names).
-if [ -n "${ANVIL_EXTRA_PACKAGES:-}" ]; then
-  IFS=, read -r -a extra <<<"$ANVIL_EXTRA_PACKAGES"
-  pkgs+=("${extra[@]}")
-fi
-include=$(IFS=,; echo "${pkgs[*]}")
-echo "build-ramdisk: debootstrap $suite (minbase + ${#pkgs[@]} packages)"
-debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-  tail -n 30 "$work/debootstrap.log" >&2
-  exit 1
-}
-chroot "$root" dpkg-query -W -f='${Package} ${Version}\n' | sort >"$out/packages"
+mkdir -p "$root"
+zstd -q -dc "$root_tar" | tar -x -C "$root" --numeric-owner
 
 # IPA as an installed package: its code, and a dist-info whose
 # entry_points.txt has every [entry_points] group of its setup.cfg, so
 # stevedore finds the hardware managers and extensions.
 mkdir -p "$work/ipa"
 tar -xzf "$ipa_tar" -C "$work/ipa"
-src=$(find "$work/ipa" -maxdepth 2 -name setup.cfg -path '*/ironic-python-agent/*' -printf '%h\n' | head -n1)
+# The tarball's top directory: ironic-python-agent (a git archive) or
+# ironic-python-agent-<version> (PyPI's sdist).
+src=$(find "$work/ipa" -maxdepth 2 -name setup.cfg -path '*/ironic-python-agent*/setup.cfg' -printf '%h\n' | head -n1)
 [ -d "$src/ironic_python_agent" ] || { echo "build-ramdisk: no ironic_python_agent in $ipa_tar" >&2; exit 1; }
 site=$root/usr/lib/python3/dist-packages
 cp -a "$src/ironic_python_agent" "$site/"
@@ -215,10 +185,6 @@ mkdir -p "$root/etc/ironic-python-agent" "$root/var/log" "$root/var/lib/dhcp"
 echo ipa-ramdisk >"$root/etc/hostname"
 : >"$root/etc/resolv.conf"
 
-# What a ramdisk does not need.
-rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
-  "$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
-  "$root"/var/cache/apt/archives/*.deb "$root"/usr/share/i18n/* "$root"/usr/share/zoneinfo-* 2>/dev/null || true
 # Byte code compiled now, not by every boot: without it the agent's
 # first start spends most of its time compiling IPA, oslo, eventlet and
 # the standard library under TCG. Hash-based and unchecked: the files
@@ -232,7 +198,6 @@ chroot "$root" python3 -m compileall -q -j 0 --invalidation-mode unchecked-hash 
 	"/usr/lib/python$pyver" /usr/lib/python3/dist-packages >"$work/compileall.log" 2>&1 || {
 	tail -n 20 "$work/compileall.log" >&2
 	exit 1
-}
 }
 
 # Deterministic archive order; owner root.

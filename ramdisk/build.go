@@ -17,6 +17,8 @@ import (
 // The build scripts are part of each image's cache key: a change to a
 // script builds a new image beside the old one.
 var (
+	//go:embed build-root.sh
+	buildRootScript string
 	//go:embed build-ramdisk.sh
 	buildRamdiskScript string
 	//go:embed build-iso.sh
@@ -76,7 +78,7 @@ type Image struct {
 	Initramfs string
 	// Packages lists the Debian packages and versions inside it.
 	Packages string
-	// ISO is the bootable ISO 9660 image (BIOS, ISOLINUX) when
+	// ISO is the bootable ISO 9660 image (BIOS and UEFI) when
 	// Options.ISO was set.
 	ISO string
 	// IPATarball is the agent's source release the image was built
@@ -99,11 +101,13 @@ var packageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 // with DHCP and runs the agent, which reads ipa-api-url= and its other
 // settings from the kernel command line. A first build takes minutes
 // (debootstrap); the cache key is every input: the release's SHA-256,
-// the kernel package, the build script, the suite, the mirror, the extra
-// packages and the candidate versions of the packages that matter most
-// to the agent. It needs root (debootstrap chroots) and Debian's
-// debootstrap, zstd, kmod and cpio; without them the error wraps
-// ErrUnavailable and names what is missing.
+// the kernel package, the build scripts, the suite, the mirror, the
+// extra packages and the candidate versions of the packages that matter
+// most to the agent. The root file system is cached on its own, so a new
+// agent release or a new /init reuses it and takes a minute or two. It
+// needs root (debootstrap chroots) and Debian's debootstrap, zstd, kmod
+// and cpio; without them the error wraps ErrUnavailable and names what
+// is missing.
 func Build(ctx context.Context, o Options) (Image, error) {
 	if o.Cache.Dir == "" {
 		return Image{}, errors.New("ramdisk: Options.Cache has no directory")
@@ -150,30 +154,39 @@ func Build(ctx context.Context, o Options) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	in := Inputs{
-		"kind": "ipa-ramdisk", "ipa-sha256": sum, "ipa-version": version,
-		"kernel": kernel.Package + "=" + kernel.Version, "script": buildRamdiskScript,
-		"suite": suite, "packages": strings.Join(o.Packages, ","),
-	}
+	// The root file system (debootstrap, the slow part) is cached apart
+	// from what goes on it, so a change of the agent or of /init does not
+	// run debootstrap again.
+	rootIn := Inputs{"kind": "ipa-root", "script": buildRootScript, "suite": suite, "packages": strings.Join(o.Packages, ",")}
 	if mirror != DefaultMirror {
-		in["mirror"] = mirror
+		rootIn["mirror"] = mirror
 	}
 	versions, err := aptVersions(ctx, "python3", "python3-ironic-lib", "python3-oslo.service", "qemu-utils", "parted", "util-linux")
 	if err != nil {
 		return Image{}, err
 	}
 	for pkg, v := range versions {
-		in["pkg:"+pkg] = v
+		rootIn["pkg:"+pkg] = v
 	}
-	env := []string{"ANVIL_DEBIAN_SUITE=" + suite, "ANVIL_DEBIAN_MIRROR=" + mirror, "ANVIL_IPA_VERSION=" + version,
-		"ANVIL_EXTRA_PACKAGES=" + strings.Join(o.Packages, ",")}
-	dir, built, err := o.Cache.Get(in, func(dir string) error {
-		return RunScript(ctx, buildRamdiskScript, dir, env, tarball, kernel.Deb, dir)
+	rootEnv := []string{"ANVIL_DEBIAN_SUITE=" + suite, "ANVIL_DEBIAN_MIRROR=" + mirror, "ANVIL_EXTRA_PACKAGES=" + strings.Join(o.Packages, ",")}
+	rootDir, _, err := o.Cache.Get(rootIn, func(dir string) error {
+		return RunScript(ctx, buildRootScript, dir, rootEnv, dir)
 	})
 	if err != nil {
 		return Image{}, err
 	}
-	img := Image{Kernel: kernel, Initramfs: filepath.Join(dir, "initramfs"), Packages: filepath.Join(dir, "packages"),
+	in := Inputs{
+		"kind": "ipa-ramdisk", "root": rootIn.Key(), "ipa-sha256": sum, "ipa-version": version,
+		"kernel": kernel.Package + "=" + kernel.Version, "script": buildRamdiskScript,
+	}
+	dir, built, err := o.Cache.Get(in, func(dir string) error {
+		return RunScript(ctx, buildRamdiskScript, dir, []string{"ANVIL_IPA_VERSION=" + version},
+			tarball, kernel.Deb, filepath.Join(rootDir, "root.tar.zst"), dir)
+	})
+	if err != nil {
+		return Image{}, err
+	}
+	img := Image{Kernel: kernel, Initramfs: filepath.Join(dir, "initramfs"), Packages: filepath.Join(rootDir, "packages"),
 		IPATarball: tarball, Built: built}
 	if o.ISO {
 		iso, err := BuildISO(ctx, o.Cache, img)
@@ -185,14 +198,16 @@ func Build(ctx context.Context, o Options) (Image, error) {
 	return img, nil
 }
 
-// BuildISO returns the ISO of img, building it with xorriso and
-// ISOLINUX (Debian packages xorriso, isolinux, syslinux-common; seconds)
-// when the cache has none for its inputs: the kernel's and initramfs's
-// SHA-256, the boot loader files' and the build script. It boots with
-// BIOS from a CD (El Torito); isolinux.cfg has one append line (initrd,
-// the serial console, rootfstype=ramfs, ipa-debug=1), which a re-master
-// (the redfish-virtual-media boot interface) extends with the node's
-// parameters. Without the tools the error wraps ErrUnavailable.
+// BuildISO returns the ISO of img, building it with xorriso, ISOLINUX
+// and GRUB (Debian packages xorriso, isolinux, syslinux-common,
+// grub-efi-amd64-bin, dosfstools, mtools; seconds) when the cache has
+// none for its inputs: the kernel's and initramfs's SHA-256, the boot
+// loaders' and the build script. It boots from a CD with BIOS (ISOLINUX)
+// and UEFI (El Torito EFI image, GRUB); isolinux.cfg's append line and
+// grub.cfg's linux line have the same parameters (the serial console,
+// rootfstype=ramfs, ipa-debug=1), which a re-master (the
+// redfish-virtual-media boot interface) extends with the node's. Without
+// the tools the error wraps ErrUnavailable.
 func BuildISO(ctx context.Context, c Cache, img Image) (ISO, error) {
 	if _, err := exec.LookPath("xorriso"); err != nil {
 		return ISO{}, fmt.Errorf("%w: no xorriso to build the IPA ISO (Debian package xorriso)", ErrUnavailable)
@@ -201,10 +216,11 @@ func BuildISO(ctx context.Context, c Cache, img Image) (ISO, error) {
 	for name, path := range map[string]string{
 		"kernel": img.Kernel.Path, "initramfs": img.Initramfs,
 		"isolinux": "/usr/lib/ISOLINUX/isolinux.bin", "ldlinux": "/usr/lib/syslinux/modules/bios/ldlinux.c32",
+		"grub": "/usr/lib/grub/x86_64-efi/kernel.img",
 	} {
 		sum, err := FileSHA256(path)
 		if err != nil {
-			return ISO{}, fmt.Errorf("%w: %s for the IPA ISO: %v (Debian packages isolinux, syslinux-common)", ErrUnavailable, name, err)
+			return ISO{}, fmt.Errorf("%w: %s for the IPA ISO: %v (Debian packages isolinux, syslinux-common, grub-efi-amd64-bin)", ErrUnavailable, name, err)
 		}
 		in[name] = sum
 	}
