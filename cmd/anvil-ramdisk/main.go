@@ -91,11 +91,11 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	how := "from the cache"
+	how := "initramfs from the cache"
 	if img.Built {
-		how = "built"
+		how = "initramfs built"
 	}
-	fmt.Fprintf(stdout, "%s in %.1fs (ironic-python-agent %s from %s)\n", how, time.Since(began).Seconds(), o.IPAVersion, img.IPATarball)
+	fmt.Fprintf(stdout, "%s; done in %.1fs (ironic-python-agent %s from %s)\n", how, time.Since(began).Seconds(), o.IPAVersion, img.IPATarball)
 	files := []struct{ name, path string }{
 		{"vmlinuz", img.Kernel.Path}, {"initramfs", img.Initramfs}, {"ipa.iso", img.ISO}, {"packages", img.Packages},
 	}
