@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // The build scripts are part of each image's cache key: a change to a
@@ -264,9 +266,30 @@ func aptVersions(ctx context.Context, pkgs ...string) (map[string]string, error)
 	return versions, nil
 }
 
+// StopGrace is how long a cancelled build script's processes have to
+// exit after SIGTERM before SIGKILL.
+const StopGrace = 20 * time.Second
+
+// waitGroupGone waits up to d for process group pgid to have no process
+// left (kill with signal 0 fails with ESRCH).
+func waitGroupGone(pgid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // RunScript runs a build script with bash in dir, with env added to the
 // environment, keeping the last lines of its output for the error; an
-// exit code of 3 (a tool is missing) wraps ErrUnavailable.
+// exit code of 3 (a tool is missing) wraps ErrUnavailable. The script
+// and its children (debootstrap, dpkg in the chroot) run in a process
+// group of their own, which a cancelled ctx ends as a whole: SIGTERM
+// first, so the script's EXIT trap removes its work directory, SIGKILL
+// to what is left after StopGrace; RunScript returns once the group is
+// gone.
 func RunScript(ctx context.Context, script, dir string, env []string, args ...string) error {
 	path := filepath.Join(dir, ".build.sh")
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
@@ -278,7 +301,27 @@ func RunScript(ctx context.Context, script, dir string, env []string, args ...st
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exited := make(chan struct{})
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		err := syscall.Kill(-pgid, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-exited:
+			case <-time.After(StopGrace):
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		}()
+		return err
+	}
+	cmd.WaitDelay = StopGrace + 5*time.Second
 	err := cmd.Run()
+	if ctx.Err() != nil && cmd.Process != nil {
+		// Until the group is gone (bash's children may outlive it).
+		waitGroupGone(cmd.Process.Pid, StopGrace+5*time.Second)
+	}
+	close(exited)
 	if err == nil {
 		return nil
 	}

@@ -122,8 +122,13 @@ func BuildOSImage(ctx context.Context, c Cache) (OSImage, error) {
 	return img, nil
 }
 
+// buildStopGrace is how long a cancelled build script's processes have
+// to exit after SIGTERM before SIGKILL (ramdisk.StopGrace).
+const buildStopGrace = ramdisk.StopGrace
+
 // runBuildScript runs an embedded build script with bash in dir
-// (ramdisk.RunScript).
+// (ramdisk.RunScript: its own process group, ended as a whole when ctx
+// is cancelled).
 func runBuildScript(ctx context.Context, script, dir string, args ...string) error {
 	return ramdisk.RunScript(ctx, script, dir, nil, args...)
 }
