@@ -86,7 +86,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		t.fail(ctx, msg, false)
 		return err
 	}
-	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn {
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn && !n.DisablePowerOff {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.
 		if err := c.powerOffAgent(ctx, t); err != nil {
@@ -118,6 +118,12 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		}
 		return dep.CleanUp(ctx, v)
 	})
+	if err == nil && n.DisablePowerOff && c.agentBased(t) {
+		// The node could not be powered off above: it is rebooted once
+		// the instance's boot is cleaned up, so that it no longer runs
+		// the instance (Ironic's AgentBaseMixin.clean_up).
+		err = c.powerAction(ctx, t, driver.Reboot, 0)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
 		t.fail(ctx, msg, false)
@@ -160,7 +166,14 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "tear_down_agent":
-		if err := c.powerOffAgent(ctx, t); err != nil {
+		if t.node.DisablePowerOff {
+			// The node cannot be powered off: the agent is locked down
+			// instead and the node keeps running until boot_instance
+			// reboots it (Ironic's tear_down_agent).
+			if err := c.lockdownAgent(ctx, t, true); err != nil {
+				return err
+			}
+		} else if err := c.powerOffAgent(ctx, t); err != nil {
 			return err
 		}
 		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
@@ -180,6 +193,10 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "boot_instance":
+		if t.node.DisablePowerOff {
+			// Never powered off: reset into the instance.
+			return c.powerAction(ctx, t, driver.Reboot, 0)
+		}
 		return c.powerAction(ctx, t, driver.PowerOn, 0)
 	}
 	return nil
