@@ -318,6 +318,14 @@ func options() []option {
 			c.Conductor.KeepHardwarePowerState = !b
 			return ""
 		}},
+		{"conductor", "enable_health_monitoring", "", "", func(c *Config, v string) string {
+			b, ok := parseBool(v)
+			if !ok {
+				return "a boolean"
+			}
+			c.Conductor.DisableHealthMonitoring = !b
+			return ""
+		}},
 		{"conductor", "periodic_max_workers", "", "", integer(1, func(c *Config) *int { return &c.Conductor.PeriodicMaxWorkers })},
 		{"conductor", "automated_clean", "", "", func(c *Config, v string) string {
 			b, ok := parseBool(v)

@@ -58,6 +58,7 @@ heartbeat_interval = 5
 heartbeat_timeout = 30
 sync_power_state_interval = 0
 automated_clean = false
+enable_health_monitoring = false
 deploy_callback_timeout = 600
 conductor_group = rack1
 max_concurrent_deploy = 10
@@ -104,6 +105,7 @@ agent_command_polling = false
 		{"heartbeat timeout", c.HeartbeatTimeout, 30 * time.Second},
 		{"power sync 0 disables", c.Conductor.SyncPowerStateInterval, time.Duration(-1)},
 		{"automated clean", c.Conductor.DisableAutomatedClean, true},
+		{"health monitoring off", c.Conductor.DisableHealthMonitoring, true},
 		{"deploy callback", c.Conductor.DeployCallbackTimeout, 600 * time.Second},
 		{"group: the flag wins", c.Conductor.ConductorGroup, "rack2"},
 		{"max deploy", c.Conductor.MaxConcurrentDeploy, 10},
