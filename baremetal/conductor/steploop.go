@@ -370,6 +370,9 @@ func (c *Conductor) runStep(ctx context.Context, t *task, kind steps.Kind, s ste
 		if !res.Wait && kind == steps.Deploy && s.Interface == string(driver.KindDeploy) && c.agentBased(t) {
 			return res, c.assistDeployStep(ctx, t, s.Name)
 		}
+		if !res.Wait && kind == steps.Deploy && s.Interface == string(driver.KindDeploy) && s.Name == "deploy" && c.ramdiskDeploy(t) {
+			return res, c.bootRamdiskInstance(ctx, t)
+		}
 		return res, nil
 	}
 	if c.agentBased(t) {
