@@ -62,6 +62,11 @@ type Config struct {
 	// boot interfaces.
 	PXE        pxe.Options
 	HTTPURL    string // [deploy]http_url: netboot.Options.HTTPBase
+	// HTTPRoot is [deploy]http_root: the directory served at http_url
+	// where the redfish plugin publishes each node's boot ISO (virtual
+	// media); with http_url it replaces the plugin's
+	// ANVIL_REDFISH_HTTP_ROOT and ANVIL_REDFISH_HTTP_URL.
+	HTTPRoot string
 	TFTPServer string // [pxe]tftp_server
 
 	// [anvil]
@@ -391,6 +396,13 @@ func options() []option {
 			return ""
 		}},
 		{"deploy", "http_url", "", "", str(func(c *Config) *string { return &c.HTTPURL })},
+		{"deploy", "http_root", "", "", func(c *Config, v string) string {
+			if !filepath.IsAbs(v) {
+				return "an absolute directory path"
+			}
+			c.HTTPRoot = v
+			return ""
+		}},
 
 		// [pxe]
 		{"pxe", "kernel_append_params", "", "", str(func(c *Config) *string { return &c.PXE.KernelAppendParams })},

@@ -257,10 +257,10 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 		dirs = defaultPluginDirs(d.Executable, d.Getenv)
 	}
 	if len(dirs) > 0 {
-		hc := plugin.HostConfig{Dirs: dirs, Logger: d.Log}
+		hc := plugin.HostConfig{Dirs: dirs, Logger: d.Log, PluginEnv: mediaEnv(cfg)}
 		if d.TracerProvider != nil {
 			hc.TracerProvider = d.TracerProvider
-			hc.PluginEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + d.OTLPTraces}
+			hc.PluginEnv = append(hc.PluginEnv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="+d.OTLPTraces)
 		}
 		out.host = plugin.NewHost(hc)
 		rep, err := out.host.Discover(ctx)
@@ -313,6 +313,15 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 		return nil, err
 	}
 	return out, nil
+}
+
+// mediaEnv is the plugins' environment for [deploy]http_root and
+// http_url: where the redfish plugin publishes virtual media images.
+func mediaEnv(cfg *Config) []string {
+	if cfg.HTTPRoot == "" || cfg.HTTPURL == "" {
+		return nil
+	}
+	return []string{"ANVIL_REDFISH_HTTP_ROOT=" + cfg.HTTPRoot, "ANVIL_REDFISH_HTTP_URL=" + cfg.HTTPURL}
 }
 
 // registerNetboot adds the network boot interfaces writing into boot.
