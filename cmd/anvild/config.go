@@ -60,13 +60,13 @@ type Config struct {
 
 	// [pxe], [deploy] and [conductor] for the boot server and the network
 	// boot interfaces.
-	PXE        pxe.Options
-	HTTPURL    string // [deploy]http_url: netboot.Options.HTTPBase
+	PXE     pxe.Options
+	HTTPURL string // [deploy]http_url: netboot.Options.HTTPBase
 	// HTTPRoot is [deploy]http_root: the directory served at http_url
 	// where the redfish plugin publishes each node's boot ISO (virtual
 	// media); with http_url it replaces the plugin's
 	// ANVIL_REDFISH_HTTP_ROOT and ANVIL_REDFISH_HTTP_URL.
-	HTTPRoot string
+	HTTPRoot   string
 	TFTPServer string // [pxe]tftp_server
 
 	// [anvil]
