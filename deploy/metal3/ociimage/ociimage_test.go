@@ -19,8 +19,10 @@ import (
 )
 
 // buildRootfs builds anvild, the ipmi and redfish plugins and the
-// anvil-metal3 entrypoint, statically, into rootfs/usr/local/bin, as
-// build-image.sh does.
+// anvil-metal3 entrypoint into rootfs/usr/local/bin, as build-image.sh
+// does. The script builds them static (CGO_ENABLED=0, -trimpath); the
+// test, which runs them on this machine, builds them with the default
+// flags, which share the build cache of the other tests.
 func buildRootfs(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -28,8 +30,7 @@ func buildRootfs(t *testing.T) string {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin+"/", "../../../cmd/anvild", "../../../cmd/anvil-driver-ipmi", "../../../cmd/anvil-driver-redfish", "../anvil-metal3")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := exec.Command("go", "build", "-o", bin+"/", "../../../cmd/anvild", "../../../cmd/anvil-driver-ipmi", "../../../cmd/anvil-driver-redfish", "../anvil-metal3")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
