@@ -142,8 +142,10 @@ func (c *Conductor) endInspectionBoot(ctx context.Context, t *task, powerOff boo
 		return nil
 	}
 	if n.DisablePowerOff {
-		c.log.Info("inspection ramdisk left running: disable_power_off is set", "node", n.UUID)
-		return nil
+		// Ironic's tear_down_managed_boot reboots instead: the
+		// inspection boot is gone, the node leaves the ramdisk.
+		c.log.Info("rebooting out of the inspection ramdisk instead of powering off: disable_power_off is set", "node", n.UUID)
+		return c.powerAction(ctx, t, driver.Reboot, 0)
 	}
 	return c.powerAction(ctx, t, driver.PowerOff, 0)
 }
