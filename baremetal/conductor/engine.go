@@ -87,6 +87,14 @@ type Conductor struct {
 	plan        *steps.Planner
 
 	cluster *cluster // nil for a lone conductor
+
+	// resv tracks the reservations this conductor's goroutines hold,
+	// for the phantom sweep.
+	resv *reservations
+	// storeRetryPause is the first pause of the retries of a release or
+	// state write the database could not take (doubled up to
+	// storeRetryMax).
+	storeRetryPause time.Duration
 }
 
 type lifecycle int
@@ -128,6 +136,9 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		powerFailures: make(map[string]int),
 		pendingHB:     make(map[string]agentclient.Heartbeat),
 		bootStages:    make(chan queuedStage, o.BootStageBuffer),
+		resv:          newReservations(),
+
+		storeRetryPause: 100 * time.Millisecond,
 	}
 	c.pollCommands.Store(o.Agent.PollCommands)
 	c.metrics.workers.Set(float64(o.Workers))
@@ -201,6 +212,8 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	c.restoreConsoles(ctx)
 	c.resumeAllocations(ctx)
 	c.startPeriodics(bg)
+	c.loops.Add(1)
+	go c.sweepReservations(bg)
 	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
 	return nil
 }
