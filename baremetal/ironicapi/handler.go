@@ -14,6 +14,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/google/uuid"
 )
 
 // Default request bounds.
@@ -151,8 +152,14 @@ func (h *Handler) Protect(next http.Handler) http.Handler {
 	})
 }
 
+// headerRequestID is oslo.middleware's request id header, set on every
+// response as Ironic does.
+const headerRequestID = "X-OpenStack-Request-Id"
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn handlerFunc) {
 	hdr := w.Header()
+	reqID := "req-" + uuid.NewString()
+	hdr.Set(headerRequestID, reqID)
 	hdr.Set(headerMinVersion, MinVersion.String())
 	hdr.Set(headerMaxVersion, MaxVersion.String())
 	v, verr := requestedVersion(r.Header)
@@ -179,7 +186,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 	if err := fn(rq); err != nil {
 		e := toError(err)
 		if e.Status >= 500 {
-			h.log.Error("ironicapi: request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", baremetal.MaskText(e.Message))
+			h.log.Error("ironicapi: request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status,
+				"request_id", reqID, "err", baremetal.MaskText(e.Message))
+			if e.internal {
+				e = &Error{Status: e.Status, RetryAfter: e.RetryAfter, Message: fmt.Sprintf(genericServerError, reqID)}
+			}
 		}
 		if !rq.wrote {
 			writeError(w, e)
