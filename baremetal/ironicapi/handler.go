@@ -1,7 +1,6 @@
 package ironicapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -60,6 +60,14 @@ type Options struct {
 	// drives (DefaultMaxProvisionBodyBytes when zero).
 	MaxBodyBytes          int64
 	MaxProvisionBodyBytes int64
+	// MaxInFlightBodyBytes bounds the bytes of all the bodies being read
+	// at once, the ramdisk endpoints' included
+	// (DefaultMaxInFlightBodyBytes when zero): a body counts its
+	// announced size, or its endpoint's limit. A request that finds no
+	// room waits up to BodyBudgetWait (DefaultBodyBudgetWait when zero)
+	// and then gets 503 with Retry-After.
+	MaxInFlightBodyBytes int64
+	BodyBudgetWait       time.Duration
 	// Logger receives one line per failed request; nil discards.
 	Logger *slog.Logger
 }
@@ -72,6 +80,8 @@ type Handler struct {
 	store baremetal.Store
 	mux   *http.ServeMux
 	log   *slog.Logger
+	// budget bounds the bodies in flight.
+	budget *bodyBudget
 }
 
 // New builds the handler.
@@ -88,8 +98,15 @@ func New(o Options) (*Handler, error) {
 	if o.MaxProvisionBodyBytes <= 0 {
 		o.MaxProvisionBodyBytes = DefaultMaxProvisionBodyBytes
 	}
+	if o.MaxInFlightBodyBytes <= 0 {
+		o.MaxInFlightBodyBytes = DefaultMaxInFlightBodyBytes
+	}
+	if o.BodyBudgetWait <= 0 {
+		o.BodyBudgetWait = DefaultBodyBudgetWait
+	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	h := &Handler{opts: o, c: o.Conductor, store: o.Conductor.Store(), mux: http.NewServeMux(), log: o.Logger}
+	h := &Handler{opts: o, c: o.Conductor, store: o.Conductor.Store(), mux: http.NewServeMux(), log: o.Logger,
+		budget: newBodyBudget(o.MaxInFlightBodyBytes, o.BodyBudgetWait)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,6 +198,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 	if rt.maxBody > 0 {
 		limit = rt.maxBody
 	}
+	// Only an authenticated request gets here: a size announced over
+	// the endpoint's limit is refused unread, and the body counts
+	// against the listener's budget while the request runs.
+	if r.ContentLength > limit {
+		writeError(w, tooLarge(limit))
+		return
+	}
+	release, berr := h.budget.acquire(r.Context(), bodyWeight(r, limit))
+	if berr != nil {
+		writeError(w, berr)
+		return
+	}
+	defer release()
+	setBodyDeadline(w, r, limit)
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	rq := &request{h: h, w: w, r: r, ctx: r.Context(), v: v}
 	if err := fn(rq); err != nil {
@@ -213,7 +244,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = &r2
 	}
 	if h.opts.Agent != nil && isRamdiskPath(r.URL.Path) {
-		h.opts.Agent.ServeHTTP(w, r)
+		h.serveAgent(w, r)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -233,27 +264,34 @@ type request struct {
 	wrote bool
 }
 
-// decode reads the JSON body into dst. Numbers keep their exact text
+// decode reads the JSON body into dst as a stream (the body is never
+// held whole beside its decoded form). Numbers keep their exact text
 // (json.Number) inside maps. An empty body, malformed JSON, an oversized
 // body or trailing data is a 400 (413 for oversized).
 func (rq *request) decode(dst any) error {
-	body, err := io.ReadAll(rq.r.Body)
-	if err != nil {
+	dec := json.NewDecoder(rq.r.Body)
+	dec.UseNumber()
+	readErr := func(err error) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return Errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", mbe.Limit)
+			return tooLarge(mbe.Limit)
 		}
-		return badRequest("Cannot read the request body: %v", err)
+		return nil
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("The request body is empty; a JSON document was expected.")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
+		if e := readErr(err); e != nil {
+			return e
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest("The request body is empty; a JSON document was expected.")
+		}
 		return badRequest("Invalid JSON in the request body: %v", err)
 	}
-	if dec.More() {
+	// Only white space may follow the document.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if e := readErr(err); e != nil {
+			return e
+		}
 		return badRequest("Invalid JSON in the request body: data after the document.")
 	}
 	return nil
