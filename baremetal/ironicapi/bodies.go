@@ -33,6 +33,12 @@ const (
 	bodyReadRate = 1 << 20
 	// budgetRetryAfter is the Retry-After of a 503 for a full budget.
 	budgetRetryAfter = 1
+	// bodyCost is what one byte of body counts against the budget: a
+	// JSON body is held as read, as the raw values the handler keeps,
+	// and as the strings they decode to (a 95 MiB provision body was
+	// measured at about 330 MiB of resident memory), so the budget
+	// bounds memory rather than wire bytes.
+	bodyCost = 3
 )
 
 // bodyBudget bounds the bytes of the bodies in flight.
@@ -46,16 +52,17 @@ func newBodyBudget(max int64, wait time.Duration) *bodyBudget {
 	return &bodyBudget{sem: semaphore.NewWeighted(max), max: max, wait: wait}
 }
 
-// weight is what a body of r counts against the budget: its announced
-// size, or the endpoint's limit when it announces none.
+// bodyWeight is what a body of r counts against the budget: bodyCost
+// times its announced size, or its endpoint's limit when it announces
+// none. A body heavier than the whole budget takes all of it.
 func bodyWeight(r *http.Request, limit int64) int64 {
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 		return 0
 	case r.ContentLength >= 0:
-		return min(r.ContentLength, limit)
+		return bodyCost * min(r.ContentLength, limit)
 	default:
-		return limit
+		return bodyCost * limit
 	}
 }
 

@@ -76,7 +76,7 @@ func TestAnnouncedOversizeRefusedUnread(t *testing.T) {
 // with Retry-After; once the first is gone, the next one is served.
 func TestBodyBudgetRefusesWithRetryAfter(t *testing.T) {
 	l := newLab(t, func(_ *conductor.Options, o *ironicapi.Options) {
-		o.MaxInFlightBodyBytes = 1 << 20
+		o.MaxInFlightBodyBytes = 3 << 20
 		o.BodyBudgetWait = 300 * time.Millisecond
 	})
 	addr := strings.TrimPrefix(l.srv.URL, "http://")

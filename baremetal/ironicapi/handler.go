@@ -62,8 +62,9 @@ type Options struct {
 	MaxProvisionBodyBytes int64
 	// MaxInFlightBodyBytes bounds the bytes of all the bodies being read
 	// at once, the ramdisk endpoints' included
-	// (DefaultMaxInFlightBodyBytes when zero): a body counts its
-	// announced size, or its endpoint's limit. A request that finds no
+	// (DefaultMaxInFlightBodyBytes when zero): a body counts three times
+	// its announced size (what decoding it holds), or its endpoint's
+	// limit, a body heavier than the budget all of it. A request that finds no
 	// room waits up to BodyBudgetWait (DefaultBodyBudgetWait when zero)
 	// and then gets 503 with Retry-After.
 	MaxInFlightBodyBytes int64
