@@ -2,145 +2,44 @@ package faultlab_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore/sqlstoretest"
-	"github.com/anvilmetal/anvil/driver"
-	"github.com/anvilmetal/anvil/driver/builtin"
-	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/internal/faultlab"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
-// newFleet opens a PostgreSQL store of the test's own schema through a
-// faultlab proxy, starts a conductor on it with fake hardware whose every
-// operation takes delay, and enrolls n nodes plus a spare one, all made
-// available.
+// newFleet starts a faultlab fleet of n nodes on the test's own
+// PostgreSQL schema.
 func newFleet(t *testing.T, n int, delay time.Duration) faultlab.Fleet {
 	t.Helper()
-	dsn := sqlstoretest.PostgresDSN(t)
-	up, err := faultlab.Upstream(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultlab.Listen(up)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	pdsn, err := faultlab.RewriteDSN(dsn, p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	store, err := sqlstore.OpenPostgres(ctx, pdsn, sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
-	if err := reg.Register(builtin.Bundle(fake.Config{Delays: map[string]time.Duration{"*": delay}})); err != nil {
-		t.Fatal(err)
-	}
 	logLevel := slog.LevelError
 	if testing.Verbose() {
 		logLevel = slog.LevelWarn
 	}
-	c, err := conductor.New(store, reg, conductor.Options{
-		Hostname: fmt.Sprintf("outage-%d", time.Now().UnixNano()),
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})),
+	f, stop, err := faultlab.StartFleet(context.Background(), faultlab.FleetConfig{
+		DSN: sqlstoretest.PostgresDSN(t), Nodes: n, Delay: delay,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Restore()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := c.Stop(sctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	f := faultlab.Fleet{Conductor: c, Store: store, Proxy: p}
-	uuids := make([]string, n+1)
-	for i := range uuids {
-		nd, err := c.Enroll(ctx, &baremetal.Node{Name: fmt.Sprintf("outage-%d", i), Driver: builtin.FakeHardware})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uuids[i] = nd.UUID
-	}
-	f.Spare, f.Nodes = uuids[0], uuids[1:]
-	forAll(t, f, uuids, statemachine.Manageable, c.Manage)
-	forAll(t, f, uuids, statemachine.Available, c.Provide)
+	t.Cleanup(stop)
 	return f
 }
 
-// forAll runs verb on every node, 16 at a time, and waits until each is
-// in state with no reservation.
+// forAll is faultlab.Drive, failing t on error.
 func forAll(t *testing.T, f faultlab.Fleet, uuids []string, state statemachine.State, verb func(context.Context, string) error) time.Duration {
 	t.Helper()
-	ctx := context.Background()
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(uuids))
-	for _, u := range uuids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			for {
-				err := verb(ctx, u)
-				if err == nil || !isLimit(err) {
-					errs <- err
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
+	d, err := faultlab.Drive(context.Background(), f, uuids, state, verb)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("verb towards %s: %v", state, err)
-		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for _, u := range uuids {
-		for {
-			n, err := f.Store.GetNode(ctx, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n.ProvisionState == state && n.Reservation == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: %s (reserved by %q, last error %q), want %s", u, n.ProvisionState, n.Reservation, n.LastError, state)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return time.Since(start)
-}
-
-func isLimit(err error) bool {
-	_, ok := err.(*conductor.ConcurrentActionLimitError)
-	return ok
+	return d
 }
 
 // checkRecovery fails t unless every node settled with no reservation
