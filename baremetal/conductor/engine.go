@@ -62,6 +62,9 @@ type Conductor struct {
 	workEnd context.CancelFunc
 	loops   sync.WaitGroup // pickup, dispatcher, periodic loops
 	workers sync.WaitGroup
+	// releasing counts the background retries of releases the database
+	// refused (releaseQuietly); Stop ends and waits for them.
+	releasing sync.WaitGroup
 
 	queue   *jobQueue
 	handoff chan job // unbuffered: succeeds only when a worker is idle
@@ -275,6 +278,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 		<-done
 	}
 	c.workEnd()
+	c.releasing.Wait()
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error

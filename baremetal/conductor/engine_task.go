@@ -98,7 +98,18 @@ func (t *task) save(ctx context.Context) error {
 	return nil
 }
 
-// retryUnavailable runs write, a compare-and-swap of t.node, and runs it
+// storeRetryKey marks the contexts of the conductor's own work (jobs and
+// periodic tasks), whose state writes wait for the database; a verb's
+// write, made for a caller waiting on it, fails at once.
+type storeRetryKey struct{}
+
+// withStoreRetry marks ctx as the conductor's own work.
+func withStoreRetry(ctx context.Context) context.Context {
+	return context.WithValue(ctx, storeRetryKey{}, true)
+}
+
+// retryUnavailable runs write, a compare-and-swap of t.node, and, in the
+// conductor's own work (withStoreRetry), runs it
 // again with a growing pause (up to storeRetryMax) while it fails because
 // the database is unavailable, until ctx ends or the conductor stops:
 // the node stays held meanwhile, and its state is written as soon as the
@@ -109,6 +120,10 @@ func (t *task) save(ctx context.Context) error {
 // to leave (same version and state as ours would have) the write counts
 // as done.
 func (c *Conductor) retryUnavailable(ctx context.Context, t *task, write func() error) error {
+	if ctx.Value(storeRetryKey{}) == nil {
+		// A verb's caller (an API request) is answered at once instead.
+		return write()
+	}
 	pause := c.storeRetryPause
 	lost := false
 	for attempt := 1; ; attempt++ {
@@ -445,6 +460,7 @@ func (c *Conductor) publish(e Event) {
 
 // runJob executes one job on a worker.
 func (c *Conductor) runJob(ctx context.Context, j job) {
+	ctx = withStoreRetry(ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("job panicked", "node", j.uuid, "panic", r)

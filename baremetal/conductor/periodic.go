@@ -42,7 +42,7 @@ func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(c
 				return
 			case <-c.clock.After(interval):
 			}
-			fn(ctx)
+			fn(withStoreRetry(ctx))
 		}
 	}()
 }

@@ -248,6 +248,7 @@ func (c *Conductor) sweepOne(ctx context.Context, uuid string) {
 	case err == nil:
 		c.log.Warn("released a reservation no operation of this conductor held (left by a database outage)", "node", uuid)
 		c.metrics.phantomReleases.Inc()
+		c.recheckIntent(uuid)
 	case !settled:
 		c.resv.unavailable()
 	}

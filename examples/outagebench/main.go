@@ -16,7 +16,7 @@
 // or writes came back more than 2 s after reads (.ci/run runs it with
 // ANVIL_CI_OUTAGE_BENCH=1).
 //
-//	go run ./examples/outagebench -db postgres://postgres@127.0.0.1:5432/test?sslmode=disable [-nodes 300] [-cuts 5s,20s,40s] [-after 2s] [-delay 30ms] [-bound 30s]
+//	go run ./examples/outagebench -db postgres://postgres@127.0.0.1:5432/test?sslmode=disable [-nodes 300] [-cuts 5s,20s,40s] [-after 2s] [-delay 30ms] [-bound 30s] [-v]
 package main
 
 import (
@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -45,6 +46,7 @@ type cutReport struct {
 	WriteAfterS  float64           `json:"write_after_s"`
 	RecoveredS   float64           `json:"recovered_s"`
 	SlowestCallS float64           `json:"slowest_call_during_cut_s"`
+	SlowestVerbS float64           `json:"slowest_verb_s"`
 	VerbErrors   int               `json:"verbs_refused"`
 	States       map[string]int    `json:"states"`
 	Failed       map[string]string `json:"failed,omitempty"`
@@ -66,6 +68,7 @@ func main() {
 	after := flag.Duration("after", 2*time.Second, "time from the verbs' start to the cut")
 	delay := flag.Duration("delay", 30*time.Millisecond, "time every fake operation takes")
 	bound := flag.Duration("bound", 30*time.Second, "exit 1 when a cut's fleet is not settled with no reservation within this time of the database's return, or writes resume more than 2 s after reads")
+	verbose := flag.Bool("v", false, "log the conductor's warnings to stderr")
 	flag.Parse()
 	if *dsn == "" {
 		fail(fmt.Errorf("-db (or ANVIL_TEST_POSTGRES_DSN) is required"))
@@ -81,7 +84,11 @@ func main() {
 	ctx := context.Background()
 	schemaDSN, drop := ownSchema(ctx, *dsn)
 	defer drop()
-	f, stop, err := faultlab.StartFleet(ctx, faultlab.FleetConfig{DSN: schemaDSN, Nodes: *nodes, Delay: *delay})
+	var log *slog.Logger
+	if *verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	f, stop, err := faultlab.StartFleet(ctx, faultlab.FleetConfig{DSN: schemaDSN, Nodes: *nodes, Delay: *delay, Logger: log})
 	if err != nil {
 		fail(err)
 	}
@@ -115,7 +122,7 @@ func main() {
 			}
 			lavg, _ := os.ReadFile("/proc/loadavg")
 			cr := cutReport{Verb: v.name, CutS: r.Cut.Seconds(), ReadAfterS: r.ReadAfter.Seconds(), WriteAfterS: r.WriteAfter.Seconds(),
-				RecoveredS: r.Recovered.Seconds(), SlowestCallS: r.SlowestCall.Seconds(), VerbErrors: r.VerbErrors,
+				RecoveredS: r.Recovered.Seconds(), SlowestCallS: r.SlowestCall.Seconds(), SlowestVerbS: r.SlowestVerb.Seconds(), VerbErrors: r.VerbErrors,
 				States: r.States, Failed: r.Failed, Stuck: r.Stuck, LoadAvg: strings.TrimSpace(string(lavg))}
 			rep.Cuts = append(rep.Cuts, cr)
 			fmt.Fprintf(os.Stderr, "outagebench: %s, %v cut: reads after %v, writes after %v, settled after %v, states %v\n",

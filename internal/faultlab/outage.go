@@ -56,6 +56,9 @@ type Report struct {
 	// SlowestCall is the longest a read or write probe took during the
 	// cut (each probe fails, but none may hang).
 	SlowestCall time.Duration `json:"slowest_call_during_cut_s"`
+	// SlowestVerb is the longest one call of Cut.Verb took (the verbs
+	// answer their caller; none may wait for the database's return).
+	SlowestVerb time.Duration `json:"slowest_verb_s"`
 	// VerbErrors counts verbs refused for another reason than the
 	// concurrency limits (the database being away, mostly).
 	VerbErrors int `json:"verb_errors"`
@@ -85,8 +88,9 @@ func Run(ctx context.Context, f Fleet, c Cut) (Report, error) {
 	}
 	var rep Report
 	var (
-		mu       sync.Mutex
-		verbErrs int
+		mu          sync.Mutex
+		verbErrs    int
+		slowestVerb time.Duration
 	)
 	verbCtx, stopVerbs := context.WithCancel(ctx)
 	defer stopVerbs()
@@ -105,8 +109,13 @@ func Run(ctx context.Context, f Fleet, c Cut) (Report, error) {
 			defer func() { <-sem }()
 			for verbCtx.Err() == nil {
 				vctx, cancel := context.WithTimeout(verbCtx, 30*time.Second)
+				start := time.Now()
 				err := c.Verb(vctx, uuid)
+				took := time.Since(start)
 				cancel()
+				mu.Lock()
+				slowestVerb = max(slowestVerb, took)
+				mu.Unlock()
 				if !errors.Is(err, conductor.ErrConcurrentActionLimit) {
 					if err != nil {
 						mu.Lock()
@@ -201,6 +210,7 @@ func Run(ctx context.Context, f Fleet, c Cut) (Report, error) {
 	stopVerbs()
 	verbs.Wait()
 	rep.VerbErrors = verbErrs
+	rep.SlowestVerb = slowestVerb
 	rep.States = map[string]int{}
 	for _, uuid := range f.Nodes {
 		n, err := f.Store.GetNode(ctx, uuid)

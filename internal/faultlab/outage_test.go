@@ -47,8 +47,8 @@ func forAll(t *testing.T, f faultlab.Fleet, uuids []string, state statemachine.S
 // no call hung during the cut.
 func checkRecovery(t *testing.T, rep faultlab.Report, baseline time.Duration) {
 	t.Helper()
-	t.Logf("cut %v: reads after %v, writes after %v, fleet settled after %v, slowest call during the cut %v, verbs refused %d, states %v, failed %v",
-		rep.Cut, rep.ReadAfter, rep.WriteAfter, rep.Recovered, rep.SlowestCall, rep.VerbErrors, rep.States, rep.Failed)
+	t.Logf("cut %v: reads after %v, writes after %v, fleet settled after %v, slowest call during the cut %v, slowest verb %v, verbs refused %d, states %v, failed %v",
+		rep.Cut, rep.ReadAfter, rep.WriteAfter, rep.Recovered, rep.SlowestCall, rep.SlowestVerb, rep.VerbErrors, rep.States, rep.Failed)
 	if len(rep.Stuck) > 0 {
 		t.Fatalf("%d nodes still busy or reserved after the restore: %v", len(rep.Stuck), rep.Stuck)
 	}
@@ -66,6 +66,9 @@ func checkRecovery(t *testing.T, rep faultlab.Report, baseline time.Duration) {
 	// whole outage.
 	if rep.SlowestCall > rep.Cut/2+time.Second {
 		t.Errorf("a call during the %v cut took %v", rep.Cut, rep.SlowestCall)
+	}
+	if rep.SlowestVerb > rep.Cut/2+time.Second {
+		t.Errorf("a verb took %v (the cut lasted %v): it waited for the database instead of answering", rep.SlowestVerb, rep.Cut)
 	}
 }
 
