@@ -301,7 +301,7 @@ func (c *Conductor) allocate(ctx context.Context, a *baremetal.Allocation) (*bar
 // A node no longer suitable, or claimed by another allocation meanwhile,
 // gives neither. The node is never left reserved.
 func (c *Conductor) takeNode(ctx context.Context, a *baremetal.Allocation, uuid string) (took, locked bool, err error) {
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if errors.Is(err, baremetal.ErrNodeLocked) {
 		return false, true, nil
 	}

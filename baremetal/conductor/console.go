@@ -360,7 +360,7 @@ func (c *Conductor) restoreConsoles(ctx context.Context) {
 		if !c.restorableConsole(n) {
 			continue
 		}
-		locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+		locked, err := baremetal.AcquireNode(ctx, c.locks(), n.UUID, c.host, *c.opts.LockPolicy)
 		if err != nil {
 			c.log.Warn("console restore: node locked or gone; its console is not started", "node", n.UUID, "error", err)
 			continue
@@ -446,7 +446,7 @@ func (c *Conductor) syncConsoles(ctx context.Context) {
 		if !release && !takeover {
 			continue
 		}
-		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		locked, err := c.reserve(ctx, n.UUID)
 		if err != nil {
 			continue
 		}

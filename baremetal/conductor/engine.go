@@ -62,6 +62,9 @@ type Conductor struct {
 	workEnd context.CancelFunc
 	loops   sync.WaitGroup // pickup, dispatcher, periodic loops
 	workers sync.WaitGroup
+	// releasing counts the background retries of releases the database
+	// refused (releaseQuietly); Stop ends and waits for them.
+	releasing sync.WaitGroup
 
 	queue   *jobQueue
 	handoff chan job // unbuffered: succeeds only when a worker is idle
@@ -87,6 +90,14 @@ type Conductor struct {
 	plan        *steps.Planner
 
 	cluster *cluster // nil for a lone conductor
+
+	// resv tracks the reservations this conductor's goroutines hold,
+	// for the phantom sweep.
+	resv *reservations
+	// storeRetryPause is the first pause of the retries of a release or
+	// state write the database could not take (doubled up to
+	// storeRetryMax).
+	storeRetryPause time.Duration
 }
 
 type lifecycle int
@@ -128,6 +139,9 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		powerFailures: make(map[string]int),
 		pendingHB:     make(map[string]agentclient.Heartbeat),
 		bootStages:    make(chan queuedStage, o.BootStageBuffer),
+		resv:          newReservations(),
+
+		storeRetryPause: 100 * time.Millisecond,
 	}
 	c.pollCommands.Store(o.Agent.PollCommands)
 	c.metrics.workers.Set(float64(o.Workers))
@@ -201,6 +215,8 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	c.restoreConsoles(ctx)
 	c.resumeAllocations(ctx)
 	c.startPeriodics(bg)
+	c.loops.Add(1)
+	go c.sweepReservations(bg)
 	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
 	return nil
 }
@@ -262,6 +278,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 		<-done
 	}
 	c.workEnd()
+	c.releasing.Wait()
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error

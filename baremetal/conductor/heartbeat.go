@@ -66,7 +66,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == statemachine.InspectWait {
 		policy = inspectionLockPolicy()
 	}
-	n, err := baremetal.AcquireNode(ctx, c.store, nodeUUID, c.host, policy)
+	n, err := baremetal.AcquireNode(ctx, c.locks(), nodeUUID, c.host, policy)
 	if err != nil {
 		if errors.Is(err, baremetal.ErrNodeLocked) {
 			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeLocked, err)
@@ -143,7 +143,7 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if !ok {
 		return
 	}
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if err != nil {
 		// Locked: Ironic drops the heartbeat; the agent sends another.
 		return

@@ -257,7 +257,7 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 	if !c.running.Load() {
 		return ErrConductorNotRunning
 	}
-	locked, err := baremetal.AcquireNode(ctx, c.store, data.NodeUUID, c.host, inspectionLockPolicy())
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), data.NodeUUID, c.host, inspectionLockPolicy())
 	if err != nil {
 		switch {
 		case errors.Is(err, baremetal.ErrNodeLocked):

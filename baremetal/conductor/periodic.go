@@ -42,7 +42,7 @@ func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(c
 				return
 			case <-c.clock.After(interval):
 			}
-			fn(ctx)
+			fn(withStoreRetry(ctx))
 		}
 	}()
 }
@@ -92,7 +92,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 		if !statemachine.IsStuckTreatedAsFail(n.ProvisionState) {
 			continue
 		}
-		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		locked, err := c.reserve(ctx, n.UUID)
 		if err != nil {
 			continue
 		}
@@ -177,7 +177,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemachine.State, msg string) {
 	// Periodic tasks skip a locked node silently, as Ironic's do; the next
 	// run sees it again.
-	locked, err := c.store.ReserveNode(ctx, uuid, c.host)
+	locked, err := c.reserve(ctx, uuid)
 	if err != nil {
 		return
 	}
@@ -317,7 +317,7 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 		return
 	}
 	// Mismatch: take the exclusive lock without retry and re-check.
-	locked, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+	locked, err := c.reserve(ctx, shared.UUID)
 	if err != nil {
 		return
 	}
@@ -438,7 +438,7 @@ func (c *Conductor) cacheHealth(ctx context.Context, t *task) {
 var errSkipSync = errors.New("power validation failed with no recorded power state")
 
 func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg string, hw driver.PowerState) {
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if err != nil {
 		return
 	}
@@ -469,7 +469,7 @@ func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 		if shared.Fault != "power failure" || shared.ProvisionState == statemachine.Enroll || shared.TargetPowerState != "" {
 			continue
 		}
-		n, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+		n, err := c.reserve(ctx, shared.UUID)
 		if err != nil {
 			continue
 		}

@@ -397,7 +397,7 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		// The operation's trace starts here.
 		ctx, span = c.startOperation(ctx, v.name, n)
 	}
-	locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return err
 	}
