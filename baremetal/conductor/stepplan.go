@@ -406,12 +406,12 @@ func stepsToJSON(list []steps.Step) ([]any, error) {
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return nil, fmt.Errorf("steps: %w", err)
+		return nil, fmt.Errorf("encoding steps as JSON: %w", err)
 	}
 	var out []any
 	// Step arguments keep their numbers exactly (9007199254740993, 1.0).
 	if err := jsonexact.Decode(b, &out); err != nil {
-		return nil, fmt.Errorf("steps: %w", err)
+		return nil, fmt.Errorf("decoding steps from JSON: %w", err)
 	}
 	return out, nil
 }
