@@ -23,7 +23,17 @@ for tool in debootstrap dpkg-deb cpio zstd python3 depmod; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/anvil-ipa-ramdisk.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# debootstrap mounts proc and sys in the root while it installs; a build
+# stopped then (a timeout) leaves them mounted. Unmount what is left, and
+# never remove across a mount point.
+cleanup() {
+  local m
+  for m in "$work/root/proc" "$work/root/sys" "$work/root/dev/pts" "$work/root/dev"; do
+    mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null
+  done
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
 root=$work/root
 
 # IPA's Python dependencies (Debian 12's, see the peers README), the
