@@ -90,7 +90,7 @@ type Server struct {
 	// so it must return quickly. A request refused before the Handler
 	// ran (a traversal, an unsupported mode) is reported with the
 	// filename as the client sent it. Requests refused by the listener
-	// itself (malformed, write requests, server busy) are only logged.
+	// itself (malformed, write requests, a full queue) are only logged.
 	OnTransfer func(Transfer)
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
