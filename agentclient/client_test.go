@@ -66,6 +66,29 @@ func newAgentEnv(t *testing.T, acfg agenttest.AgentConfig, ccfg agentclient.Clie
 	return &agentEnv{srv: srv, agent: a, client: c, target: agentclient.Agent{NodeUUID: nodeID, URL: u, Token: testToken, VerifyCA: srv.CertPEM()}}
 }
 
+// newConnectionRoundTrip is the longest of three ListCommands calls to
+// a fake agent, each on a new client (a new connection and TLS
+// handshake): the baseline of timing bounds on this machine now.
+func newConnectionRoundTrip(t *testing.T) time.Duration {
+	t.Helper()
+	e := newAgentEnv(t, agenttest.AgentConfig{}, agentclient.ClientConfig{}, nil)
+	var worst time.Duration
+	for range 3 {
+		c, err := agentclient.NewClient(agentclient.ClientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = c.ListCommands(context.Background(), e.target)
+		worst = max(worst, time.Since(start))
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return worst
+}
+
 var maskedNode = map[string]any{"uuid": nodeID, "driver_info": map[string]any{"ipmi_password": "******"}}
 var ports = []map[string]any{{"address": nodeMAC}}
 
@@ -544,15 +567,24 @@ func TestClientConnectionFailures(t *testing.T) {
 		}
 	})
 	t.Run("command timeout finds the running command", func(t *testing.T) {
-		e := newAgentEnv(t, agenttest.AgentConfig{}, agentclient.ClientConfig{CommandTimeout: 200 * time.Millisecond}, nil)
-		e.agent.SetBehavior(agentclient.CmdSync, agenttest.Behavior{Delay: 2 * time.Second})
+		// The command timeout must cut the sync's POST, which the agent
+		// holds for the delay, yet let the GET that finds the running
+		// command through, on a new connection (the timed-out one is
+		// closed). Both are relative to that GET's time measured now:
+		// with a fixed 200 ms timeout a loaded machine timed the GET
+		// out too, and the client's retried POST found the agent busy.
+		rt := newConnectionRoundTrip(t)
+		timeout := max(200*time.Millisecond, 20*rt)
+		delay := 10 * timeout
+		e := newAgentEnv(t, agenttest.AgentConfig{}, agentclient.ClientConfig{CommandTimeout: timeout}, nil)
+		e.agent.SetBehavior(agentclient.CmdSync, agenttest.Behavior{Delay: delay})
 		start := time.Now()
 		r, err := e.client.Sync(ctx, e.target)
 		if err != nil || r.Status != agentclient.StatusRunning {
-			t.Fatalf("%+v %v", r, err)
+			t.Fatalf("%+v %v (command timeout %v, a new connection's GET took %v)", r, err, timeout, rt)
 		}
-		if time.Since(start) > 1500*time.Millisecond {
-			t.Fatal("command_timeout not applied")
+		if took := time.Since(start); took >= delay {
+			t.Fatalf("command_timeout %v not applied: the call took %v, the agent's answer %v", timeout, took, delay)
 		}
 		if e.agent.CommandRuns(agentclient.CmdSync) != 1 {
 			t.Fatal("sync sent twice")

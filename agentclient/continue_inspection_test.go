@@ -16,6 +16,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 const (
@@ -83,7 +84,7 @@ func newInspectEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) (*
 	}
 	b.SetBMCAddresses(nodeID, bmcAddr)
 	rec := &queryRecorder{Backend: b}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	cfg.Logger = slogDebug(logs)
 	if cfg.Clock == nil {
 		cfg.Clock = fixedClock{inspectedAt}
@@ -98,7 +99,7 @@ func newInspectEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) (*
 	return &handlerEnv{t: t, url: srv.URL, backend: b, logs: logs}, rec
 }
 
-func slogDebug(w *syncBuffer) *slog.Logger {
+func slogDebug(w *testlog.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -414,7 +415,7 @@ func TestContinueInspectionBackendErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := agenttest.NewBackend()
 			_ = mem.AddNode(agentclient.Node{UUID: nodeID, ProvisionState: "inspect wait"}, nodeMAC)
-			logs := &syncBuffer{}
+			logs := &testlog.Buffer{}
 			h, _ := agentclient.NewHandler(failingInspection{mem, tc.lookupErr, tc.continueErr}, agentclient.HandlerConfig{Logger: slogDebug(logs)})
 			srv := httptest.NewServer(h)
 			defer srv.Close()

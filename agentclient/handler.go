@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/macaddr"
 	"github.com/google/uuid"
 )
 
@@ -400,20 +400,11 @@ func lookupAllowed(state string, fastTrack bool) bool {
 	return false
 }
 
-// ParseMAC normalises a MAC address as Ironic's lookup does: six
-// colon-separated hexadecimal octets, returned in lower case. Hyphens are
-// accepted as separators. It reports false for anything else.
-func ParseMAC(s string) (string, bool) {
-	s = strings.TrimSpace(s)
-	if len(s) != 17 {
-		return "", false
-	}
-	hw, err := net.ParseMAC(strings.ReplaceAll(s, "-", ":"))
-	if err != nil || len(hw) != 6 {
-		return "", false
-	}
-	return hw.String(), true
-}
+// ParseMAC normalises a MAC address as Ironic's lookup does, by the rule
+// internal/macaddr owns: six hexadecimal octets separated all by colons
+// or all by hyphens, returned in lower case with colons. Surrounding
+// white space is trimmed. It reports false for anything else.
+func ParseMAC(s string) (string, bool) { return macaddr.Parse(strings.TrimSpace(s)) }
 
 // serveLookup implements GET /v1/lookup.
 func (h *Handler) serveLookup(w http.ResponseWriter, r *http.Request) {

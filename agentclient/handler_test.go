@@ -11,13 +11,13 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 const (
@@ -26,29 +26,11 @@ const (
 	agentURL = "https://10.0.0.5:9999"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type handlerEnv struct {
 	t       *testing.T
 	url     string
 	backend *agenttest.Backend
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 }
 
 func newHandlerEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) *handlerEnv {
@@ -64,7 +46,7 @@ func newHandlerEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) *h
 	}, nodeMAC); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, err := agentclient.NewHandler(b, cfg)
 	if err != nil {

@@ -1,8 +1,9 @@
 package agentclient
 
 import (
-	"net"
 	"strings"
+
+	"github.com/anvilmetal/anvil/internal/macaddr"
 )
 
 // InterfacesPluginData is what Ironic's validate-interfaces inspection
@@ -75,18 +76,17 @@ func PXEMAC(inv *Inventory, pluginData map[string]any) string {
 	return ""
 }
 
-// NormalizeMAC returns mac in lower-case colon form, accepting the PXE
-// BOOTIF form "01-aa-bb-cc-dd-ee-ff" and dashes; "" for anything but a
-// 6-byte, non-zero address.
+// NormalizeMAC returns mac in lower-case colon form, read by Ironic's
+// rule (internal/macaddr) after trimming white space and a PXE BOOTIF
+// prefix ("01-aa-bb-cc-dd-ee-ff"); "" for anything else and for the
+// zero address, which names no interface.
 func NormalizeMAC(mac string) string {
-	m := strings.TrimSpace(strings.ToLower(mac))
+	m := strings.TrimSpace(mac)
 	if len(m) == 20 && strings.HasPrefix(m, "01-") {
 		m = m[3:]
 	}
-	m = strings.ReplaceAll(m, "-", ":")
-	hw, err := net.ParseMAC(m)
-	if err != nil || len(hw) != 6 || hw.String() == "00:00:00:00:00:00" {
-		return ""
+	if m, ok := macaddr.Parse(m); ok && m != "00:00:00:00:00:00" {
+		return m
 	}
-	return hw.String()
+	return ""
 }

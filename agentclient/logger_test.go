@@ -10,13 +10,14 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 // TestNilLoggerLogsToSlogDefault leaves HandlerConfig.Logger and
 // ServerConfig.Logger nil: a backend failure and the server's own errors
 // reach slog.Default(), as everywhere an embedder configures logging.
 func TestNilLoggerLogsToSlogDefault(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })

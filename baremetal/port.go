@@ -1,11 +1,11 @@
 package baremetal
 
 import (
-	"net"
 	"strings"
 	"time"
 
 	"github.com/anvilmetal/anvil/internal/jsonmap"
+	"github.com/anvilmetal/anvil/internal/macaddr"
 )
 
 // Port is one network interface of a node (reference §10.2). Its MAC
@@ -65,12 +65,14 @@ func (p *Port) Clone() *Port {
 }
 
 // NormalizeMAC parses a 48-bit MAC address written with colons or dashes
-// (either case) and returns it lower case with colons. It returns an
-// *InvalidFieldError naming field when s is not such an address.
+// (either case; surrounding white space is ignored) and returns it lower
+// case with colons. The rule is Ironic's, owned by internal/macaddr. It
+// returns an *InvalidFieldError naming field when s is not such an
+// address.
 func NormalizeMAC(field, s string) (string, error) {
-	hw, err := net.ParseMAC(strings.TrimSpace(s))
-	if err != nil || len(hw) != 6 || strings.Count(s, ".") > 0 {
+	mac, ok := macaddr.Parse(strings.TrimSpace(s))
+	if !ok {
 		return "", &InvalidFieldError{Kind: "port", Field: field, Expected: "a 48-bit MAC address such as 52:54:00:12:34:56"}
 	}
-	return hw.String(), nil
+	return mac, nil
 }

@@ -121,7 +121,8 @@ type Options struct {
 	// process group, then SIGKILL after this long.
 	KillTimeout time.Duration
 	// TranscriptBytes bounds each session's in-memory transcript (default
-	// 1 MiB); the oldest chunks go first.
+	// 1 MiB); the oldest bytes go first, each chunk counting 64 bytes
+	// beyond its own.
 	TranscriptBytes int
 	// TranscriptDir, when set, also appends each session's transcript to
 	// <dir>/<node-uuid>.log (file mode 0600).

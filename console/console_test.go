@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal/storetest"
+	"github.com/anvilmetal/anvil/internal/testlog"
 
 	"github.com/anvilmetal/anvil/console"
 )
@@ -27,9 +28,9 @@ const wait = 10 * time.Second
 
 // newManager returns a Manager closed when the test ends, logging into a
 // buffer the test can search for secrets.
-func newManager(t *testing.T, opts console.Options) (*console.Manager, *syncBuffer) {
+func newManager(t *testing.T, opts console.Options) (*console.Manager, *testlog.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -51,20 +51,33 @@ func newTranscript(limit int, dir, node string) (*transcript, error) {
 	return t, nil
 }
 
-// add records a chunk. data is copied.
+// add records a chunk. data is copied. The transcript keeps the newest
+// bytes: whole chunks go oldest first, and the oldest chunk left is cut
+// at its start, so that the newest output fills the bound whatever the
+// sizes of the reads that brought it.
 func (t *transcript) add(at time.Time, input bool, data []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(data) > t.limit {
-		data = data[len(data)-t.limit:]
+	// A chunk alone never costs more than the bound (one byte at least,
+	// whatever the bound).
+	if keep := max(t.limit-chunkOverhead, 1); len(data) > keep {
+		data = data[len(data)-keep:]
 	}
 	c := Chunk{At: at, Input: input, Data: append([]byte(nil), data...)}
 	t.chunks = append(t.chunks, c)
 	t.size += len(c.Data) + chunkOverhead
 	drop := 0
 	for t.size > t.limit && drop < len(t.chunks)-1 {
-		t.size -= len(t.chunks[drop].Data) + chunkOverhead
-		t.chunks[drop] = Chunk{}
+		old := &t.chunks[drop]
+		if excess := t.size - t.limit; excess < len(old.Data) {
+			// Cutting the oldest chunk's start is enough: it keeps its
+			// newest bytes, copied so the cut ones are freed.
+			old.Data = append([]byte(nil), old.Data[excess:]...)
+			t.size -= excess
+			break
+		}
+		t.size -= len(old.Data) + chunkOverhead
+		*old = Chunk{}
 		drop++
 	}
 	t.chunks = t.chunks[drop:]

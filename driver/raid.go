@@ -276,3 +276,22 @@ func UpdateCapabilities(caps string, set map[string]string) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// RAIDLogicalDiskProperties is what Ironic's
+// GET /v1/drivers/{driver}/raid/logical_disk_properties answers for a
+// raid interface that follows Ironic's schema: each logical disk
+// property with a description ending in "Required." or "Optional.".
+func RAIDLogicalDiskProperties() map[string]string {
+	return map[string]string{
+		"raid_level":               "RAID level of the logical disk; one of " + strings.Join(RAIDLevels, ", ") + ". Required.",
+		"size_gb":                  "Size of the logical disk in GiB, an integer, or \"MAX\" for the largest size possible. Required.",
+		"volume_name":              "Name of the volume; the controller may ignore it. Optional.",
+		"is_root_volume":           "true if this logical disk is the root volume (at most one is). Optional.",
+		"share_physical_disks":     "true if this logical disk may share physical disks with other logical disks. Optional.",
+		"disk_type":                "Type of the physical disks to use: hdd or ssd. Optional.",
+		"interface_type":           "Interface type of the physical disks to use: sata, scsi or sas. Optional.",
+		"number_of_physical_disks": "Number of physical disks to use for the logical disk. Optional.",
+		"controller":               "Controller to create the logical disk on. Optional.",
+		"physical_disks":           "The physical disks to use, on the controller named by controller. Optional.",
+	}
+}

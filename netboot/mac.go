@@ -2,42 +2,16 @@ package netboot
 
 import (
 	"strings"
+
+	"github.com/anvilmetal/anvil/internal/macaddr"
 )
 
 // ParseMAC parses an Ethernet (EUI-48) address written with colons or
 // hyphens ("52:54:00:12:34:56", "52-54-00-12-34-56", either case) and
 // returns it lower case with colons. It accepts nothing else: no
-// dotted or bare hex forms, no 8- or 20-byte addresses.
-func ParseMAC(s string) (string, bool) {
-	if len(s) != 17 {
-		return "", false
-	}
-	sep := s[2]
-	if sep != ':' && sep != '-' {
-		return "", false
-	}
-	var b strings.Builder
-	b.Grow(17)
-	for i := 0; i < 17; i++ {
-		c := s[i]
-		if i%3 == 2 {
-			if c != sep {
-				return "", false
-			}
-			b.WriteByte(':')
-			continue
-		}
-		switch {
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
-		case 'A' <= c && c <= 'F':
-			c += 'a' - 'A'
-		default:
-			return "", false
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), true
-}
+// dotted or bare hex forms, no 8- or 20-byte addresses. The rule is
+// Ironic's, owned by internal/macaddr.
+func ParseMAC(s string) (string, bool) { return macaddr.Parse(s) }
 
 // hyphenMAC is mac (normalised) with hyphens: the form in file names and
 // URL paths ("52-54-00-12-34-56").

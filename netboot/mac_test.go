@@ -98,30 +98,6 @@ func TestPathTable(t *testing.T) {
 	}
 }
 
-func FuzzParseMAC(f *testing.F) {
-	for _, s := range []string{"52:54:00:12:34:56", "52-54-00-AB-CD-EF", "52:54:00-12:34:56", "", "zz:zz:zz:zz:zz:zz"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		mac, ok := ParseMAC(s)
-		if !ok {
-			if mac != "" {
-				t.Fatalf("ParseMAC(%q) failed but returned %q", s, mac)
-			}
-			return
-		}
-		if len(mac) != 17 || mac != strings.ToLower(mac) || strings.Contains(mac, "-") {
-			t.Fatalf("ParseMAC(%q) = %q: not lower case with colons", s, mac)
-		}
-		if again, ok := ParseMAC(mac); !ok || again != mac {
-			t.Fatalf("ParseMAC(%q) = %q, %v: not a fixed point", mac, again, ok)
-		}
-		if h, ok := ParseMAC(hyphenMAC(mac)); !ok || h != mac {
-			t.Fatalf("hyphen form of %q parses as %q, %v", mac, h, ok)
-		}
-	})
-}
-
 // FuzzParsePath checks that a parsed path names only what the layout
 // names: a route's MAC is normalised, and a path that parses is one the
 // server would write itself (no traversal can reach a route).

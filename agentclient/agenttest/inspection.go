@@ -2,10 +2,10 @@ package agenttest
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,8 +48,8 @@ type InspectionConfig struct {
 func DefaultInventory(macs []string) agentclient.Inventory {
 	var id [3]byte // the first MAC's last three octets
 	if len(macs) > 0 {
-		if hw, err := net.ParseMAC(strings.ReplaceAll(macs[0], "-", ":")); err == nil && len(hw) == 6 {
-			copy(id[:], hw[3:])
+		if mac, ok := agentclient.ParseMAC(macs[0]); ok {
+			_, _ = hex.Decode(id[:], []byte(strings.ReplaceAll(mac[9:], ":", "")))
 		}
 	}
 	serial := fmt.Sprintf("%02X%02X%02X", id[0], id[1], id[2])

@@ -210,6 +210,29 @@ func (c *fastClock) recorded() []time.Duration {
 	return append([]time.Duration(nil), c.waits...)
 }
 
+// steppingClock's time moves only when the ramdisk waits: After(d)
+// advances it by d and fires at once. A timeout on it counts the
+// ramdisk's own waits, whatever the machine's speed.
+type steppingClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *steppingClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
 func TestInspectionRamdiskRetries(t *testing.T) {
 	t.Run("409 then success", func(t *testing.T) {
 		api := newInspectAPI(t, "inspect wait", nil)
@@ -282,9 +305,14 @@ func TestInspectionRamdiskRetries(t *testing.T) {
 	t.Run("gives up after the lookup timeout", func(t *testing.T) {
 		api := newInspectAPI(t, "inspect wait", nil)
 		api.backend.Update(rdNode, func(n *agentclient.Node) { n.Reservation = "conductor-2" })
+		// The timeout is on the ramdisk's clock, which moves only by its
+		// waits: posts at 0, 20, ... 100 ms, then the next wait would end
+		// past the timeout. (On the real clock a loaded machine could
+		// spend the whole timeout in the first post.)
 		rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
 			APIURL: api.url, HTTPClient: api.client, MACs: []string{rdMAC}, LookupTimeout: 100 * time.Millisecond,
 			LookupConflictBackoff: []time.Duration{20 * time.Millisecond}, Inspection: &agenttest.InspectionConfig{},
+			Clock: &steppingClock{now: time.Unix(1e9, 0)},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -294,8 +322,8 @@ func TestInspectionRamdiskRetries(t *testing.T) {
 		if !errors.Is(err, agenttest.ErrInspectionTimeout) {
 			t.Fatalf("%v", err)
 		}
-		if st := rd.Stats(); st.InspectionsPosted < 2 || st.InspectionsAccepted != 0 || st.LastInspectionStatus != http.StatusConflict {
-			t.Fatalf("stats %+v", st)
+		if st := rd.Stats(); st.InspectionsPosted != 6 || st.InspectionsAccepted != 0 || st.LastInspectionStatus != http.StatusConflict {
+			t.Fatalf("stats %+v, want 6 refused posts", st)
 		}
 	})
 	t.Run("4xx is final", func(t *testing.T) {

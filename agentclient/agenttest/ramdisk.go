@@ -61,6 +61,9 @@ type RamdiskConfig struct {
 	// Server hosts the agent. Nil means a private TLS server on a free
 	// loopback port, closed when Run returns.
 	Server *Server
+	// ServerAddr is the private server's listen address when Server is
+	// nil ("127.1.0.7:0"); empty means 127.0.0.1 on a free port.
+	ServerAddr string
 	// ID is the agent's path on a shared Server. Empty means the node UUID,
 	// else the first MAC without colons.
 	ID string
@@ -187,7 +190,7 @@ func NewRamdisk(cfg RamdiskConfig) (*Ramdisk, error) {
 	}
 	r.id = cfg.ID
 	if r.server == nil {
-		srv, err := NewServer(ServerConfig{Clock: r.clock})
+		srv, err := NewServer(ServerConfig{Addr: cfg.ServerAddr, Clock: r.clock})
 		if err != nil {
 			return nil, err
 		}

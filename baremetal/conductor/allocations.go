@@ -60,21 +60,74 @@ func (e *AllocationFailedError) Is(target error) bool { return target == ErrAllo
 // *baremetal.DuplicateError, *baremetal.NotFoundError (the backfill's
 // node).
 func (c *Conductor) CreateAllocation(ctx context.Context, a *baremetal.Allocation) (*baremetal.Allocation, error) {
+	a, backfill, err := c.storeAllocation(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if backfill != "" {
+		return c.backfill(ctx, a, backfill)
+	}
+	return c.allocate(ctx, a)
+}
+
+// StartAllocation is CreateAllocation as Ironic's API does it: the
+// allocation is checked and stored in the allocating state and returned
+// at once; the conductor processes it in the background (Ironic's
+// create_allocation spawns do_allocate), the outcome landing in its state
+// (active or error) and last_error. A backfill (NodeUUID set) is quick
+// and done before returning, as Ironic does it, with CreateAllocation's
+// result. The errors are CreateAllocation's, and ErrConductorNotRunning
+// when the conductor is not running (nothing is stored then). Processing
+// stops with the conductor; an allocation left allocating is resumed at
+// the next start.
+func (c *Conductor) StartAllocation(ctx context.Context, a *baremetal.Allocation) (*baremetal.Allocation, error) {
+	c.mu.Lock()
+	running := c.state == lifecycleRunning
+	if running {
+		c.loops.Add(1)
+	}
+	bg := c.bg
+	c.mu.Unlock()
+	if !running {
+		return nil, ErrConductorNotRunning
+	}
+	stored, backfill, err := c.storeAllocation(ctx, a)
+	if err != nil {
+		c.loops.Done()
+		return nil, err
+	}
+	if backfill != "" {
+		defer c.loops.Done()
+		return c.backfill(ctx, stored, backfill)
+	}
+	work := stored.Clone()
+	go func() {
+		defer c.loops.Done()
+		if _, err := c.allocate(bg, work); err != nil && bg.Err() == nil {
+			c.log.Warn("allocation not processed", "allocation", work.UUID, "error", err)
+		}
+	}()
+	return stored, nil
+}
+
+// storeAllocation checks a and stores it in the allocating state. It
+// returns the stored copy and, for a backfill, the node's UUID.
+func (c *Conductor) storeAllocation(ctx context.Context, a *baremetal.Allocation) (*baremetal.Allocation, string, error) {
 	if a == nil {
-		return nil, &baremetal.InvalidFieldError{Kind: "allocation", Field: "allocation", Expected: "an allocation"}
+		return nil, "", &baremetal.InvalidFieldError{Kind: "allocation", Field: "allocation", Expected: "an allocation"}
 	}
 	a = a.Clone()
 	if a.State != "" && a.State != baremetal.AllocationAllocating {
-		return nil, &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "state", Expected: "empty for a new allocation"}
+		return nil, "", &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "state", Expected: "empty for a new allocation"}
 	}
 	if a.LastError != "" {
-		return nil, &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "last_error", Expected: "empty for a new allocation"}
+		return nil, "", &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "last_error", Expected: "empty for a new allocation"}
 	}
 	var backfill *baremetal.Node
 	if a.NodeUUID != "" {
 		n, err := c.store.GetNode(ctx, a.NodeUUID)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		backfill = n
 		if a.ResourceClass == "" {
@@ -85,28 +138,28 @@ func (c *Conductor) CreateAllocation(ctx context.Context, a *baremetal.Allocatio
 	for i, cand := range a.CandidateNodes {
 		n, err := c.store.GetNode(ctx, cand)
 		if errors.Is(err, baremetal.ErrNotFound) {
-			return nil, &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "candidate_nodes",
+			return nil, "", &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "candidate_nodes",
 				Expected: fmt.Sprintf("existing nodes (UUIDs or names); candidate %d, %q, is not one", i, cand)}
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		a.CandidateNodes[i] = n.UUID
 	}
 	if backfill == nil && a.ResourceClass == "" {
-		return nil, &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "resource_class", Expected: "a resource class (required unless a node is given)"}
+		return nil, "", &baremetal.InvalidFieldError{Kind: "allocation", Ident: a.UUID, Field: "resource_class", Expected: "a resource class (required unless a node is given)"}
 	}
 	if c.record != nil {
 		a.ConductorAffinity = c.record.ID
 	}
 	a.State = baremetal.AllocationAllocating
 	if err := c.store.CreateAllocation(ctx, a); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if backfill != nil {
-		return c.backfill(ctx, a, backfill.UUID)
+		return a, backfill.UUID, nil
 	}
-	return c.allocate(ctx, a)
+	return a, "", nil
 }
 
 // allocationFailed stores a in the error state with reason.
@@ -194,6 +247,10 @@ func (c *Conductor) candidates(ctx context.Context, a *baremetal.Allocation) ([]
 // allocate is Ironic's do_allocate: find the candidates and take one.
 func (c *Conductor) allocate(ctx context.Context, a *baremetal.Allocation) (*baremetal.Allocation, error) {
 	nodes, reason, err := c.candidates(ctx, a)
+	if err != nil && ctx.Err() != nil {
+		// Stopping: left allocating, resumed at the next start.
+		return nil, err
+	}
 	if err != nil {
 		return c.allocationFailed(ctx, a, "Unexpected exception during allocation: "+describeErr(err))
 	}
@@ -213,6 +270,8 @@ func (c *Conductor) allocate(ctx context.Context, a *baremetal.Allocation) (*bar
 		for _, n := range nodes {
 			took, locked, err := c.takeNode(ctx, a, n.UUID)
 			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, err
 			case err != nil:
 				return c.allocationFailed(ctx, a, "Unexpected exception during allocation: "+describeErr(err))
 			case took:

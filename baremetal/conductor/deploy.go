@@ -232,7 +232,7 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, Reason: "the node is in maintenance"}
 			}
 			if ev == statemachine.EventRebuild && n.Protected {
-				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, Reason: "the node is protected"}
+				return &VerbError{Verb: name, Node: n.UUID, State: n.ProvisionState, kind: ErrNodeProtected, Reason: "the node is protected"}
 			}
 			if err := c.validateDeployRequest(ctx, t, cd, o.DeploySteps); err != nil {
 				return err
@@ -365,7 +365,7 @@ func (c *Conductor) Undeploy(ctx context.Context, ident string) error {
 	return c.accept(ctx, ident, verb{name: "undeploy", event: statemachine.EventDelete, op: opTearDown, limit: limitClean,
 		check: func(t *task) error {
 			if t.node.Protected {
-				return &VerbError{Verb: "undeploy", Node: t.node.UUID, State: t.node.ProvisionState, Reason: "the node is protected"}
+				return &VerbError{Verb: "undeploy", Node: t.node.UUID, State: t.node.ProvisionState, kind: ErrNodeProtected, Reason: "the node is protected"}
 			}
 			return nil
 		}})

@@ -212,7 +212,20 @@ func TestCleanAndServiceRefusalsAreTyped(t *testing.T) {
 			t.Fatalf("refused %s changed the node:\n%s", verb, d)
 		}
 	}
-	check("clean", "clean_steps", func() error { return h.c.Clean(h.ctx, n.UUID, bad, conductor.CleanOptions{}) })
+	// A manual clean is accepted, as Ironic's API answers 202, and its
+	// steps are validated by the worker: the clean fails with the
+	// planner's words in last_error, and the node can be cleaned again.
+	h.must(h.c.Clean(h.ctx, n.UUID, bad, conductor.CleanOptions{}))
+	h.waitFor(n.UUID, statemachine.CleanFailed)
+	failed, err := store.GetNode(h.ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(failed.LastError, "Cannot clean node "+n.UUID) || !strings.Contains(failed.LastError, "no_such_step") || failed.Reservation != "" {
+		t.Fatalf("clean with an unknown step: last_error %q, reservation %q", failed.LastError, failed.Reservation)
+	}
+	h.must(h.c.Manage(h.ctx, n.UUID))
+	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitFor(n.UUID, statemachine.Available)
 	h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))

@@ -294,8 +294,8 @@ func rescueUnrescueAdoptPower(t *testing.T) {
 	if _, err := h.c.Update(h.ctx, n.UUID, func(m *baremetal.Node) error { m.Protected = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.Delete(h.ctx, n.UUID); !errors.Is(err, conductor.ErrDeleteRefused) {
-		t.Fatalf("Delete of a protected node in maintenance: %v, want ErrDeleteRefused", err)
+	if err := h.c.Delete(h.ctx, n.UUID); !errors.Is(err, conductor.ErrNodeProtected) {
+		t.Fatalf("Delete of a protected node in maintenance: %v, want ErrNodeProtected", err)
 	}
 	if _, err := h.c.Update(h.ctx, n.UUID, func(m *baremetal.Node) error { m.Protected = false; return nil }); err != nil {
 		t.Fatal(err)

@@ -506,15 +506,17 @@ type VirtualMediaOptions struct {
 
 // AttachVirtualMedia inserts the image at imageURL into the node's
 // virtual media device deviceType (disk, cdrom or floppy), through its
-// management interface's VirtualMediaManager capability, under the node's
-// reservation after the interface's validation. Ironic's conductor does
-// the attachment in the background and records a failure in the node's
-// history; Anvil's returns when the BMC has answered, and returns the
-// failure. The URL must be http, https, nfs, cifs or smb and carry no
-// password (it would land where responses show it). A node in maintenance
-// after a power failure is refused, as Ironic does. A management
-// interface without the capability (and every driver behind a plugin)
-// fails with a *driver.UnsupportedError.
+// management interface's VirtualMediaManager capability, as Ironic's
+// conductor does: under the node's reservation it checks the device,
+// the URL and the management interface (its validation and the
+// capability) and returns; a worker then attaches the image with the
+// reservation handed over, and a failure lands in the node's last_error
+// and history. The URL must be http, https, nfs, cifs or smb and carry
+// no password (it would land where responses show it). A node in
+// maintenance after a power failure is refused, as Ironic does. A
+// management interface without the capability (and every driver behind
+// a plugin) fails with a *driver.UnsupportedError; no free worker is a
+// *NoFreeWorkerError.
 func (c *Conductor) AttachVirtualMedia(ctx context.Context, ident, deviceType, imageURL string, o VirtualMediaOptions) error {
 	dev := driver.VirtualMediaDevice(deviceType)
 	if !dev.Valid() {
@@ -527,20 +529,46 @@ func (c *Conductor) AttachVirtualMedia(ctx context.Context, ident, deviceType, i
 	if err != nil {
 		return err
 	}
-	defer t.release()
+	handed := false
+	defer func() {
+		if !handed {
+			t.release()
+		}
+	}()
 	if err := refuseAfterPowerFailure(t, "attach virtual media"); err != nil {
 		return err
 	}
-	return syncCall(ctx, t, true, driver.KindManagement, "attach virtual media", func(m driver.ManagementInterface, v *driver.Task) error {
-		vm, err := virtualMediaOf(t, m, v, "attach virtual media")
-		if err != nil {
+	const op = "attach virtual media"
+	if err := syncCall(ctx, t, false, driver.KindManagement, op, func(m driver.ManagementInterface, v *driver.Task) error {
+		if _, err := virtualMediaOf(t, m, v, op); err != nil {
 			return err
 		}
-		if err := m.Validate(ctx, v); err != nil {
-			return err
+		return m.Validate(ctx, v)
+	}); err != nil {
+		return err
+	}
+	if !c.runOnWorker(t, func(ctx context.Context) {
+		err := syncCall(ctx, t, true, driver.KindManagement, op, func(m driver.ManagementInterface, v *driver.Task) error {
+			vm, err := virtualMediaOf(t, m, v, op)
+			if err != nil {
+				return err
+			}
+			return vm.AttachVirtualMedia(ctx, v, dev, imageURL)
+		})
+		if err == nil {
+			return
 		}
-		return vm.AttachVirtualMedia(ctx, v, dev, imageURL)
-	})
+		msg := fmt.Sprintf("Could not attach device %s to node %s: %s", dev, t.uuid(), describeErr(err))
+		t.node.LastError = msg
+		if serr := t.save(ctx); serr != nil {
+			c.log.Warn("cannot record a virtual media failure", "node", t.uuid(), "error", serr)
+		}
+		c.history(ctx, t.uuid(), "attach virtual media failed", "vmedia", msg, baremetal.HistoryError)
+	}) {
+		return &NoFreeWorkerError{Node: t.uuid(), Operation: op, Host: c.host}
+	}
+	handed = true
+	return nil
 }
 
 // DetachVirtualMedia ejects the node's virtual media devices deviceTypes

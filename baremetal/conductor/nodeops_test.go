@@ -625,6 +625,15 @@ func TestVirtualMedia(t *testing.T) {
 				}
 				return err
 			}
+			// Attached by a worker holding the reservation, as Ironic's
+			// conductor does after answering: wait for its release.
+			after := waitReleased(t, h, ident)
+			if _, fails := n.DriverInfo[fake.FailKey]; fails {
+				if !strings.Contains(after.LastError, "Could not attach device cdrom to node "+ident) || !strings.Contains(after.LastError, "injected") {
+					t.Errorf("last_error after a failed attach: %q", after.LastError)
+				}
+				return nil
+			}
 			st, err := h.c.VirtualMediaState(h.ctx, ident)
 			if err != nil {
 				return err
@@ -641,10 +650,10 @@ func TestVirtualMedia(t *testing.T) {
 		{name: "unknown node", unknown: true, wantErr: baremetal.ErrNotFound},
 		{name: "no capability", edit: plain, wantErr: driver.ErrUnsupported, wantIn: "%s"},
 		{name: "power failure", edit: func(n *baremetal.Node) { n.Maintenance, n.Fault = true, "power failure" }, wantErr: conductor.ErrVerbRefused},
+		// The driver's failure comes after the answer: in last_error.
 		{name: "driver fails", edit: func(n *baremetal.Node) {
 			n.DriverInfo = map[string]any{fake.FailKey: "management.attach_virtual_media"}
-		},
-			wantErr: driver.ErrInjectedFailure},
+		}},
 	}, attach("cdrom", iso, conductor.VirtualMediaOptions{}))
 	for _, c := range []struct {
 		name, dev, url, source, field string
@@ -667,9 +676,11 @@ func TestVirtualMedia(t *testing.T) {
 				if err := h.c.AttachVirtualMedia(h.ctx, ident, "cdrom", iso, conductor.VirtualMediaOptions{}); err != nil && !errors.Is(err, driver.ErrUnsupported) {
 					t.Fatal(err)
 				}
+				waitReleased(t, h, ident)
 				if err := h.c.AttachVirtualMedia(h.ctx, ident, "disk", iso, conductor.VirtualMediaOptions{}); err != nil && !errors.Is(err, driver.ErrUnsupported) {
 					t.Fatal(err)
 				}
+				waitReleased(t, h, ident)
 			}
 			if err := h.c.DetachVirtualMedia(h.ctx, ident, devs); err != nil {
 				return err
@@ -740,5 +751,25 @@ func TestSyncOpsNotRunning(t *testing.T) {
 		if err := call(); !errors.Is(err, conductor.ErrConductorNotRunning) {
 			t.Errorf("%s: %v, want ErrConductorNotRunning", name, err)
 		}
+	}
+}
+
+// waitReleased waits until node ident has no reservation (a worker's
+// background work on it is done) and returns it.
+func waitReleased(t *testing.T, h *harness, ident string) *baremetal.Node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := h.c.Store().GetNode(h.ctx, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Reservation == "" {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s still reserved by %q", ident, n.Reservation)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -26,10 +26,19 @@ var (
 	// ErrVerbRefused: the verb is refused for a reason other than the
 	// state machine (maintenance, protected, retired, missing input).
 	ErrVerbRefused = errors.New("baremetal: verb refused")
+	// ErrNodeProtected: the node is protected and the verb (delete,
+	// undeploy, rebuild) would destroy its instance (Ironic's
+	// NodeProtected, 403).
+	ErrNodeProtected = errors.New("baremetal: node is protected")
+	// ErrStateForbidsUpdate: the update is refused in the node's
+	// provision state (Ironic's InvalidState from update_node: protected
+	// set outside active and rescue, retired set in available).
+	ErrStateForbidsUpdate = errors.New("baremetal: the node's provision state forbids the change")
 )
 
 // VerbError explains why a verb was refused before anything changed. It
-// matches ErrVerbRefused, ErrUpdateInProgress or ErrDeleteRefused.
+// matches ErrVerbRefused, ErrUpdateInProgress, ErrDeleteRefused or
+// ErrNodeProtected.
 type VerbError struct {
 	// Verb is the verb refused ("deploy", "update", "delete", ...).
 	Verb string
@@ -152,6 +161,38 @@ func (c *Conductor) Update(ctx context.Context, ident string, change func(*barem
 	return c.UpdateWith(ctx, ident, UpdateOptions{}, change)
 }
 
+// checkProtectedRetired applies Ironic's update_node rules for protected
+// and retired to n, changed from before: clearing protected (retired)
+// clears its reason; protected can be set only in active or rescue,
+// retired not in available (ErrStateForbidsUpdate, verb "protect" or
+// "retire"); a reason can be set only while the flag is set
+// (*baremetal.InvalidFieldError).
+func checkProtectedRetired(before, n *baremetal.Node) error {
+	if n.Protected != before.Protected {
+		if !n.Protected {
+			n.ProtectedReason = ""
+		} else if n.ProvisionState != statemachine.Active && n.ProvisionState != statemachine.Rescue {
+			return &VerbError{Verb: "protect", Node: n.UUID, State: n.ProvisionState, kind: ErrStateForbidsUpdate,
+				Reason: "a node can be made protected in the active and rescue states only"}
+		}
+	}
+	if n.ProtectedReason != before.ProtectedReason && n.ProtectedReason != "" && !n.Protected {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "protected_reason", Expected: "to be set only when protected is true"}
+	}
+	if n.Retired != before.Retired {
+		if !n.Retired {
+			n.RetiredReason = ""
+		} else if n.ProvisionState == statemachine.Available {
+			return &VerbError{Verb: "retire", Node: n.UUID, State: n.ProvisionState, kind: ErrStateForbidsUpdate,
+				Reason: "retired cannot be set in the available state"}
+		}
+	}
+	if n.RetiredReason != before.RetiredReason && n.RetiredReason != "" && !n.Retired {
+		return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "retired_reason", Expected: "to be set only when retired is true"}
+	}
+	return nil
+}
+
 // UpdateOptions tune UpdateWith.
 type UpdateOptions struct {
 	// ClearInstanceInMaintenance lets a node in maintenance be updated
@@ -206,6 +247,9 @@ func (c *Conductor) UpdateWith(ctx context.Context, ident string, o UpdateOption
 		return nil, &VerbError{Verb: "update", Node: n.UUID, State: before.ProvisionState,
 			Reason: "provision and power states, and the UUID, change only through verbs"}
 	}
+	if err := checkProtectedRetired(before, n); err != nil {
+		return nil, err
+	}
 	if n.Name != before.Name {
 		if err := baremetal.CheckNodeName(n.UUID, n.Name); err != nil {
 			return nil, err
@@ -250,7 +294,7 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 	}
 	if n.Protected {
 		t.release()
-		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrNodeProtected,
 			Reason: "the node is protected; unset protected first"}
 	}
 	if !n.Maintenance && !statemachine.DeleteAllowed(n.ProvisionState, !c.opts.RefuseDeletingAvailable) {
@@ -461,12 +505,10 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 	return c.accept(ctx, ident, verb{name: "clean", event: statemachine.EventClean, op: opClean, limit: limitClean,
 		args: map[string]any{"clean_steps": raw, "disable_ramdisk": o.DisableRamdisk},
 		move: moveOpts{target: statemachine.Manageable},
-		check: func(t *task) error {
-			if err := rb.check(t); err != nil {
-				return err
-			}
-			return c.validateUserSteps(ctx, t, steps.Clean, cleanSteps, o.DisableRamdisk)
-		}})
+		// The steps are validated by the worker, as Ironic's
+		// do_node_clean does after the API's 202: steps no interface
+		// offers fail the clean (clean failed, last_error).
+		check: rb.check})
 }
 
 // ServiceOptions tune a service request.

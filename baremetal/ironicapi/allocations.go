@@ -173,7 +173,7 @@ func (h *Handler) createAllocation(rq *request) error {
 			return notFoundAs(err, "Node %s could not be found.", a.NodeUUID)
 		}
 	}
-	created, err := h.c.CreateAllocation(rq.ctx, a)
+	created, err := h.c.StartAllocation(rq.ctx, a)
 	if err != nil {
 		return allocationWriteError(err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/allocations"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 )
@@ -22,6 +24,11 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
+	// As Ironic's: created allocating, processed in the background.
+	if a.State != "allocating" || a.NodeUUID != "" || a.LastError != "" {
+		t.Fatalf("created allocation = %+v; want allocating without a node", a)
+	}
+	a = allocationSettled(t, sc, a.UUID)
 	if a.State != "active" || a.NodeUUID != gpu.UUID || a.LastError != "" || a.Extra["k"] != "v" || len(a.Links) != 2 {
 		t.Fatalf("allocation = %+v; want active on the GPU node %s", a, gpu.UUID)
 	}
@@ -30,6 +37,9 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 		t.Fatalf("allocated node instance %q allocation %q, %v; want %s", node.InstanceUUID, node.AllocationUUID, err, a.UUID)
 	}
 	failed, err := allocations.Create(ctx, sc, allocations.CreateOpts{ResourceClass: "baremetal", Traits: []string{"CUSTOM_GPU"}}).Extract()
+	if err == nil {
+		failed = allocationSettled(t, sc, failed.UUID)
+	}
 	if err != nil || failed.State != "error" || failed.NodeUUID != "" || failed.LastError != "no suitable nodes have the requested traits CUSTOM_GPU" {
 		t.Fatalf("second GPU allocation = %+v, %v; want error with Ironic's last_error", failed, err)
 	}
@@ -76,8 +86,10 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 		t.Fatalf("owner shown at 1.52: %s", body)
 	}
 	status, hdr, body := do(t, "POST", base+"allocations", "1.52", `{"resource_class":"baremetal","name":"plain"}`)
-	if v := bodyMap(t, body); status != http.StatusCreated || v["node_uuid"] != plain.UUID || hdr.Get("Location") != base+"allocations/"+v["uuid"].(string) {
+	if v := bodyMap(t, body); status != http.StatusCreated || v["state"] != "allocating" || hdr.Get("Location") != base+"allocations/"+v["uuid"].(string) {
 		t.Fatalf("POST = %d %s (Location %q)", status, body, hdr.Get("Location"))
+	} else if got := allocationSettled(t, sc, v["uuid"].(string)); got.NodeUUID != plain.UUID {
+		t.Fatalf("POST's allocation settled as %+v; want on %s", got, plain.UUID)
 	}
 	status, _, body = do(t, "POST", base+"allocations", "1.52", `{"name":"x"}`)
 	wantRaw(t, "POST without resource_class", status, http.StatusBadRequest, body, "resource_class")
@@ -131,6 +143,25 @@ func TestAllocationsThroughGophercloud(t *testing.T) {
 	nodesReserved, err := l.c.Store().ListNodes(ctx, baremetal.NodeFilter{Reserved: new(true)}, baremetal.Page{})
 	if err != nil || len(nodesReserved) != 0 {
 		t.Fatalf("reserved nodes: %d, %v", len(nodesReserved), err)
+	}
+}
+
+// allocationSettled polls allocation uuid until it leaves allocating.
+func allocationSettled(t *testing.T, sc *gophercloud.ServiceClient, uuid string) *allocations.Allocation {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, err := allocations.Get(context.Background(), sc, uuid).Extract()
+		if err != nil {
+			t.Fatalf("Get allocation %s: %v", uuid, err)
+		}
+		if a.State != "allocating" {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("allocation %s still allocating after 30 s", uuid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -42,11 +42,30 @@
 // node (409). The node's storage interface is noop; cinder, which needs
 // OpenStack's Block Storage service, is refused with that reason.
 //
-// Two of Ironic master's quirks are kept because clients may rely on
+// # Routing, VIFs, allocations
+//
+// A path whose first element is not a version is served as v1
+// ("/nodes/x" is "/v1/nodes/x"), as Ironic's root controller does: the
+// bookmark links have that form. The legacy /v1/nodes/states/console/{node}
+// is served too. VIFs (/v1/nodes/{node}/vifs, 1.28) are kept in the
+// ports' and port groups' internal_info.tenant_vif_port_id under the
+// node's lock, the port chosen by Ironic's free-port rule. An allocation
+// is created allocating and processed in the background
+// (conductor.StartAllocation); its outcome lands in state and
+// last_error. Protected nodes: delete, undeploy and rebuild answer 403,
+// protected is set in active or rescue only (409), clearing it clears
+// protected_reason; retired cannot be set in available (409).
+//
+// Three of Ironic master's quirks are kept because clients may rely on
 // them: a chassis' "nodes" is a list holding the list of links (master
 // builds it with a trailing comma that makes a tuple, and its response
-// schema documents the nesting), and a resource's updated_at is null
-// until its first update.
+// schema documents the nesting); a resource's updated_at is null until
+// its first update; and before 1.26 a port group PATCH is refused (406)
+// only when its first operation names mode or properties (Ironic's
+// is_path_updated returns on the first operation), so a later operation
+// on properties is applied although properties stays hidden below 1.26.
+// Before 1.37 the traits endpoints answer as Ironic's routing does: GET
+// 406, PUT 405, DELETE 404.
 //
 // # Deliberate differences from Ironic
 //
@@ -58,6 +77,12 @@
 //	| the cinder storage interface | available | refused with its reason | Anvil has no Block Storage client |
 //	| volume listings of a project-scoped user | filtered by the node's owner or lessee | not filtered | Anvil has no policy engine yet (noauth and http_basic are admin) |
 //	| deleting a volume connector or target of a powered-on node in enroll, manageable or adopt failed | allowed (master, since 2025) | allowed | master wins; Debian 12's ironic-tempest-plugin 2.5.0 predates it and expects a 400 there (test_delete_volume_*_error) |
+//	| VIFs on a node with the noop network interface | accepted and forgotten (NoopNetwork's vif_attach does nothing, vif_list is empty) | recorded in internal_info.tenant_vif_port_id, as Ironic's VIFPortIDMixin records them | without Neutron a client has no other place to read its VIFs back; the issue asks for it |
+//	| VIFs on a node with the flat network interface | bound to the Neutron port, then recorded | recorded only | Anvil has no Neutron client |
+//	| the free port a VIF goes to | ports on one of the VIF's Neutron physical networks first | port groups, then PXE-enabled ports (physical networks do not order the choice) | no Neutron network gives the VIF physical networks; the rest of Ironic's order is kept |
+//	| VIFs on other network interfaces (neutron) | attached through Neutron | 400 naming the node's interface | no Neutron client |
+//	| the physical network check of a port joining a port group | in the conductor, under the node's lock | in the API handler, before the port is written | the outcome and wording are Ironic's; a concurrent change of the group's other ports can slip between check and write |
+//	| test_update_portgroup_add of ironic-tempest-plugin 2.5.0 | reads properties at 1.23 | properties hidden below 1.26, as master hides them | master's hide_fields_in_newer_versions; the test fails against master too |
 //
 // # Conventions inside the package
 //

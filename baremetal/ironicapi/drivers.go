@@ -24,6 +24,23 @@ func (h *Handler) driverRoutes() {
 	h.handle("GET /v1/drivers/{driver}", route{}, h.getDriver)
 	h.handle("GET /v1/drivers/{driver}/properties", route{}, h.driverProperties)
 	h.handle("GET /v1/drivers/{driver}/vendor_passthru/methods", route{}, h.driverVendorMethods)
+	h.handle("GET /v1/drivers/{driver}/raid/logical_disk_properties", route{minVersion: 12}, h.driverLogicalDiskProperties)
+}
+
+// GET /v1/drivers/{driver}/raid/logical_disk_properties (1.12): the
+// logical disk properties of the hardware type's default raid interface,
+// as Ironic answers them; a hardware type whose default is no-raid (or
+// that has none) is a 400, Ironic's UnsupportedDriverExtension.
+func (h *Handler) driverLogicalDiskProperties(rq *request) error {
+	name := rq.r.PathValue("driver")
+	impl, err := h.opts.Drivers.DefaultInterface(name, driver.KindRAID)
+	if errors.Is(err, driver.ErrHardwareTypeNotFound) {
+		return notFound("Could not find the following driver(s) or hardware type(s): %s.", name)
+	}
+	if err != nil || impl == driver.NoRAID {
+		return badRequest("Driver %s does not support raid (disabled or not implemented).", name)
+	}
+	return rq.reply(http.StatusOK, driver.RAIDLogicalDiskProperties())
 }
 
 // hardwareType is one enabled hardware type as the live conductors

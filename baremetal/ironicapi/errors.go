@@ -83,6 +83,8 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Message: msg, RetryAfter: 1}
 	case errors.Is(err, baremetal.ErrNotFound):
 		return &Error{Status: http.StatusNotFound, Message: msg}
+	case errors.Is(err, conductor.ErrNodeProtected):
+		return &Error{Status: http.StatusForbidden, Message: msg}
 	case errors.Is(err, baremetal.ErrDuplicate), errors.Is(err, baremetal.ErrConflict),
 		errors.Is(err, baremetal.ErrNodeInUse), errors.Is(err, conductor.ErrUpdateInProgress),
 		errors.Is(err, conductor.ErrDeleteRefused):

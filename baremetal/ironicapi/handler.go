@@ -244,6 +244,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL = &u
 		r = &r2
 	}
+	// Ironic's root controller serves a path whose first element is not
+	// a version as v1 ("/nodes/x" is "/v1/nodes/x"): the bookmark links
+	// have that form, and ironic-tempest-plugin's client sends some
+	// requests so.
+	if p := r.URL.Path; p != "/" && p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+		u := *r.URL
+		u.Path = "/v1" + p
+		if u.RawPath != "" {
+			u.RawPath = "/v1" + u.RawPath
+		}
+		r2 := *r
+		r2.URL = &u
+		r = &r2
+	}
 	if h.opts.Agent != nil && isRamdiskPath(r.URL.Path) {
 		h.serveAgent(w, r)
 		return
@@ -367,6 +381,7 @@ func (h *Handler) routes() {
 	h.portRoutes()
 	h.chassisRoutes()
 	h.volumeRoutes()
+	h.vifRoutes()
 	h.driverRoutes()
 	h.conductorRoutes()
 }

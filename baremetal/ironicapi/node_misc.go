@@ -20,11 +20,14 @@ import (
 func (h *Handler) nodeMiscRoutes() {
 	h.handle("PUT /v1/nodes/{node}/maintenance", route{}, h.putMaintenance)
 	h.handle("DELETE /v1/nodes/{node}/maintenance", route{}, h.deleteMaintenance)
-	h.handle("GET /v1/nodes/{node}/traits", route{minVersion: 37}, h.getTraits)
-	h.handle("PUT /v1/nodes/{node}/traits", route{minVersion: 37}, h.putTraits)
-	h.handle("DELETE /v1/nodes/{node}/traits", route{minVersion: 37}, h.deleteTraits)
-	h.handle("PUT /v1/nodes/{node}/traits/{trait}", route{minVersion: 37}, h.putTrait)
-	h.handle("DELETE /v1/nodes/{node}/traits/{trait}", route{minVersion: 37}, h.deleteTrait)
+	// Before 1.37 Ironic's routing answers a GET 406, a PUT 405 and a
+	// DELETE 404 (the node controller's get, missing put and delete see
+	// the extra path elements); traitsBefore37 does the same.
+	h.handle("GET /v1/nodes/{node}/traits", route{}, traitsBefore37(http.StatusNotAcceptable, h.getTraits))
+	h.handle("PUT /v1/nodes/{node}/traits", route{}, traitsBefore37(http.StatusMethodNotAllowed, h.putTraits))
+	h.handle("DELETE /v1/nodes/{node}/traits", route{}, traitsBefore37(http.StatusNotFound, h.deleteTraits))
+	h.handle("PUT /v1/nodes/{node}/traits/{trait}", route{}, traitsBefore37(http.StatusMethodNotAllowed, h.putTrait))
+	h.handle("DELETE /v1/nodes/{node}/traits/{trait}", route{}, traitsBefore37(http.StatusNotFound, h.deleteTrait))
 	h.handle("GET /v1/nodes/{node}/inventory", route{minVersion: 81}, h.getInventory)
 	h.handle("GET /v1/nodes/{node}/history", route{minVersion: 78}, h.listHistory)
 	h.handle("GET /v1/nodes/{node}/history/{event}", route{minVersion: 78}, h.getHistory)
@@ -103,6 +106,23 @@ func checkTrait(t string) error {
 		v = append(v[:77], "..."...)
 	}
 	return badRequest("Invalid input for field/attribute trait. Value: %s. %s is not a valid trait: expected CUSTOM_ followed by upper-case letters, digits or underscores, or a standard trait, of at most 255 characters", v, v)
+}
+
+// traitsBefore37 answers status before 1.37 with Ironic's error for it,
+// and calls fn from 1.37.
+func traitsBefore37(status int, fn handlerFunc) handlerFunc {
+	return func(rq *request) error {
+		if rq.v.AtLeast(37) {
+			return fn(rq)
+		}
+		switch status {
+		case http.StatusNotAcceptable:
+			return notAcceptable("Request not acceptable.")
+		case http.StatusMethodNotAllowed:
+			return Errorf(http.StatusMethodNotAllowed, "The method specified is not allowed for this resource.")
+		}
+		return notFound("The resource could not be found.")
+	}
 }
 
 // GET /v1/nodes/{node}/traits
@@ -196,7 +216,9 @@ func (h *Handler) putTrait(rq *request) error {
 	var doc any
 	if has, err := rq.decodeOptional(&doc); err != nil {
 		return err
-	} else if has && doc != nil {
+	} else if m, isMap := doc.(map[string]any); has && doc != nil && (!isMap || len(m) > 0) {
+		// An empty object is no traits argument to Ironic's put, as
+		// ironic-tempest-plugin's client sends it.
 		return badRequest("No body should be provided when adding a trait")
 	}
 	if err := checkTrait(trait); err != nil {

@@ -73,11 +73,14 @@ func TestTraits(t *testing.T) {
 		want                              string // traits after, comma-joined
 		fault                             string
 	}{
-		{"before 1.37", "GET", "", "1.36", "", 404, "", "could not be found"},
+		{"before 1.37", "GET", "", "1.36", "", 406, "", ""},
+		{"PUT before 1.37", "PUT", "/CUSTOM_C", "1.36", "", 405, "", ""},
+		{"PUT all before 1.37", "PUT", "", "1.36", `{"traits":["CUSTOM_B"]}`, 405, "", ""},
+		{"DELETE before 1.37", "DELETE", "/CUSTOM_C", "1.36", "", 404, "", "could not be found"},
 		{"empty at first", "GET", "", "1.37", "", 200, "", ""},
 		{"replace all", "PUT", "", "1.37", `{"traits":["CUSTOM_B","HW_CPU_X86_VMX","CUSTOM_A"]}`, 204, "CUSTOM_A,CUSTOM_B,HW_CPU_X86_VMX", ""},
 		{"add one", "PUT", "/CUSTOM_C", "1.37", "", 204, "CUSTOM_A,CUSTOM_B,CUSTOM_C,HW_CPU_X86_VMX", ""},
-		{"add again is a no-op", "PUT", "/CUSTOM_C", "1.37", "", 204, "CUSTOM_A,CUSTOM_B,CUSTOM_C,HW_CPU_X86_VMX", ""},
+		{"add again with an empty object", "PUT", "/CUSTOM_C", "1.37", "{}", 204, "CUSTOM_A,CUSTOM_B,CUSTOM_C,HW_CPU_X86_VMX", ""},
 		{"remove one", "DELETE", "/CUSTOM_B", "1.37", "", 204, "CUSTOM_A,CUSTOM_C,HW_CPU_X86_VMX", ""},
 		{"remove a missing one", "DELETE", "/CUSTOM_B", "1.37", "", 404, "CUSTOM_A,CUSTOM_C,HW_CPU_X86_VMX", "doesn't have a trait 'CUSTOM_B'"},
 		{"lower case refused", "PUT", "/custom_x", "1.37", "", 400, "CUSTOM_A,CUSTOM_C,HW_CPU_X86_VMX", "custom_x"},

@@ -149,6 +149,9 @@ func (h *Handler) patchNode(rq *request) error {
 		if errors.As(err, &locked) {
 			return nodeLocked(n.UUID, locked.Holder)
 		}
+		if e := protectedRetiredError(err); e != nil {
+			return e
+		}
 		return interfaceError(chassisRefusal(err))
 	}
 	// The copy Update returns was taken under the node's lock, released
@@ -236,4 +239,26 @@ func rawNodeView(n *baremetal.Node) map[string]any {
 		"storage_interface":    nullable(n.StorageInterface),
 		"vendor_interface":     nullable(n.VendorInterface),
 	}
+}
+
+// protectedRetiredError words the conductor's protected and retired
+// refusals as Ironic's update_node does, or returns nil for another
+// error.
+func protectedRetiredError(err error) error {
+	var ve *conductor.VerbError
+	if errors.As(err, &ve) && errors.Is(err, conductor.ErrStateForbidsUpdate) {
+		switch ve.Verb {
+		case "protect":
+			return Errorf(http.StatusConflict, "Node %s can only be made protected in provision states 'active' or 'rescue', the current state is %s", ve.Node, ve.State)
+		case "retire":
+			return Errorf(http.StatusConflict, "Node %s can not have 'retired' set in provision state 'available', the current state is '%s'", ve.Node, ve.State)
+		}
+		return Errorf(http.StatusConflict, "%s", ve.Reason)
+	}
+	var fe *baremetal.InvalidFieldError
+	if errors.As(err, &fe) && (fe.Field == "protected_reason" || fe.Field == "retired_reason") {
+		flag := strings.TrimSuffix(fe.Field, "_reason")
+		return badRequest("The %s field can only be set when %s is True", fe.Field, flag)
+	}
+	return nil
 }

@@ -25,6 +25,10 @@ func (h *Handler) nodeStateRoutes() {
 	h.handle("PUT /v1/nodes/{node}/states/power", route{}, h.putPowerState)
 	h.handle("GET /v1/nodes/{node}/states/console", route{}, h.getConsole)
 	h.handle("PUT /v1/nodes/{node}/states/console", route{}, h.putConsole)
+	// The legacy form Ironic's routing still serves (the console
+	// controller reached through /v1/nodes/states with the node last).
+	h.handle("GET /v1/nodes/states/console/{node}", route{}, h.getConsole)
+	h.handle("PUT /v1/nodes/states/console/{node}", route{}, h.putConsole)
 }
 
 // statesLocation is the Location header of an accepted state change: the

@@ -550,7 +550,9 @@ func attachedResponse(h *Handler, rq *request, uuid, method string) bool {
 }
 
 // POST /v1/nodes/{node}/vmedia (1.89) {"device_type", "image_url",
-// "image_download_source"}: 204 once the BMC has the image.
+// "image_download_source"}: 204 once the management interface is
+// validated; the image is attached in the background, a failure landing
+// in the node's last_error (Ironic's behaviour).
 func (h *Handler) attachVmedia(rq *request) error {
 	n, err := rq.node()
 	if err != nil {

@@ -464,6 +464,8 @@ func TestVirtualMediaEndpoints(t *testing.T) {
 		DeviceType: nodes.VirtualMediaCD, ImageURL: iso, ImageDownloadSource: nodes.ImageDownloadSourceHTTP}).ExtractErr(); err != nil {
 		t.Fatal(err)
 	}
+	// Attached in the background after the 204, as Ironic does.
+	waitStoredUnreserved(t, l, n.UUID)
 	r := nodes.GetVirtualMedia(ctx, sc, n.UUID)
 	var list []map[string]any
 	if err := r.ExtractInto(&list); err != nil {
@@ -502,6 +504,7 @@ func TestVirtualMediaEndpoints(t *testing.T) {
 		if st != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, st, body, c.status)
 		}
+		waitStoredUnreserved(t, l, n.UUID)
 		if strings.Contains(body, "hunter2") {
 			t.Errorf("%s: the body carries the URL's password: %s", c.name, body)
 		}

@@ -259,7 +259,17 @@ func (h *Handler) patchPortgroup(rq *request) error {
 				return badRequest("'/%s' is an internal attribute and can not be updated", f)
 			}
 		}
-		if minor, ok := portgroupFieldVersions[f]; ok && !rq.v.AtLeast(minor) {
+		if minor, ok := portgroupFieldVersions[f]; ok && !rq.v.AtLeast(minor) && f != "mode" && f != "properties" {
+			return notAcceptable("Request not acceptable.")
+		}
+	}
+	// mode and properties (1.26): Ironic's is_path_updated looks at the
+	// patch's first operation only, so before 1.26 a patch is refused
+	// when its first operation names one of them, and a later operation
+	// on them is applied. Kept as Ironic does it (see the package
+	// documentation).
+	if len(ops) > 0 && !rq.v.AtLeast(26) {
+		if f := ops[0].rootField(); f == "mode" || f == "properties" {
 			return notAcceptable("Request not acceptable.")
 		}
 	}

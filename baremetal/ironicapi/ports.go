@@ -526,6 +526,53 @@ func (rq *request) portPortgroup(p *baremetal.Port) (*baremetal.Portgroup, error
 	return g, nil
 }
 
+// checkPortgroupPhysnet is Ironic's validate_port_physnet: the ports of a
+// port group share one physical network, so a port joining g (created in
+// it, moved to it, or with its physical network changed) must have the
+// physical network of g's other ports (409). Other ports of g that
+// already disagree make any such change a 409 too.
+func (rq *request) checkPortgroupPhysnet(p *baremetal.Port, g *baremetal.Portgroup) error {
+	if g == nil {
+		return nil
+	}
+	ports, err := rq.h.store.ListPorts(rq.ctx, p.NodeUUID)
+	if err != nil {
+		return err
+	}
+	nets := map[string]bool{}
+	for _, o := range ports {
+		if o.PortgroupUUID == g.UUID && o.UUID != p.UUID {
+			nets[o.PhysicalNetwork] = true
+		}
+	}
+	if len(nets) == 0 {
+		return nil
+	}
+	if len(nets) > 1 {
+		names := make([]string, 0, len(nets))
+		for n := range nets {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return Errorf(http.StatusConflict, "Port group %s has member ports with inconsistent physical networks (%s). All ports in a port group must have the same physical network.", g.UUID, strings.Join(names, ", "))
+	}
+	for n := range nets {
+		if n != p.PhysicalNetwork {
+			return Errorf(http.StatusConflict, "Port with physical network %s cannot become a member of port group %s which has ports in physical network %s.", physnetText(p.PhysicalNetwork), g.UUID, physnetText(n))
+		}
+	}
+	return nil
+}
+
+// physnetText is a physical network as Ironic prints it (None when
+// unset).
+func physnetText(n string) string {
+	if n == "" {
+		return "None"
+	}
+	return n
+}
+
 // portJSON is v as JSON text, for error messages.
 func portJSON(v any) string {
 	b, _ := json.Marshal(v)
@@ -688,6 +735,9 @@ func (h *Handler) createPort(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if err := rq.checkPortgroupPhysnet(p, g); err != nil {
+		return err
+	}
 	if err := checkSmartNIC(p); err != nil {
 		return err
 	}
@@ -781,8 +831,13 @@ func (h *Handler) patchPort(rq *request) error {
 		return err
 	}
 	after["node_uuid"] = target.UUID
-	if err := rq.checkPortBodyVersions(map[string]any{"local_link_connection": after["local_link_connection"]}); err != nil {
-		return err
+	// Ironic checks the versions of the fields the patch names only (a
+	// PATCH of /extra at 1.1 is accepted though the port has fields
+	// newer than 1.1), and the keys of a patched local_link_connection.
+	if slices.Contains(touched, "local_link_connection") {
+		if err := rq.checkPortBodyVersions(map[string]any{"local_link_connection": after["local_link_connection"]}); err != nil {
+			return err
+		}
 	}
 	updated := port.Clone()
 	updated.NodeUUID = target.UUID
@@ -807,6 +862,11 @@ func (h *Handler) patchPort(rq *request) error {
 	}
 	if changed["physical_network"] && g != nil && rq.v.AtLeast(102) {
 		return badRequest("physical_network cannot be changed while the port belongs to a portgroup.")
+	}
+	if changed["portgroup_uuid"] || changed["physical_network"] {
+		if err := rq.checkPortgroupPhysnet(updated, g); err != nil {
+			return err
+		}
 	}
 	if target.ProvisionState == statemachine.Inspecting && rq.v.AtLeast(39) {
 		return Errorf(http.StatusConflict, "Cannot update port \"%s\" on \"%s\" while it is in state \"%s\".", port.UUID, target.UUID, statemachine.Inspecting)

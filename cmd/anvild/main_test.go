@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 // binary is the anvild binary the tests run, built once.
@@ -71,8 +73,8 @@ func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n"
 type daemonProc struct {
 	cmd    *exec.Cmd
 	URL    string
-	stdout *lockedBuffer // the lines before the API's
-	stderr *lockedBuffer
+	stdout *testlog.Buffer // the lines before the API's
+	stderr *testlog.Buffer
 	done   chan error
 }
 
@@ -93,23 +95,6 @@ func (d *daemonProc) waitStdout(t *testing.T, line string) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startAnvild runs the binary on a free 127.0.0.1 port with a fresh state
@@ -133,7 +118,7 @@ func startAnvildBinary(t *testing.T, bin string, args ...string) *daemonProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &daemonProc{cmd: cmd, stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,29 +25,12 @@ import (
 	"github.com/anvilmetal/anvil/console/ipmisol"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/ipmisim"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 // password is the simulated BMC's password: distinctive, so that a test
 // finds it wherever it leaks.
 const password = "S0l-s3cret-pw"
-
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // rig is one node's console against ipmi_sim: a Manager, the console
 // interface, the simulated BMC and the machine behind its SOL device.
@@ -58,7 +40,7 @@ type rig struct {
 	bmc     *ipmisim.BMC
 	machine *ipmisim.Machine
 	task    *driver.Task
-	logs    *lockedBuffer
+	logs    *testlog.Buffer
 }
 
 func newRig(tb testing.TB, opts console.Options) *rig {
@@ -66,7 +48,7 @@ func newRig(tb testing.TB, opts console.Options) *rig {
 	ipmisim.Require(tb)
 	machine := ipmisim.NewMachine(tb)
 	bmc := ipmisim.Start(tb, ipmisim.Options{SOL: machine.Addr(), Password: password})
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Logger = logger
 	m := console.NewManager(opts)

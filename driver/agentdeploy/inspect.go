@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,23 +288,12 @@ func hookRamdiskError(s *inspection) error {
 	return fmt.Errorf("Ramdisk reported error: %s", msg)
 }
 
-// normalizeMAC returns mac in lower-case colon form, accepting the PXE
-// BOOTIF form "01-aa-bb-cc-dd-ee-ff" and dashes; ok is false for anything
-// but a 6-byte, non-zero address.
+// normalizeMAC is agentclient.NormalizeMAC with ok false where that
+// returns "": Ironic's rule (internal/macaddr), a PXE BOOTIF prefix
+// allowed, the zero address refused.
 func normalizeMAC(mac string) (string, bool) {
-	m := strings.TrimSpace(strings.ToLower(mac))
-	if len(m) == 20 && strings.HasPrefix(m, "01-") {
-		m = m[3:]
-	}
-	m = strings.ReplaceAll(m, "-", ":")
-	hw, err := net.ParseMAC(m)
-	if err != nil || len(hw) != 6 {
-		return "", false
-	}
-	if hw.String() == "00:00:00:00:00:00" {
-		return "", false
-	}
-	return hw.String(), true
+	m := agentclient.NormalizeMAC(mac)
+	return m, m != ""
 }
 
 // pxeMAC is the MAC of the interface the node PXE-booted from: plugin

@@ -5,7 +5,9 @@
 // The vendor side is one function: a plugin's main builds a driver.Bundle
 // (hardware types and implementations of the package driver interfaces)
 // and calls Serve. Nothing else is needed; the plugin logs hclog JSON to
-// stderr and must never write to stdout.
+// stderr and must never write to stdout. Drivers that take a
+// *slog.Logger get SlogLogger of the plugin's hclog logger, so that their
+// lines reach the host with the plugin's own.
 //
 // The host side is a Host. Discover scans plugin directories for
 // executables named anvil-driver-<name>, checks an optional SHA-256 pin,

@@ -2,7 +2,6 @@ package plugin_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/testlog"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -225,7 +224,7 @@ func TestUnsupportedProtocolVersionIsRefused(t *testing.T) {
 
 func TestPreviousProtocolVersionIsAccepted(t *testing.T) {
 	dir := pluginDir(t, map[string]string{"anvil-driver-old": bins.old})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	host := plugin.NewHost(plugin.HostConfig{Logger: logger})
 	defer host.Close()
@@ -308,7 +307,7 @@ func TestChecksumPinning(t *testing.T) {
 }
 
 func TestPluginLogsAreRelevelledIntoHostLogger(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 	host, _ := loadFake(t, plugin.HostConfig{Logger: logger})
 	host.Close()
@@ -401,7 +400,7 @@ func TestSIGKILLDuringCall(t *testing.T) {
 // success.
 func TestSIGKILLDuringIdempotentCall(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	host, reg := loadFake(t, plugin.HostConfig{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer host.Close() // before goleak's check; the cleanup's Close is then a no-op
 	drv, err := reg.Resolve(driver.NodeInterfaces{HardwareType: builtin.FakeHardware})
@@ -550,24 +549,6 @@ func TestPluginDiesWithHost(t *testing.T) {
 	}
 }
 
-// syncBuffer is a goroutine-safe bytes.Buffer for log capture.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testManagementCapabilities exercises the fake management's optional
 // capabilities through m (a plugin proxy).
 func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.ManagementInterface, task *driver.Task) {
@@ -620,7 +601,7 @@ func testManagementCapabilities(ctx context.Context, t *testing.T, m driver.Mana
 // own lines reach slog.Default(), as everywhere an embedder configures
 // logging, instead of being discarded.
 func TestNilLoggerLogsToSlogDefault(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })

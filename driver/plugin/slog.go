@@ -120,3 +120,104 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 var _ hclog.Logger = (*slogAdapter)(nil)
+
+// SlogLogger returns a *slog.Logger for a plugin process's drivers that
+// writes to l, the plugin's hclog logger (the one given to
+// ServeConfig.Logger): their records reach the host as the plugin's own
+// lines do, hclog JSON on stderr re-levelled into the host's logger at
+// the matching slog level. Levels map as the host maps them back
+// (below slog.LevelDebug is trace); groups become dotted key prefixes.
+// Drivers that take a *slog.Logger (rfdriver.Options.Logger, say) get
+// it, rather than slog.Default(), whose text lines the host cannot
+// re-level and whose debug lines are dropped.
+func SlogLogger(l hclog.Logger) *slog.Logger {
+	return slog.New(&hclogHandler{l: l})
+}
+
+// hclogHandler is a slog.Handler writing to an hclog.Logger.
+type hclogHandler struct {
+	l      hclog.Logger
+	attrs  []any  // from WithAttrs, flattened to key/value pairs
+	prefix string // the open groups, each followed by a dot
+}
+
+// hclogLevel is the hclog level of a slog level; slogLevel's inverse.
+func hclogLevel(l slog.Level) hclog.Level {
+	switch {
+	case l < slog.LevelDebug:
+		return hclog.Trace
+	case l < slog.LevelInfo:
+		return hclog.Debug
+	case l < slog.LevelWarn:
+		return hclog.Info
+	case l < slog.LevelError:
+		return hclog.Warn
+	}
+	return hclog.Error
+}
+
+func (h *hclogHandler) Enabled(_ context.Context, l slog.Level) bool {
+	switch hclogLevel(l) {
+	case hclog.Trace:
+		return h.l.IsTrace()
+	case hclog.Debug:
+		return h.l.IsDebug()
+	case hclog.Info:
+		return h.l.IsInfo()
+	case hclog.Warn:
+		return h.l.IsWarn()
+	}
+	return h.l.IsError()
+}
+
+func (h *hclogHandler) Handle(_ context.Context, r slog.Record) error {
+	args := make([]any, len(h.attrs), len(h.attrs)+2*r.NumAttrs())
+	copy(args, h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		args = appendAttr(args, h.prefix, a)
+		return true
+	})
+	h.l.Log(hclogLevel(r.Level), r.Message, args...)
+	return nil
+}
+
+func (h *hclogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append([]any(nil), h.attrs...)
+	for _, a := range attrs {
+		c.attrs = appendAttr(c.attrs, h.prefix, a)
+	}
+	return &c
+}
+
+func (h *hclogHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	c := *h
+	c.prefix += name + "."
+	return &c
+}
+
+// appendAttr appends a as key/value pairs, its key after prefix; a
+// group's members are keyed "group.member", an empty attribute is
+// dropped and a group without a key inlines its members, as slog's
+// handlers do.
+func appendAttr(args []any, prefix string, a slog.Attr) []any {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return args
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			prefix += a.Key + "."
+		}
+		for _, m := range a.Value.Group() {
+			args = appendAttr(args, prefix, m)
+		}
+		return args
+	}
+	return append(args, prefix+a.Key, a.Value.Any())
+}
+
+var _ slog.Handler = (*hclogHandler)(nil)

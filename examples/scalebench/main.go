@@ -23,7 +23,11 @@
 //
 // The simulated agents and the loop driving the verbs run inside the
 // conductor's process (the agents' CPU is counted in the conductor's:
-// the figure is an upper bound); the plugin's CPU is counted apart.
+// the figure is an upper bound); the plugin's CPU is counted apart. Each
+// agent has a loopback address of its own (127.1.x.y: Linux routes all
+// of 127/8 to lo), its own TLS server and certificate, and calls the API
+// from that address, so the conductor keeps a connection per agent as
+// with real machines.
 //
 // The steady nodes and the busy nodes' starting point (available) are
 // written to the store directly, so setting up 10,000 nodes takes seconds;
@@ -444,7 +448,12 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	defer client.Close()
 	agentHTTP := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 256}}
-	fleet, err := simfleet.New(simfleet.Config{APIURL: "https://" + ln.Addr().String(), HTTPClient: agentHTTP,
+	// Each agent has an address of its own (127.1.x.y), a TLS server and
+	// certificate of its own, and calls the API from its address: the
+	// conductor handshakes once per agent boot and keeps its connections,
+	// as with a real fleet, rather than handshaking for most commands to
+	// one shared host and port.
+	fleet, err := simfleet.New(simfleet.Config{APIURL: "https://" + ln.Addr().String(), HTTPClient: agentHTTP, OwnAddresses: true,
 		IPAPace: !cfg.fastAgents, HeartbeatInterval: cfg.heartbeatInterval, Logger: cfg.logger})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/internal/testlog"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -332,7 +333,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 	api := httptest.NewUnstartedServer(nil)
 	t.Cleanup(api.Close)
 	apiURL := "http://" + api.Listener.Addr().String()
-	condLog := &syncBuffer{}
+	condLog := &testlog.Buffer{}
 	c, err := conductor.New(store, reg,
 		conductor.Options{Hostname: "realipa-conductor", DisableAutomatedClean: true,
 			Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, ForceOOBPowerOff: forceOOB,
@@ -479,22 +480,4 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		t.Error("the agent token appears in the conductor's log")
 	}
 	return names
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

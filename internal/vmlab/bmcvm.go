@@ -80,6 +80,7 @@ type BMCMachine struct {
 	Console    *Console
 	ConsoleLog string
 
+	con  *consoleRelay
 	opts BMCMachineOptions
 	n    *Network
 	log  *slog.Logger
@@ -87,22 +88,18 @@ type BMCMachine struct {
 	sim  *Process
 	slot *slot
 
-	conLn, ipmiLn, solLn net.Listener
-	fifo                 *os.File
-	conW                 *io.PipeWriter
-	conLog               *os.File // ConsoleLog
+	ipmiLn, solLn net.Listener
+	fifo          *os.File
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	qemu    *Process
-	vmConn  net.Conn // the running QEMU's console connection
-	solConn net.Conn // ipmi_sim's SOL connection
-	starts  []time.Time
-	events  []string
-	closed  bool
+	closeOnce // its mu guards what follows
+	qemu      *Process
+	solConn   net.Conn // ipmi_sim's SOL connection
+	starts    []time.Time
+	events    []string
 }
 
 // chassisHook is ipmi_sim's chassis_control program: "get" answers from
@@ -158,7 +155,7 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 			return nil, fmt.Errorf("%w: no %s (Debian packages openipmi, ipmitool, qemu-system-x86)", ErrUnavailable, b)
 		}
 	}
-	if !macPattern.MatchString(o.MAC) {
+	if !storedMAC(o.MAC) {
 		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
 	}
 	if o.Dir == "" {
@@ -219,18 +216,12 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 		return nil, err
 	}
 
-	// The console: QEMU connects to conLn at each start; every boot's
-	// bytes go into one Console through a pipe.
-	if m.conLn, err = net.Listen("unix", filepath.Join(m.dir, "con.sock")); err != nil {
-		return nil, fmt.Errorf("vmlab: console socket: %w", err)
-	}
-	m.ConsoleLog = filepath.Join(m.dir, "console.log")
-	if m.conLog, err = os.Create(m.ConsoleLog); err != nil {
+	// The console: QEMU connects to the relay at each start; every
+	// boot's bytes go into one Console, and to ipmi_sim's SOL.
+	if m.con, err = newConsoleRelay(m.dir, m.toSOL); err != nil {
 		return nil, err
 	}
-	var conR *io.PipeReader
-	conR, m.conW = io.Pipe()
-	m.Console = newConsole(conR)
+	m.Console, m.ConsoleLog = m.con.console, m.con.logPath
 	// The in-band BMC device: QEMU connects to ipmiLn; the relay dials
 	// ipmi_sim's VM interface on the host's loopback.
 	if m.ipmiLn, err = net.Listen("unix", filepath.Join(m.dir, "ipmi.sock")); err != nil {
@@ -289,7 +280,7 @@ set_working_mc 0x20
 	}
 	m.wg.Add(4)
 	go m.control()
-	go m.acceptConsole()
+	go m.con.serve(&m.wg)
 	go m.relayBMCDevice(vmPort)
 	go m.acceptSOL()
 	if err := m.waitReady(ctx); err != nil {
@@ -439,7 +430,7 @@ func (m *BMCMachine) powerOn() error {
 		return nil
 	}
 	args := machineQEMUArgs(machineQEMU{Name: m.opts.Name, MemoryMB: m.opts.MemoryMB, CPUs: m.opts.CPUs,
-		Console: m.conLn.Addr().String(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks})
+		Console: m.con.addr(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks})
 	args = append(args,
 		"-chardev", "socket,id=ipmi0,path="+m.ipmiLn.Addr().String()+",reconnect=2",
 		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0",
@@ -486,42 +477,17 @@ func (m *BMCMachine) powerOff() error {
 	return err
 }
 
-// acceptConsole takes each QEMU's console connection and copies it into
-// the Console (and to ipmi_sim's SOL connection, when there is one).
-func (m *BMCMachine) acceptConsole() {
-	defer m.wg.Done()
-	for {
-		c, err := m.conLn.Accept()
-		if err != nil {
-			return
+// toSOL copies console output to ipmi_sim's SOL connection, when there
+// is one.
+func (m *BMCMachine) toSOL(b []byte) {
+	m.mu.Lock()
+	sol := m.solConn
+	m.mu.Unlock()
+	if sol != nil {
+		_ = sol.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := sol.Write(b); err != nil {
+			sol.Close()
 		}
-		m.mu.Lock()
-		if old := m.vmConn; old != nil {
-			old.Close()
-		}
-		m.vmConn = c
-		m.mu.Unlock()
-		buf := make([]byte, 4096)
-		for {
-			k, err := c.Read(buf)
-			if k > 0 {
-				_, _ = m.conW.Write(buf[:k])
-				_, _ = m.conLog.Write(buf[:k])
-				m.mu.Lock()
-				sol := m.solConn
-				m.mu.Unlock()
-				if sol != nil {
-					_ = sol.SetWriteDeadline(time.Now().Add(2 * time.Second))
-					if _, err := sol.Write(buf[:k]); err != nil {
-						sol.Close()
-					}
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		c.Close()
 	}
 }
 
@@ -529,30 +495,15 @@ func (m *BMCMachine) acceptConsole() {
 // into an activated SOL session) goes to the running QEMU's console.
 func (m *BMCMachine) acceptSOL() {
 	defer m.wg.Done()
-	for {
-		c, err := m.solLn.Accept()
-		if err != nil {
-			return
-		}
-		m.mu.Lock()
-		if old := m.solConn; old != nil {
-			old.Close()
-		}
-		m.solConn = c
-		m.mu.Unlock()
+	serveLatest(m.solLn, &m.mu, &m.solConn, func(c net.Conn) {
 		m.wg.Add(1)
 		go func() { // ends when the connection closes
 			defer m.wg.Done()
 			buf := make([]byte, 1024)
 			for {
 				k, err := c.Read(buf)
-				if k > 0 {
-					m.mu.Lock()
-					vm := m.vmConn
-					m.mu.Unlock()
-					if vm != nil {
-						_, _ = vm.Write(buf[:k])
-					}
+				if vm := m.con.current(); k > 0 && vm != nil {
+					_, _ = vm.Write(buf[:k])
 				}
 				if err != nil {
 					c.Close()
@@ -560,7 +511,7 @@ func (m *BMCMachine) acceptSOL() {
 				}
 			}
 		}()
-	}
+	})
 }
 
 // relayBMCDevice joins each QEMU's BMC device connection to ipmi_sim's
@@ -602,14 +553,10 @@ func (m *BMCMachine) relayBMCDevice(port int) {
 // Close stops QEMU and ipmi_sim (by PID), the relays and the console, and
 // frees the VM slot. It is idempotent.
 func (m *BMCMachine) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	var p *Process
+	if !m.begin(func() { p = m.qemu }) {
 		return nil
 	}
-	m.closed = true
-	p := m.qemu
-	m.mu.Unlock()
 	var errs []error
 	if p != nil {
 		errs = append(errs, p.Stop(5*time.Second))
@@ -618,23 +565,17 @@ func (m *BMCMachine) Close() error {
 		errs = append(errs, m.sim.Stop(5*time.Second))
 	}
 	m.cancel()
-	for _, c := range []io.Closer{m.conLn, m.ipmiLn, m.solLn, m.fifo, m.conLog} {
+	for _, c := range []io.Closer{m.ipmiLn, m.solLn, m.fifo} {
 		if c != nil {
 			c.Close()
 		}
 	}
 	m.mu.Lock()
-	for _, c := range []net.Conn{m.vmConn, m.solConn} {
-		if c != nil {
-			c.Close()
-		}
+	if m.solConn != nil {
+		m.solConn.Close()
 	}
 	m.mu.Unlock()
-	m.wg.Wait()
-	if m.conW != nil {
-		m.conW.Close()
-		<-m.Console.done
-	}
+	m.con.stop(&m.wg)
 	m.slot.release()
 	return errors.Join(errs...)
 }

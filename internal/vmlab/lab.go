@@ -209,9 +209,8 @@ type Lab struct {
 	node      string
 	images    *imagecache.Cache // the conductor's image cache (labimages.go)
 
-	mu      sync.Mutex
-	closers []func() error // run in reverse by Close
-	closed  bool
+	closeOnce                // its mu guards closers
+	closers   []func() error // run in reverse by Close
 }
 
 // timeline keeps what happened, from every source, with its time.
@@ -322,15 +321,10 @@ func (lab *Lab) cleanup(fn func() error) {
 // servers, removes the lab's files and, when StartLab made it, the
 // network. It is safe to call more than once.
 func (lab *Lab) Close() error {
-	lab.mu.Lock()
-	if lab.closed {
-		lab.mu.Unlock()
+	var closers []func() error
+	if !lab.begin(func() { closers, lab.closers = lab.closers, nil }) {
 		return nil
 	}
-	lab.closed = true
-	closers := lab.closers
-	lab.closers = nil
-	lab.mu.Unlock()
 	var errs []error
 	for i := len(closers) - 1; i >= 0; i-- {
 		if err := closers[i](); err != nil {

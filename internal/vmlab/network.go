@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -63,11 +62,10 @@ type Network struct {
 	forks      chan forkRequest
 	forkerDone chan struct{}
 
-	mu     sync.Mutex
-	taps   int
-	procs  []*Process
-	stopRA func()
-	closed bool
+	closeOnce // its mu guards what follows
+	taps      int
+	procs     []*Process
+	stopRA    func()
 }
 
 // NetworkOptions configure NewNetwork.
@@ -279,15 +277,14 @@ func (n *Network) fork(cmd *exec.Cmd) error {
 // Close stops the processes the network started and deletes the
 // namespace (which removes its bridge and taps). It is idempotent.
 func (n *Network) Close() error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	var procs []*Process
+	var stopRA func()
+	if !n.begin(func() {
+		procs, stopRA = n.procs, n.stopRA
+		n.procs, n.stopRA = nil, nil
+	}) {
 		return nil
 	}
-	n.closed = true
-	procs, stopRA := n.procs, n.stopRA
-	n.procs, n.stopRA = nil, nil
-	n.mu.Unlock()
 	if stopRA != nil {
 		stopRA()
 	}

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // The build scripts are part of each image's cache key: a change to a
@@ -199,6 +201,22 @@ func debianSuite() string {
 	return "bookworm"
 }
 
+// buildStopGrace is how long a cancelled build script's processes have
+// to exit after SIGTERM before SIGKILL.
+const buildStopGrace = 20 * time.Second
+
+// waitGroupGone waits up to d for process group pgid to have no process
+// left (kill with signal 0 fails with ESRCH).
+func waitGroupGone(pgid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // runBuildScript runs an embedded build script with bash in dir, keeping
 // the last lines of its output for the error.
 func runBuildScript(ctx context.Context, script, dir string, args ...string) error {
@@ -211,7 +229,33 @@ func runBuildScript(ctx context.Context, script, dir string, args ...string) err
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// The script's children (debootstrap, dpkg in the chroot) stay in
+	// its process group, which a cancelled build ends as a whole: killing
+	// bash alone left debootstrap running into the build directory the
+	// cache removes, and its work directory in /tmp behind. SIGTERM
+	// first, so the script's EXIT trap removes its work directory; the
+	// group's processes still there after buildStopGrace get SIGKILL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exited := make(chan struct{})
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		err := syscall.Kill(-pgid, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-exited:
+			case <-time.After(buildStopGrace):
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		}()
+		return err
+	}
+	cmd.WaitDelay = buildStopGrace + 5*time.Second
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		// Until the group is gone (bash's children may outlive it).
+		waitGroupGone(cmd.Process.Pid, buildStopGrace+5*time.Second)
+	}
+	close(exited)
 	if err == nil {
 		return nil
 	}

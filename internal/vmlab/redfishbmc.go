@@ -79,16 +79,12 @@ type RedfishMachine struct {
 	hw     *qemuHardware
 	srv    *http.Server
 	ln     net.Listener
-	conLn  net.Listener
-	conW   *io.PipeWriter
-	conLog *os.File
+	con    *consoleRelay
 	slot   *slot
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	vmConn net.Conn
-	closed bool
+	closeOnce
 }
 
 // StartRedfishMachine starts the machine's BMC, powered off, with an
@@ -99,7 +95,7 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		return nil, fmt.Errorf("%w: no %s (Debian package qemu-system-x86)", ErrUnavailable, QEMUBinary)
 	}
-	if !macPattern.MatchString(o.MAC) {
+	if !storedMAC(o.MAC) {
 		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
 	}
 	if o.Dir == "" {
@@ -138,18 +134,12 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	if err := os.MkdirAll(mediaDir, 0o700); err != nil {
 		return nil, err
 	}
-	if m.conLn, err = net.Listen("unix", filepath.Join(o.Dir, "con.sock")); err != nil {
-		return nil, fmt.Errorf("vmlab: console socket: %w", err)
-	}
-	m.ConsoleLog = filepath.Join(o.Dir, "console.log")
-	if m.conLog, err = os.Create(m.ConsoleLog); err != nil {
+	if m.con, err = newConsoleRelay(o.Dir, nil); err != nil {
 		return nil, err
 	}
-	var conR *io.PipeReader
-	conR, m.conW = io.Pipe()
-	m.Console = newConsole(conR)
+	m.Console, m.ConsoleLog = m.con.console, m.con.logPath
 	m.hw = &qemuHardware{n: n, log: log, qmp: filepath.Join(o.Dir, "qmp.sock"), wg: &m.wg,
-		q: machineQEMU{Name: o.Name, MemoryMB: o.MemoryMB, CPUs: o.CPUs, Console: m.conLn.Addr().String(), Tap: m.Tap, MAC: o.MAC, Disks: o.Disks}}
+		q: machineQEMU{Name: o.Name, MemoryMB: o.MemoryMB, CPUs: o.CPUs, Console: m.con.addr(), Tap: m.Tap, MAC: o.MAC, Disks: o.Disks}}
 	m.svc = newRFService(bctx, m.hw, rfServiceOptions{Name: o.Name, SystemID: o.SystemID, UUID: m.UUID,
 		Username: o.Username, Password: o.Password, MediaDir: mediaDir, MaxMediaSize: o.MaxMediaSize,
 		MediaFetchTimeout: o.MediaFetchTimeout, Logger: log})
@@ -164,7 +154,7 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 		defer m.wg.Done()
 		_ = m.srv.Serve(m.ln)
 	}()
-	go m.acceptConsole()
+	go m.con.serve(&m.wg)
 	if m.slot, err = acquireSlot(ctx, slotDir()); err != nil {
 		return nil, err
 	}
@@ -182,35 +172,12 @@ func (m *RedfishMachine) Starts() []time.Time { return m.svc.startTimes() }
 // time ("15:04:05.000 reset On").
 func (m *RedfishMachine) Events() []string { return m.svc.eventList() }
 
-// acceptConsole copies each QEMU's console connection into Console.
-func (m *RedfishMachine) acceptConsole() {
-	defer m.wg.Done()
-	for {
-		c, err := m.conLn.Accept()
-		if err != nil {
-			return
-		}
-		m.mu.Lock()
-		if old := m.vmConn; old != nil {
-			old.Close()
-		}
-		m.vmConn = c
-		m.mu.Unlock()
-		_, _ = io.Copy(io.MultiWriter(m.conW, m.conLog), c)
-		c.Close()
-	}
-}
-
 // Close stops QEMU (by PID), the BMC's server and downloads and the
 // console, and frees the VM slot. It is idempotent.
 func (m *RedfishMachine) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if !m.begin(nil) {
 		return nil
 	}
-	m.closed = true
-	m.mu.Unlock()
 	var errs []error
 	m.cancel()
 	if m.svc != nil {
@@ -224,21 +191,7 @@ func (m *RedfishMachine) Close() error {
 	if m.hw != nil {
 		errs = append(errs, m.hw.close())
 	}
-	for _, c := range []io.Closer{m.conLn, m.conLog} {
-		if c != nil {
-			c.Close()
-		}
-	}
-	m.mu.Lock()
-	if m.vmConn != nil {
-		m.vmConn.Close()
-	}
-	m.mu.Unlock()
-	m.wg.Wait()
-	if m.conW != nil {
-		m.conW.Close()
-		<-m.Console.done
-	}
+	m.con.stop(&m.wg)
 	m.slot.release()
 	return errors.Join(errs...)
 }

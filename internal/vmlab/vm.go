@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/anvilmetal/anvil/internal/macaddr"
 )
 
 // Firmware is a VM's firmware.
@@ -37,7 +38,12 @@ const (
 // qemu-system-x86).
 const QEMUBinary = "qemu-system-x86_64"
 
-var macPattern = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+// storedMAC reports whether s is a MAC address in its stored form, lower
+// case with colons (Ironic's rule, internal/macaddr).
+func storedMAC(s string) bool {
+	mac, ok := macaddr.Parse(s)
+	return ok && mac == s
+}
 
 // VMOptions describe a virtual machine.
 type VMOptions struct {
@@ -113,7 +119,7 @@ func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		return nil, fmt.Errorf("%w: no %s (Debian package qemu-system-x86)", ErrUnavailable, QEMUBinary)
 	}
-	if !macPattern.MatchString(opts.MAC) {
+	if !storedMAC(opts.MAC) {
 		return nil, fmt.Errorf("vmlab: VM MAC %q: want lower-case aa:bb:cc:dd:ee:ff", opts.MAC)
 	}
 	if opts.Name == "" {

@@ -3,10 +3,10 @@ package dhcp6
 import (
 	"encoding/hex"
 	"fmt"
-	"net"
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
 
+	"github.com/anvilmetal/anvil/internal/macaddr"
 	"github.com/anvilmetal/anvil/netboot/dhcp"
 )
 
@@ -52,11 +52,12 @@ func Classify(msg *dhcpv6.Message, src Source) Client {
 	return c
 }
 
-// parseMAC parses a 6-byte MAC into Client.MAC's form.
+// parseMAC parses a MAC by Ironic's rule (internal/macaddr) into
+// Client.MAC's form.
 func parseMAC(s string) (string, error) {
-	hw, err := net.ParseMAC(s)
-	if err != nil || len(hw) != 6 {
+	mac, ok := macaddr.Parse(s)
+	if !ok {
 		return "", fmt.Errorf("dhcp6: %q is not an Ethernet (6-byte) MAC address", s)
 	}
-	return hw.String(), nil
+	return mac, nil
 }

@@ -341,8 +341,8 @@ func (s *Server) record(r stage.Record) {
 }
 
 // Learn tells the server that the client with DUID duid (its option 1
-// bytes) has the Ethernet address mac (any net.ParseMAC form of 6
-// bytes), for clients whose requests carry no MAC the server can read:
+// bytes) has the Ethernet address mac (six hexadecimal octets separated
+// by colons or hyphens), for clients whose requests carry no MAC the server can read:
 // a relayed client behind a relay that adds no option 79, with a DUID
 // that is not link-layer. The server also learns by itself each DUID it
 // found a MAC for. Learn fails on a MAC that is not 6 bytes or an

@@ -30,6 +30,10 @@ type ClientOptions struct {
 	// Netascii asks for netascii mode and decodes it (CR LF to LF,
 	// CR NUL to CR) into w.
 	Netascii bool
+	// LocalAddr, if valid, is the address the client's socket binds to
+	// (a free port on it): one of several addresses a host holds, as a
+	// boot storm benchmark's simulated machines do. Invalid means any.
+	LocalAddr netip.Addr
 }
 
 // Result is what a transfer of Get negotiated and delivered.
@@ -66,6 +70,9 @@ func Get(ctx context.Context, server, filename string, o ClientOptions, w io.Wri
 	laddr := &net.UDPAddr{}
 	if raddr.Addr().Is4() {
 		laddr.IP = net.IPv4zero
+	}
+	if o.LocalAddr.IsValid() {
+		laddr.IP = o.LocalAddr.AsSlice()
 	}
 	conn, err := net.ListenUDP("udp", laddr)
 	if err != nil {

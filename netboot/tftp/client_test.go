@@ -225,3 +225,19 @@ func TestIPv6(t *testing.T) {
 		t.Fatalf("Get: %v, %d bytes", err, buf.Len())
 	}
 }
+
+// TestClientLocalAddr: the client's socket binds to LocalAddr, so the
+// server sees the transfer come from that address (127.0.0.2 is on lo,
+// as every 127/8 address is on Linux).
+func TestClientLocalAddr(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": []byte("hello")})})
+	local := netip.MustParseAddr("127.0.0.2")
+	var buf bytes.Buffer
+	if _, err := Get(context.Background(), st.addr, "f", ClientOptions{LocalAddr: local}, &buf); err != nil {
+		t.Fatalf("Get from %v: %v", local, err)
+	}
+	trs := st.transfers(t, 1)
+	if got := trs[0].Request.Remote.Addr(); got != local {
+		t.Errorf("transfer came from %v, want %v", got, local)
+	}
+}

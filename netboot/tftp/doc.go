@@ -19,7 +19,9 @@
 //
 // Everything from the network is bounded: a request is at most 512 bytes
 // with at most 16 options, a stalled client costs at most Retries
-// timeouts, and a server over MaxTransfers answers "server busy".
+// timeouts, and a request beyond MaxTransfers waits in a queue of at
+// most MaxQueued (unanswered, so that firmware retries rather than
+// failing its boot) for a transfer to end.
 //
 // # Filenames
 //

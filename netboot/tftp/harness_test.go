@@ -160,9 +160,13 @@ type raw struct {
 	conn *net.UDPConn
 }
 
-func newRaw(t testing.TB) *raw {
+func newRaw(t testing.TB) *raw { t.Helper(); return newRawOn(t, 1) }
+
+// newRawOn is a raw client on 127.0.0.host: a machine of its own (every
+// 127/8 address is on lo on Linux).
+func newRawOn(t testing.TB, host byte) *raw {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, host)})
 	if err != nil {
 		t.Fatal(err)
 	}

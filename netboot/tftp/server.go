@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,15 @@ const (
 	// asks for a larger one: 16 blocks of 1468 bytes are 23 KB in flight,
 	// small for the socket buffers and enough to hide the round trip.
 	DefaultMaxWindowSize = 16
+	// DefaultMaxQueued is how many read requests wait for a transfer
+	// slot: a rack of 1,000 machines powered on together fits.
+	DefaultMaxQueued = 1024
+	// DefaultQueueTimeout is how long a waiting request is kept after
+	// the client last sent it. PXE ROMs send their read request again
+	// every few seconds (EDK2 every 4 s, 6 times; iPXE backing off to
+	// 10 s), so a client still waiting refreshes its place, and one that
+	// gave up is dropped before its turn comes.
+	DefaultQueueTimeout = 15 * time.Second
 )
 
 // Server is a read-only TFTP server. Set its fields before Serve; they
@@ -40,10 +50,23 @@ type Server struct {
 	// Handler opens the files requested. Required.
 	Handler Handler
 	// MaxTransfers bounds the transfers running at once
-	// (DefaultMaxTransfers). A read request beyond it is answered at
-	// once with error 0 "server busy, try again later", rather than left
-	// to time out, so that the client's own retry logic runs.
+	// (DefaultMaxTransfers). A read request beyond it waits in a queue,
+	// first come first served, and its transfer starts when one ends.
+	// It is not answered while it waits: firmware treats a TFTP ERROR
+	// as the end of its boot attempt (EDK2 and iPXE move on to the next
+	// boot option), while a request left unanswered is sent again, and
+	// a retransmission of a waiting request keeps its place. So does a
+	// new request from the same address (a client that gave up and
+	// started again from a new port): one place per client address.
 	MaxTransfers int
+	// MaxQueued bounds the requests waiting for a transfer slot
+	// (DefaultMaxQueued). A request beyond it is dropped unanswered, so
+	// that the client sends it again later.
+	MaxQueued int
+	// QueueTimeout is how long a waiting request is kept after the
+	// client last sent it (DefaultQueueTimeout); an older one is dropped
+	// when its turn comes, as its client has given up.
+	QueueTimeout time.Duration
 	// Timeout is the retransmission timeout of a transfer
 	// (DefaultTimeout) when the client does not negotiate one with
 	// RFC 2349's timeout option (1 to 255 s).
@@ -88,6 +111,8 @@ type config struct {
 	retries      int
 	maxBlock     int
 	maxWindow    int
+	maxQueued    int
+	queueTimeout time.Duration
 	onTransfer   func(Transfer)
 	log          *slog.Logger
 	listen       func(local netip.Addr) (*net.UDPConn, error)
@@ -98,6 +123,7 @@ func (s *Server) config() (config, error) {
 		handler: s.Handler, maxTransfers: s.MaxTransfers, timeout: s.Timeout,
 		retries: s.Retries, maxBlock: s.MaxBlockSize, maxWindow: s.MaxWindowSize,
 		onTransfer: s.OnTransfer, log: s.Logger, listen: s.ListenTransfer,
+		maxQueued: s.MaxQueued, queueTimeout: s.QueueTimeout,
 	}
 	if c.listen == nil {
 		c.listen = listenTransfer
@@ -107,6 +133,12 @@ func (s *Server) config() (config, error) {
 	}
 	if c.maxTransfers <= 0 {
 		c.maxTransfers = DefaultMaxTransfers
+	}
+	if c.maxQueued <= 0 {
+		c.maxQueued = DefaultMaxQueued
+	}
+	if c.queueTimeout <= 0 {
+		c.queueTimeout = DefaultQueueTimeout
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -171,18 +203,63 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	// active holds the running transfers by client and request bytes. A
-	// request identical to a running one is the client's retransmission
-	// (our first packet was slow) and is dropped; a different one from
-	// the same port starts a transfer of its own, since PXE ROMs ask for
-	// tsize, abort with an ERROR and ask again from the same port at once,
-	// before the aborted transfer may have noticed.
+	// known holds the running and the waiting requests by client and
+	// request bytes. A request identical to a running one is the
+	// client's retransmission (our first packet was slow) and is
+	// dropped; identical to a waiting one, it refreshes the wait. A
+	// different one from the same port starts a transfer of its own,
+	// since PXE ROMs ask for tsize, abort with an ERROR and ask again
+	// from the same port at once, before the aborted transfer may have
+	// noticed.
 	type key struct {
 		remote netip.AddrPort
 		req    string
 	}
-	var mu sync.Mutex
-	active := make(map[key]bool)
+	type entry struct {
+		k        key
+		req      *request
+		lastSeen time.Time
+	}
+	var (
+		mu      sync.Mutex
+		known   = make(map[key]*entry)
+		queue   []*entry // waiting, oldest first
+		// waiting is the queued entry of each client address: a
+		// client that gave up waiting and asks again from a new port
+		// (firmware restarting its attempt) takes its old place.
+		waiting = make(map[netip.Addr]*entry)
+		running int
+	)
+	// launch starts e's transfer; mu is held. When the transfer ends,
+	// the oldest waiting request whose client is still there starts in
+	// its slot.
+	var launch func(e *entry)
+	launch = func(e *entry) {
+		running++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveRequest(ctx, &cfg, local, e.k.remote, e.req)
+			mu.Lock()
+			defer mu.Unlock()
+			delete(known, e.k)
+			running--
+			for len(queue) > 0 && ctx.Err() == nil {
+				next := queue[0]
+				queue[0] = nil
+				queue = queue[1:]
+				delete(waiting, next.k.remote.Addr())
+				if time.Since(next.lastSeen) > cfg.queueTimeout {
+					delete(known, next.k)
+					cfg.log.Info("tftp: waiting request dropped, client gone", "remote", next.k.remote,
+						"filename", next.req.filename)
+					continue
+				}
+				launch(next)
+				break
+			}
+		}()
+	}
 	buf := make([]byte, maxRequestSize+1)
 	for {
 		n, addr, err := conn.ReadFrom(buf)
@@ -219,31 +296,50 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 		}
 		k := key{remote, string(buf[:n])}
 		mu.Lock()
-		switch {
-		case active[k]:
-			// The client sent its request again before our first
-			// packet reached it: the transfer running answers it.
+		if e := known[k]; e != nil {
+			// The client sent its request again: the running transfer
+			// answers it, or it keeps its place in the queue.
+			e.lastSeen = time.Now()
 			mu.Unlock()
-			continue
-		case len(active) >= cfg.maxTransfers:
-			mu.Unlock()
-			cfg.log.Warn("tftp: server busy, request refused", "remote", remote,
-				"filename", req.filename, "max_transfers", cfg.maxTransfers)
-			_, _ = conn.WriteTo(encodeError(ErrCodeUndefined, "server busy, try again later"), addr)
 			continue
 		}
-		active[k] = true
+		if e := waiting[remote.Addr()]; e != nil {
+			// The client asks again from another port or for another
+			// file: its previous request is dead, this one waits in
+			// its place.
+			delete(known, e.k)
+			e.k, e.req, e.lastSeen = k, req, time.Now()
+			known[k] = e
+			mu.Unlock()
+			continue
+		}
+		if running >= cfg.maxTransfers && len(queue) >= cfg.maxQueued {
+			// Full: drop the requests whose clients went quiet.
+			queue = slices.DeleteFunc(queue, func(q *entry) bool {
+				if time.Since(q.lastSeen) <= cfg.queueTimeout {
+					return false
+				}
+				delete(known, q.k)
+				delete(waiting, q.k.remote.Addr())
+				return true
+			})
+		}
+		e := &entry{k: k, req: req, lastSeen: time.Now()}
+		switch {
+		case running < cfg.maxTransfers:
+			known[k] = e
+			launch(e)
+		case len(queue) < cfg.maxQueued:
+			known[k] = e
+			waiting[remote.Addr()] = e
+			queue = append(queue, e)
+			cfg.log.Debug("tftp: request waits for a transfer slot", "remote", remote,
+				"filename", req.filename, "waiting", len(queue), "max_transfers", cfg.maxTransfers)
+		default:
+			cfg.log.Warn("tftp: transfer queue full, request dropped for the client to retry", "remote", remote,
+				"filename", req.filename, "max_transfers", cfg.maxTransfers, "max_queued", cfg.maxQueued)
+		}
 		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				mu.Lock()
-				delete(active, k)
-				mu.Unlock()
-			}()
-			serveRequest(ctx, &cfg, local, remote, req)
-		}()
 	}
 }
 

@@ -330,13 +330,12 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-// TestMaxTransfers: beyond MaxTransfers a request is told "server busy"
-// (error 0), and is served again once a slot is free.
-func TestMaxTransfers(t *testing.T) {
-	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}), MaxTransfers: 2, Timeout: time.Minute})
-	var holders []*raw
-	var tids []netip.AddrPort
-	for range 2 {
+// holdSlots starts n transfers from raw clients that receive their first
+// block and then stop acknowledging: each holds a transfer slot until it
+// aborts.
+func holdSlots(t *testing.T, st *started, n int) (holders []*raw, tids []netip.AddrPort) {
+	t.Helper()
+	for range n {
 		r := newRaw(t)
 		r.send(st.ap, rrq(opRRQ, "f", "octet"))
 		p, from := r.recv(2 * time.Second)
@@ -345,18 +344,112 @@ func TestMaxTransfers(t *testing.T) {
 		}
 		holders, tids = append(holders, r), append(tids, from)
 	}
-	third := newRaw(t)
-	third.send(st.ap, rrq(opRRQ, "f", "octet"))
-	p, from := third.recv(2 * time.Second)
-	wantError(t, p, ErrCodeUndefined)
-	if from != st.ap {
-		t.Errorf("busy error from %v, want the listener %v", from, st.ap)
+	return holders, tids
+}
+
+// TestMaxTransfers: beyond MaxTransfers a request is not answered (no
+// "server busy" error, which ends a PXE ROM's boot), its retransmission
+// keeps its place, and its transfer starts from a fresh port as soon as a
+// slot is free; beyond MaxQueued a request is dropped, and the client's
+// retry after a slot freed is served.
+func TestMaxTransfers(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
+		MaxTransfers: 2, MaxQueued: 1, Timeout: time.Minute})
+	holders, tids := holdSlots(t, st, 2)
+	waiting := newRawOn(t, 2)
+	waiting.send(st.ap, rrq(opRRQ, "f", "octet"))
+	if p, _, ok := waiting.tryRecv(300 * time.Millisecond); ok {
+		t.Fatalf("a request beyond MaxTransfers got % x, want no answer while it waits", p)
 	}
+	waiting.send(st.ap, rrq(opRRQ, "f", "octet")) // the client's retransmission
+	dropped := newRawOn(t, 3)
+	dropped.send(st.ap, rrq(opRRQ, "f", "octet"))
+	if p, _, ok := dropped.tryRecv(300 * time.Millisecond); ok {
+		t.Fatalf("a request beyond MaxQueued got % x, want no answer", p)
+	}
+
 	holders[0].send(tids[0], []byte{0, 5, 0, 0, 0}) // the first client gives up
-	st.transfers(t, 1)
-	var buf bytes.Buffer
-	if _, err := Get(context.Background(), st.addr, "f", ClientOptions{}, &buf); err != nil || buf.Len() != 5000 {
-		t.Fatalf("Get after a slot freed: %v, %d bytes", err, buf.Len())
+	p, from := waiting.recv(2 * time.Second)
+	if op(p) != opDATA || blockOf(p) != 1 {
+		t.Fatalf("waiting client got % x, want DATA 1", p[:4])
+	}
+	if from == st.ap || from == tids[0] || from == tids[1] {
+		t.Errorf("waiting client's transfer from %v, want a port of its own", from)
+	}
+	if p, _, ok := waiting.tryRecv(300 * time.Millisecond); ok {
+		// The server retransmits after Timeout (a minute): anything
+		// now comes from a second transfer.
+		t.Errorf("waiting client got % x too, want one transfer for its retransmitted request", p[:4])
+	}
+	// The dropped client's retry, now that the queue has room, waits for
+	// the next slot and gets it.
+	dropped.send(st.ap, rrq(opRRQ, "f", "octet"))
+	holders[1].send(tids[1], []byte{0, 5, 0, 0, 0})
+	if p, _ := dropped.recv(2 * time.Second); op(p) != opDATA {
+		t.Fatalf("retried client got % x, want DATA 1", p[:4])
+	}
+	st.transfers(t, 2)
+}
+
+// TestQueueRestart: a waiting client that gives up and asks again from a
+// new port (firmware restarting its boot attempt) keeps its place: the
+// new request is served before a later client's, and the dead one is
+// not served at all.
+func TestQueueRestart(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
+		MaxTransfers: 1, Timeout: time.Minute})
+	holders, tids := holdSlots(t, st, 1)
+	first, later := newRawOn(t, 2), newRawOn(t, 3)
+	first.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+	later.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+	restarted := newRawOn(t, 2) // the same machine, a new port
+	restarted.send(st.ap, rrq(opRRQ, "f", "octet"))
+	time.Sleep(50 * time.Millisecond)
+
+	holders[0].send(tids[0], []byte{0, 5, 0, 0, 0})
+	p, from := restarted.recv(2 * time.Second)
+	if op(p) != opDATA {
+		t.Fatalf("restarted client got % x, want DATA 1 first", p[:4])
+	}
+	if p, _, ok := later.tryRecv(200 * time.Millisecond); ok {
+		t.Fatalf("the later client got % x before the restarted one finished", p[:4])
+	}
+	if p, _, ok := first.tryRecv(50 * time.Millisecond); ok {
+		t.Fatalf("the abandoned port got % x", p[:4])
+	}
+	restarted.send(from, []byte{0, 5, 0, 0, 0}) // done with it
+	if p, _ := later.recv(2 * time.Second); op(p) != opDATA {
+		t.Fatalf("later client got % x, want DATA 1", p[:4])
+	}
+}
+
+// TestQueueTimeout: a waiting request whose client stopped sending it for
+// longer than QueueTimeout is dropped when its turn comes, and the slot
+// goes to the next one, whose client is still there.
+func TestQueueTimeout(t *testing.T) {
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"f": pattern(5000, 1)}),
+		MaxTransfers: 1, QueueTimeout: 200 * time.Millisecond, Timeout: time.Minute})
+	holders, tids := holdSlots(t, st, 1)
+	gone, patient := newRawOn(t, 2), newRawOn(t, 3)
+	gone.send(st.ap, rrq(opRRQ, "f", "octet"))
+	patient.send(st.ap, rrq(opRRQ, "f", "octet"))
+	// patient keeps sending its request, as firmware does while it
+	// waits; gone does not.
+	deadline := time.Now().Add(600 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if p, _, ok := patient.tryRecv(100 * time.Millisecond); ok {
+			t.Fatalf("waiting client got % x before a slot freed", p)
+		}
+		patient.send(st.ap, rrq(opRRQ, "f", "octet"))
+	}
+	holders[0].send(tids[0], []byte{0, 5, 0, 0, 0})
+	if p, _ := patient.recv(2 * time.Second); op(p) != opDATA {
+		t.Fatalf("patient client got % x, want DATA 1", p[:4])
+	}
+	if p, _, ok := gone.tryRecv(300 * time.Millisecond); ok {
+		t.Errorf("client gone for longer than QueueTimeout got % x, want nothing", p)
 	}
 }
 

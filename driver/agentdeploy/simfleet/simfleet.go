@@ -22,7 +22,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -73,6 +75,18 @@ type Config struct {
 	// of the node's MACs, posted to the callback URL the boot was prepared
 	// with) and returns what to post (tests inject errors here).
 	Inspection func(nodeUUID string, def agenttest.InspectionConfig) agenttest.InspectionConfig
+	// OwnAddresses gives each node an address of its own, as real
+	// machines have, instead of one shared agent server: each boot's
+	// agent is served by a TLS server of its own (a certificate of its
+	// own, as IPA's auto-TLS makes one per boot) on the node's loopback
+	// address (127.1.0.1, 127.1.0.2, ... in the order nodes first boot;
+	// every 127/8 address is on lo on Linux), and the ramdisk calls the
+	// API from that address. The conductor then holds connections and
+	// TLS sessions per agent, as with a real fleet. Server must be nil
+	// (Fleet.Server then returns nil), and HTTPClient's Transport an
+	// *http.Transport or nil (each node's client is a clone dialing from
+	// its address).
+	OwnAddresses bool
 }
 
 // InspectionCallbackParam is the ramdisk parameter that makes a booted
@@ -94,6 +108,9 @@ type Fleet struct {
 	powerCalls  map[string][]PowerCall
 	closed      bool
 	wg          sync.WaitGroup
+	// With OwnAddresses: each node's address and HTTP client.
+	addrs   map[string]netip.Addr
+	clients map[string]*http.Client
 }
 
 type boot struct {
@@ -123,8 +140,15 @@ func New(cfg Config) (*Fleet, error) {
 		hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	}
 	f := &Fleet{cfg: cfg, server: cfg.Server, running: map[string]*boot{}, boots: map[string]int{}, inspections: map[string]int{},
-		powerCalls: map[string][]PowerCall{}, hc: hc}
-	if f.server == nil {
+		powerCalls: map[string][]PowerCall{}, hc: hc, addrs: map[string]netip.Addr{}, clients: map[string]*http.Client{}}
+	if cfg.OwnAddresses {
+		if cfg.Server != nil {
+			return nil, fmt.Errorf("simfleet: OwnAddresses serves each agent itself: Server must be nil")
+		}
+		if _, ok := hc.Transport.(*http.Transport); hc.Transport != nil && !ok {
+			return nil, fmt.Errorf("simfleet: OwnAddresses needs HTTPClient.Transport to be an *http.Transport or nil, not %T", hc.Transport)
+		}
+	} else if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
 		if err != nil {
 			return nil, fmt.Errorf("simfleet: agent server: %w", err)
@@ -189,6 +213,13 @@ func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.Inspe
 	if f.cfg.RetryInterval > 0 {
 		rc.LookupConflictBackoff = []time.Duration{f.cfg.RetryInterval, f.cfg.RetryInterval, 2 * f.cfg.RetryInterval}
 	}
+	if f.cfg.OwnAddresses {
+		addr, err := f.addrFor(nodeUUID)
+		if err != nil {
+			return err
+		}
+		rc.Server, rc.ServerAddr, rc.HTTPClient = nil, netip.AddrPortFrom(addr, 0).String(), f.clients[nodeUUID]
+	}
 	rd, err := agenttest.NewRamdisk(rc)
 	if err != nil {
 		return fmt.Errorf("simfleet: boot %s: %w", nodeUUID, err)
@@ -209,6 +240,42 @@ func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.Inspe
 		}
 	}()
 	return nil
+}
+
+// maxOwnAddresses is how many nodes get an address with OwnAddresses:
+// 127.1.0.1 to 127.254.255.254.
+const maxOwnAddresses = 254<<16 - 2
+
+// addrFor returns the node's own address and makes its HTTP client on
+// first use; f.mu is held.
+func (f *Fleet) addrFor(nodeUUID string) (netip.Addr, error) {
+	if a, ok := f.addrs[nodeUUID]; ok {
+		return a, nil
+	}
+	k := len(f.addrs) + 1
+	if k > maxOwnAddresses {
+		return netip.Addr{}, fmt.Errorf("simfleet: boot %s: all %d loopback addresses are taken", nodeUUID, maxOwnAddresses)
+	}
+	a := netip.AddrFrom4([4]byte{127, byte(1 + k>>16), byte(k >> 8), byte(k)})
+	var tr *http.Transport
+	if base, ok := f.hc.Transport.(*http.Transport); ok {
+		tr = base.Clone()
+	} else {
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	d := &net.Dialer{Timeout: 30 * time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))}
+	tr.DialContext = d.DialContext
+	f.addrs[nodeUUID] = a
+	f.clients[nodeUUID] = &http.Client{Transport: tr, Timeout: f.hc.Timeout}
+	return a, nil
+}
+
+// Addr returns the node's own address (OwnAddresses), invalid before its
+// first boot or without OwnAddresses.
+func (f *Fleet) Addr(nodeUUID string) netip.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addrs[nodeUUID]
 }
 
 // Halt stops the node's ramdisk, as powering it off does.
@@ -263,6 +330,11 @@ func (f *Fleet) Close() error {
 		f.Halt(id)
 	}
 	f.wg.Wait()
+	f.mu.Lock()
+	for _, c := range f.clients {
+		c.CloseIdleConnections()
+	}
+	f.mu.Unlock()
 	if f.own {
 		return f.server.Close()
 	}

@@ -46,6 +46,7 @@ import (
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/drivertest"
 	"github.com/anvilmetal/anvil/driver/plugin"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
 
 // execPrefix is how a plugin executable's name starts: Discover only
@@ -261,22 +262,5 @@ func Conformance(t *testing.T, host *plugin.Host, s Suite) {
 }
 
 // LogBuffer is a log sink safe for the host's concurrent writers, for
-// Options.Logs.
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns everything written so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// Options.Logs: Write appends, String returns everything written so far.
+type LogBuffer = testlog.Buffer

@@ -11,7 +11,8 @@
 //
 // The plugin keeps one Redfish session per BMC for as long as it runs and
 // logs every session out when the host stops it. It logs hclog JSON on
-// stderr (never passwords) and never writes to stdout. Run by hand, it
+// stderr (never passwords), the drivers' lines included (their
+// *slog.Logger is plugin.SlogLogger), and never writes to stdout. Run by hand, it
 // explains that it must be started by a host and exits with status 1.
 // README.md beside this file lists the driver_info properties and steps.
 //
@@ -40,7 +41,9 @@ const Version = "1.0.0"
 // sessions when the host is done.
 func Main() {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "redfish", Level: hclog.Info, JSONFormat: true, Output: os.Stderr})
-	opts := rfdriver.Options{}
+	// The drivers' own lines (session handling, retries, re-mastered
+	// ISOs) go out with the plugin's, for the host to re-level.
+	opts := rfdriver.Options{Logger: plugin.SlogLogger(logger)}
 	// The per-node boot ISO of virtual media boots is published into a
 	// directory the embedder serves to the BMCs.
 	if root, url := os.Getenv("ANVIL_REDFISH_HTTP_ROOT"), os.Getenv("ANVIL_REDFISH_HTTP_URL"); root != "" && url != "" {
