@@ -273,14 +273,20 @@ func countLines(t *testing.T, path string) int {
 }
 
 func TestReadyText(t *testing.T) {
-	m, _ := newManager(t, console.Options{SubprocessTimeout: 3 * time.Second})
+	m, _ := newManager(t, console.Options{SubprocessTimeout: wait})
 	cmd := helper("machine", "MACHINE_READY=[SOL Session operational.  Use ~? for help]")
+	began := time.Now()
 	start(t, m, console.Spec{NodeUUID: "node-5", Command: cmd, Ready: "[SOL Session operational"})
+	// How long the helper takes, on this machine now, to start and print
+	// its banner and then the ready text: the baseline of the timeout
+	// below, which must let the banner through (a fixed 500 ms did not
+	// on a loaded machine, where starting the helper took longer).
+	baseline := time.Since(began)
 	if out := outputOf(m, "node-5"); !strings.Contains(out, "[SOL Session operational") {
 		t.Fatalf("Start returned before the ready text: %q", out)
 	}
 
-	m2, _ := newManager(t, console.Options{SubprocessTimeout: 500 * time.Millisecond})
+	m2, _ := newManager(t, console.Options{SubprocessTimeout: max(500*time.Millisecond, 3*baseline)})
 	_, err := m2.Start(context.Background(), console.Spec{NodeUUID: "node-5b", Command: helper("machine"), Ready: "never printed"})
 	var se *console.StartError
 	if !errors.As(err, &se) || !strings.Contains(se.Output, "ANVIL MACHINE") || !strings.Contains(err.Error(), `"never printed"`) {

@@ -21,7 +21,7 @@ import (
 
 // ErrConductorNotRunning is returned by verbs called before Launch (or Run)
 // or after Stop.
-var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
+var ErrConductorNotRunning = errors.New("conductor: not running")
 
 // Conductor is the provisioning engine: it accepts verbs by persisting
 // their intent on the node row, and executes them in a bounded worker
@@ -169,14 +169,14 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != lifecycleNew {
-		return fmt.Errorf("baremetal: conductor %s: Start called twice or after Stop", c.host)
+		return fmt.Errorf("conductor %s: Start called twice or after Stop", c.host)
 	}
 	if _, err := c.store.ClearTargetPowerStateOf(ctx, c.host,
 		fmt.Sprintf("Pending power operation was aborted due to conductor %s restart", c.host)); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: clear pending power actions: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: clear pending power actions: %w", c.host, err)
 	}
 	if _, err := c.store.ReleaseReservationsOf(ctx, c.host); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: release stale reservations: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: release stale reservations: %w", c.host, err)
 	}
 	rec, err := c.store.RegisterConductor(ctx, baremetal.ConductorRegistration{
 		Hostname:       c.host,
@@ -186,11 +186,11 @@ func (c *Conductor) Launch(ctx context.Context) error {
 		UpdateExisting: true,
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: register: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: register: %w", c.host, err)
 	}
 	c.record = rec
 	if err := c.startCluster(ctx); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: %w", c.host, err)
 	}
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -292,7 +292,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 	c.hub.close()
 	c.log.Info("conductor stopped")
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)
+		return fmt.Errorf("conductor %s stop: %w", c.host, err)
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func (t *task) uuid() string { return t.node.UUID }
 func (t *task) save(ctx context.Context) error {
 	err := t.c.retryUnavailable(ctx, t, func() error { return t.c.store.UpdateNode(ctx, t.node, t.c.host) })
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func (t *task) saveRecording(ctx context.Context, h *baremetal.HistoryEntry) err
 		return nil
 	}
 	if err := t.c.retryUnavailable(ctx, t, func() error { return rs.UpdateNodeRecording(ctx, t.node, t.c.host, h) }); err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
 }
@@ -291,7 +291,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 				if errors.Is(err, baremetal.ErrDuplicate) {
 					continue
 				}
-				return fmt.Errorf("baremetal: node %s: create port %s: %w", t.node.UUID, dp.Address, err)
+				return fmt.Errorf("node %s: create port %s: %w", t.node.UUID, dp.Address, err)
 			}
 			t.ports = append(t.ports, p)
 			continue
@@ -303,7 +303,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 		p.PXEEnabled, p.PhysicalNetwork = dp.PXEEnabled, dp.PhysicalNetwork
 		p.LocalLinkConnection, p.Extra = dp.LocalLinkConnection, dp.Extra
 		if err := t.c.store.UpdatePort(ctx, p); err != nil {
-			return fmt.Errorf("baremetal: node %s: update port %s: %w", t.node.UUID, p.Address, err)
+			return fmt.Errorf("node %s: update port %s: %w", t.node.UUID, p.Address, err)
 		}
 	}
 	return nil
@@ -375,7 +375,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 		ExplicitTarget: explicit, WorkFollows: o.work,
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: %w", n.UUID, err)
+		return fmt.Errorf("node %s: %w", n.UUID, err)
 	}
 	n.ProvisionState, n.TargetProvisionState = next, target
 	if o.work || o.lastError != "" {
@@ -386,7 +386,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
 		if err := t.c.retryUnavailable(ctx, t, func() error { return rs.UpdateNodeRecording(ctx, n, t.c.host, h) }); err != nil {
-			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
+			return fmt.Errorf("node %s: save: %w", n.UUID, err)
 		}
 		h = nil
 	} else if err := t.save(ctx); err != nil {

@@ -92,7 +92,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
 	c := b.c
 	if !c.running.Load() {
-		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+		return ErrConductorNotRunning
 	}
 	c.hbMu.Lock()
 	c.pendingHB[hb.NodeUUID] = hb
@@ -111,7 +111,7 @@ func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
 	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
 	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 	return agentclient.Node{
-		UUID: n.UUID, Name: n.Name, ProvisionState: string(n.ProvisionState), Reservation: n.Reservation,
+		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
 		Properties: jsonmap.Clone(n.Properties), InstanceInfo: jsonmap.Clone(n.InstanceInfo),
 		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),

@@ -441,7 +441,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 	if cl == nil || c.record == nil {
 		return
 	}
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: new(false),
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.Active}, Reserved: new(false),
 		Maintenance: new(false), ConductorAffinityNot: c.record.ID})
 	if err != nil {
 		c.log.Warn("sync local state: cannot list nodes", "error", err)

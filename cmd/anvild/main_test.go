@@ -529,7 +529,7 @@ func TestAnvildFindsPluginsBesideItself(t *testing.T) {
 	if err := json.Unmarshal(nb, &node); err != nil {
 		t.Fatal(err)
 	}
-	if node["inspect_interface"] != "agent" || node["raid_interface"] != "redfish" || node["deploy_interface"] != "direct" {
+	if node["inspect_interface"] != "agent" || node["raid_interface"] != "redfish" || node["deploy_interface"] != "autodetect" {
 		t.Fatalf("node interfaces: inspect %v raid %v deploy %v", node["inspect_interface"], node["raid_interface"], node["deploy_interface"])
 	}
 	if _, err := d.stop(t, 15*time.Second); err != nil {

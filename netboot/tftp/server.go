@@ -90,7 +90,7 @@ type Server struct {
 	// so it must return quickly. A request refused before the Handler
 	// ran (a traversal, an unsupported mode) is reported with the
 	// filename as the client sent it. Requests refused by the listener
-	// itself (malformed, write requests, server busy) are only logged.
+	// itself (malformed, write requests, a full queue) are only logged.
 	OnTransfer func(Transfer)
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -221,9 +221,9 @@ func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
 		lastSeen time.Time
 	}
 	var (
-		mu      sync.Mutex
-		known   = make(map[key]*entry)
-		queue   []*entry // waiting, oldest first
+		mu    sync.Mutex
+		known = make(map[key]*entry)
+		queue []*entry // waiting, oldest first
 		// waiting is the queued entry of each client address: a
 		// client that gave up waiting and asks again from a new port
 		// (firmware restarting its attempt) takes its old place.

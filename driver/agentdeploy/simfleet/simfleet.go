@@ -80,8 +80,10 @@ type Config struct {
 	// agent is served by a TLS server of its own (a certificate of its
 	// own, as IPA's auto-TLS makes one per boot) on the node's loopback
 	// address (127.1.0.1, 127.1.0.2, ... in the order nodes first boot;
-	// every 127/8 address is on lo on Linux), and the ramdisk calls the
-	// API from that address. The conductor then holds connections and
+	// every 127/8 address is on lo on Linux) and one port the fleet
+	// picks for all (as IPA listens on 9999 on every machine), so that
+	// a node's agent URL is the same from boot to boot; the ramdisk
+	// calls the API from that address. The conductor then holds connections and
 	// TLS sessions per agent, as with a real fleet. Server must be nil
 	// (Fleet.Server then returns nil), and HTTPClient's Transport an
 	// *http.Transport or nil (each node's client is a clone dialing from
@@ -111,6 +113,7 @@ type Fleet struct {
 	// With OwnAddresses: each node's address and HTTP client.
 	addrs   map[string]netip.Addr
 	clients map[string]*http.Client
+	port    uint16
 }
 
 type boot struct {
@@ -148,6 +151,13 @@ func New(cfg Config) (*Fleet, error) {
 		if _, ok := hc.Transport.(*http.Transport); hc.Transport != nil && !ok {
 			return nil, fmt.Errorf("simfleet: OwnAddresses needs HTTPClient.Transport to be an *http.Transport or nil, not %T", hc.Transport)
 		}
+		// The agents' port: one the system says is free on loopback.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("simfleet: picking the agents' port: %w", err)
+		}
+		f.port = uint16(ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
 	} else if f.server == nil {
 		srv, err := agenttest.NewServer(agenttest.ServerConfig{})
 		if err != nil {
@@ -218,7 +228,7 @@ func (f *Fleet) boot(nodeUUID string, macs []string, inspection *agenttest.Inspe
 		if err != nil {
 			return err
 		}
-		rc.Server, rc.ServerAddr, rc.HTTPClient = nil, netip.AddrPortFrom(addr, 0).String(), f.clients[nodeUUID]
+		rc.Server, rc.ServerAddr, rc.HTTPClient = nil, netip.AddrPortFrom(addr, f.port).String(), f.clients[nodeUUID]
 	}
 	rd, err := agenttest.NewRamdisk(rc)
 	if err != nil {

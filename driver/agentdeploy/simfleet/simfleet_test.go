@@ -2,6 +2,7 @@ package simfleet_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -99,6 +100,22 @@ func TestOwnAddresses(t *testing.T) {
 		if _, err := c.GetCleanSteps(context.Background(), target, nil, nil); err != nil {
 			t.Errorf("node %s: the conductor's client: %v", uuid, err)
 		}
+	}
+	// A reboot serves the agent at the same URL (its address and the
+	// fleet's port), as a real machine's IPA on port 9999.
+	for uuid, mac := range nodes {
+		before, _ := b.Node(uuid)
+		fleet.Halt(uuid)
+		if err := fleet.Boot(uuid, []string{mac}); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(before.AgentURL)
+		conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err != nil {
+			t.Errorf("node %s after a reboot: nothing at its agent_url %s: %v", uuid, before.AgentURL, err)
+			continue
+		}
+		conn.Close()
 	}
 	if len(certs) != len(nodes) {
 		t.Errorf("%d certificates for %d agents, want one each", len(certs), len(nodes))
