@@ -284,7 +284,6 @@ func hookRamdiskError(s *inspection) error {
 	if msg == "" {
 		return nil
 	}
-	//lint:ignore ST1005 Ironic's message, capitalised as Ironic writes it.
 	return fmt.Errorf("Ramdisk reported error: %s", msg)
 }
 
