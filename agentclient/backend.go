@@ -3,6 +3,8 @@ package agentclient
 import (
 	"context"
 	"time"
+
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // Backend is what the lookup and heartbeat handler needs from the rest of
@@ -61,8 +63,9 @@ type LookupQuery struct {
 type Node struct {
 	UUID string
 	Name string
-	// ProvisionState is the node's provision_state string, e.g. "clean wait".
-	ProvisionState string
+	// ProvisionState is the node's provision state, e.g.
+	// statemachine.CleanWait ("clean wait").
+	ProvisionState statemachine.State
 	// Reservation names the conductor holding the node's exclusive lock, or
 	// is empty.
 	Reservation string

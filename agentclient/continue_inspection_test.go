@@ -17,6 +17,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/testlog"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 const (
@@ -76,7 +77,7 @@ func newInspectEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) (*
 	t.Helper()
 	b := agenttest.NewBackend()
 	if err := b.AddNode(agentclient.Node{
-		UUID: nodeID, Name: "node-0", ProvisionState: state,
+		UUID: nodeID, Name: "node-0", ProvisionState: statemachine.State(state),
 		Properties:         map[string]any{"cpus": 8},
 		DriverInternalInfo: map[string]any{"deploy_boot_mode": "uefi"},
 	}, nodeMAC); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/anvilmetal/anvil/clock"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/macaddr"
+	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/google/uuid"
 )
 
@@ -390,11 +391,12 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, nod
 }
 
 // lookupAllowedStates are Ironic's LOOKUP_ALLOWED_STATES.
-func lookupAllowed(state string, fastTrack bool) bool {
+func lookupAllowed(state statemachine.State, fastTrack bool) bool {
 	switch state {
-	case "deploying", "wait call-back", "cleaning", "clean wait", "inspecting", "inspect wait", "rescuing", "rescue wait", "service wait":
+	case statemachine.Deploying, statemachine.DeployWait, statemachine.Cleaning, statemachine.CleanWait,
+		statemachine.Inspecting, statemachine.InspectWait, statemachine.Rescuing, statemachine.RescueWait, statemachine.ServiceWait:
 		return true
-	case "enroll", "manageable", "available", "servicing", "service hold":
+	case statemachine.Enroll, statemachine.Manageable, statemachine.Available, statemachine.Servicing, statemachine.ServiceHold:
 		return fastTrack
 	}
 	return false

@@ -18,6 +18,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/internal/testlog"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 const (
@@ -37,7 +38,7 @@ func newHandlerEnv(t *testing.T, cfg agentclient.HandlerConfig, state string) *h
 	t.Helper()
 	b := agenttest.NewBackend()
 	if err := b.AddNode(agentclient.Node{
-		UUID: nodeID, Name: "node-0", ProvisionState: state,
+		UUID: nodeID, Name: "node-0", ProvisionState: statemachine.State(state),
 		Properties:   map[string]any{"cpus": 8},
 		InstanceInfo: map[string]any{"image_source": "http://img", "configdrive": "H4sIAAAA", "image_url": "http://secret", "admin_password": "pw"},
 		DriverInternalInfo: map[string]any{
@@ -219,7 +220,7 @@ func TestLookupStateRestriction(t *testing.T) {
 		"inspect wait": true, "rescuing": true, "rescue wait": true, "service wait": true,
 		"active": false, "manageable": false, "enroll": false, "deploy failed": false, "servicing": false,
 	} {
-		e.backend.Update(nodeID, func(n *agentclient.Node) { n.ProvisionState = state })
+		e.backend.Update(nodeID, func(n *agentclient.Node) { n.ProvisionState = statemachine.State(state) })
 		st, body := e.lookup("addresses="+nodeMAC, "1.62")
 		if (st == http.StatusOK) != ok {
 			t.Errorf("state %q: HTTP %d: %s", state, st, body)

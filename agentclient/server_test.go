@@ -16,6 +16,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 // unreadBody fails the test when the handler reads from it.
@@ -143,7 +144,7 @@ func TestAnnouncedOversizeBodyAnsweredOverTheWire(t *testing.T) {
 func fuzzHandlerWith(t testing.TB, cfg agentclient.HandlerConfig, state string) (*agentclient.Handler, *agenttest.Backend) {
 	t.Helper()
 	b := agenttest.NewBackend()
-	if err := b.AddNode(agentclient.Node{UUID: nodeID, Name: "node-0", ProvisionState: state, AgentToken: fuzzToken}, nodeMAC); err != nil {
+	if err := b.AddNode(agentclient.Node{UUID: nodeID, Name: "node-0", ProvisionState: statemachine.State(state), AgentToken: fuzzToken}, nodeMAC); err != nil {
 		t.Fatal(err)
 	}
 	h, err := agentclient.NewHandler(b, cfg)

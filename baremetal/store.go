@@ -322,7 +322,7 @@ type ReleasingNodeStore interface {
 // matches every node; set fields are combined with AND.
 type NodeFilter struct {
 	// ProvisionStates matches any of the given provision states.
-	ProvisionStates []string
+	ProvisionStates []statemachine.State
 	// Maintenance matches the maintenance flag when not nil.
 	Maintenance *bool
 	// Reserved matches reserved (true) or unreserved (false) nodes.

@@ -19,7 +19,7 @@ type CapabilityProvider interface {
 // As returns impl's optional capability T, one of the capability
 // interfaces (StepProvider, StepRunner, StepPreparer, BootModeManager,
 // NMIInjector, IndicatorManager, SecureBootManager, SensorReader,
-// VirtualMediaManager, AvailabilityReporter), and whether impl has it. It answers yes when
+// HealthReader, VirtualMediaManager, AvailabilityReporter), and whether impl has it. It answers yes when
 // impl's type implements T, or when impl is a CapabilityProvider that
 // provides T. Callers look capabilities up with As, never with a bare
 // type assertion, so that plugin proxies answer exactly as the

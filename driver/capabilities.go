@@ -82,6 +82,49 @@ type SensorReader interface {
 	Sensors(ctx context.Context, t *Task) ([]SensorReading, error)
 }
 
+// Health is a node's hardware health as the BMC reports it, with
+// Ironic's values (ironic.common.health_states): the node's health field.
+type Health string
+
+// Health values. HealthUnknown (Ironic's None) is what a BMC that reports
+// no health gives.
+const (
+	HealthOK       Health = "OK"
+	HealthWarning  Health = "Warning"
+	HealthCritical Health = "Critical"
+	HealthUnknown  Health = ""
+)
+
+// Worse returns the worse of h and o (Critical over Warning over OK over
+// unknown).
+func (h Health) Worse(o Health) Health {
+	rank := func(x Health) int {
+		switch x {
+		case HealthCritical:
+			return 3
+		case HealthWarning:
+			return 2
+		case HealthOK:
+			return 1
+		}
+		return 0
+	}
+	if rank(o) > rank(h) {
+		return o
+	}
+	return h
+}
+
+// HealthReader is an optional capability of a management interface that
+// reads the node's hardware health from its BMC (Ironic's
+// get_node_health). The conductor calls it on every power state sync
+// when health monitoring is on and stores the result in the node's
+// health field. A value other than the Health constants is ignored, as
+// Ironic ignores one that is not a HealthState.
+type HealthReader interface {
+	Health(ctx context.Context, t *Task) (Health, error)
+}
+
 // VirtualMediaDevice is the device a virtual media image is attached as,
 // with Ironic's values (boot_devices.VMEDIA_DEVICES).
 type VirtualMediaDevice string

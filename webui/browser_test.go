@@ -3,12 +3,8 @@
 package webui_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"image/png"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,95 +17,8 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/console"
 	"github.com/anvilmetal/anvil/statemachine"
+	"github.com/anvilmetal/anvil/webui/webuitest"
 )
-
-// browser starts a headless Chromium for the test (ANVIL_TEST_CHROMIUM
-// names the binary) and returns a tab's context.
-func browser(tb testing.TB, width, height int) context.Context {
-	tb.Helper()
-	chromium := os.Getenv("ANVIL_TEST_CHROMIUM")
-	if chromium == "" {
-		tb.Skip("ANVIL_TEST_CHROMIUM (the Chromium binary) is not set")
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(tb.TempDir()),
-		chromedp.WindowSize(width, height),
-		chromedp.NoFirstRun,
-		chromedp.Headless,
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	tb.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	tb.Cleanup(acancel)
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(tb.Logf))
-	tb.Cleanup(bcancel)
-	return bctx
-}
-
-// poll waits until the page's expression cond is true.
-func poll(tb testing.TB, bctx context.Context, cond string, timeout time.Duration) {
-	tb.Helper()
-	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(5*time.Millisecond))); err != nil {
-		state, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ''`))
-		tb.Fatalf("waiting for %s: %v; page: %q", cond, err, state)
-	}
-}
-
-func eval[T any](tb testing.TB, bctx context.Context, expr string) T {
-	tb.Helper()
-	v, err := chromedp.Run(bctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		tb.Fatalf("evaluating %s: %v", expr, err)
-	}
-	return v
-}
-
-// screenshot saves what the window shows as name in $ANVIL_ARTIFACTS_DIR (a temporary
-// directory when unset) and checks it is a picture of something.
-func screenshot(tb testing.TB, bctx context.Context, name string) {
-	tb.Helper()
-	shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dir := os.Getenv("ANVIL_ARTIFACTS_DIR")
-	if dir == "" {
-		dir = tb.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(shot))
-	if err != nil {
-		tb.Fatalf("screenshot %s is not a PNG: %v", name, err)
-	}
-	b := img.Bounds()
-	r0, g0, b0, _ := img.At(b.Min.X, b.Min.Y).RGBA()
-	plain := true
-	for y := b.Min.Y; y < b.Max.Y && plain; y += 3 {
-		for x := b.Min.X; x < b.Max.X; x += 3 {
-			if r, g, bl, _ := img.At(x, y).RGBA(); r != r0 || g != g0 || bl != b0 {
-				plain = false
-				break
-			}
-		}
-	}
-	if plain {
-		tb.Fatalf("screenshot %s is a single colour", name)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Logf("screenshot %s", filepath.Join(dir, name))
-}
 
 // working are the states the fleet page's nodes are in, in turn.
 var working = []struct {
@@ -168,20 +77,20 @@ func fleetPage(tb testing.TB, nodes int, shot string) fleetFigures {
 	if err := s.store.CreateNodes(s.ctx, batch); err != nil {
 		tb.Fatal(err)
 	}
-	bctx := browser(tb, 1400, 900)
+	bctx := webuitest.Browser(tb, 1400, 900)
 	if err := chromedp.Do(bctx, chromedp.Navigate(s.srv.URL+"/ui/")); err != nil {
 		tb.Fatal(err)
 	}
-	poll(tb, bctx, fmt.Sprintf(`window.anvilFleet && window.anvilFleet.loaded && window.anvilFleet.count === %d`, nodes), 2*time.Minute)
+	webuitest.Poll(tb, bctx, fmt.Sprintf(`window.anvilFleet && window.anvilFleet.loaded && window.anvilFleet.count === %d`, nodes), 2*time.Minute)
 	var figs fleetFigures
-	figs.load = time.Duration(eval[float64](tb, bctx, `window.anvilFleet.loadedAt`) * float64(time.Millisecond))
-	figs.snapshot = time.Duration(eval[float64](tb, bctx, `performance.getEntriesByName(location.origin + '/ui/api/fleet')[0].duration`) * float64(time.Millisecond))
-	poll(tb, bctx, `document.getElementById('live').textContent === 'live'`, 30*time.Second)
-	if rows := eval[int](tb, bctx, `document.querySelectorAll('#spacer .row:not([hidden])').length`); rows == 0 || rows > 200 {
+	figs.load = time.Duration(webuitest.Eval[float64](tb, bctx, `window.anvilFleet.loadedAt`) * float64(time.Millisecond))
+	figs.snapshot = time.Duration(webuitest.Eval[float64](tb, bctx, `performance.getEntriesByName(location.origin + '/ui/api/fleet')[0].duration`) * float64(time.Millisecond))
+	webuitest.Poll(tb, bctx, `document.getElementById('live').textContent === 'live'`, 30*time.Second)
+	if rows := webuitest.Eval[int](tb, bctx, `document.querySelectorAll('#spacer .row:not([hidden])').length`); rows == 0 || rows > 200 {
 		tb.Fatalf("%d row elements drawn for %d nodes; want only those on screen", rows, nodes)
 	}
 	// A marker that a reload would lose.
-	eval[bool](tb, bctx, `window.__sameDocument = true`)
+	webuitest.Eval[bool](tb, bctx, `window.__sameDocument = true`)
 
 	// One node, on screen (the first by name), changes state.
 	first := batch[0]
@@ -211,9 +120,9 @@ func fleetPage(tb testing.TB, nodes int, shot string) fleetFigures {
 			}
 		}
 		list := `['` + strings.Join(uuids, `','`) + `']`
-		poll(tb, bctx, `(() => { const f = window.anvilFleet; return `+list+`.every((u) => f.row(u).provision_state === 'manageable' && f.renderedAt[u]); })()`,
+		webuitest.Poll(tb, bctx, `(() => { const f = window.anvilFleet; return `+list+`.every((u) => f.row(u).provision_state === 'manageable' && f.renderedAt[u]); })()`,
 			time.Minute)
-		drawn := eval[float64](tb, bctx, `Math.max(...`+list+`.map((u) => window.anvilFleet.renderedAt[u]))`)
+		drawn := webuitest.Eval[float64](tb, bctx, `Math.max(...`+list+`.map((u) => window.anvilFleet.renderedAt[u]))`)
 		return time.Duration((drawn - float64(last.UnixMicro())/1000) * float64(time.Millisecond))
 	}
 	figs.latency = latency([]string{first.UUID}, func() {
@@ -221,8 +130,8 @@ func fleetPage(tb testing.TB, nodes int, shot string) fleetFigures {
 			tb.Fatal(err)
 		}
 	})
-	poll(tb, bctx, `document.querySelector('#spacer .row[data-uuid="`+first.UUID+`"]').dataset.state === 'manageable'`, 10*time.Second)
-	if !eval[bool](tb, bctx, `window.__sameDocument === true`) {
+	webuitest.Poll(tb, bctx, `document.querySelector('#spacer .row[data-uuid="`+first.UUID+`"]').dataset.state === 'manageable'`, 10*time.Second)
+	if !webuitest.Eval[bool](tb, bctx, `window.__sameDocument === true`) {
 		tb.Fatal("the page reloaded")
 	}
 
@@ -248,11 +157,11 @@ func fleetPage(tb testing.TB, nodes int, shot string) fleetFigures {
 	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#q`), batch[7].Name)); err != nil {
 		tb.Fatal(err)
 	}
-	poll(tb, bctx, `window.anvilFleet.shown === 1`, 10*time.Second)
-	eval[bool](tb, bctx, `(() => { const q = document.getElementById('q'); q.value = ''; return q.dispatchEvent(new Event('input')); })()`)
-	poll(tb, bctx, fmt.Sprintf(`window.anvilFleet.shown === %d`, nodes), 10*time.Second)
+	webuitest.Poll(tb, bctx, `window.anvilFleet.shown === 1`, 10*time.Second)
+	webuitest.Eval[bool](tb, bctx, `(() => { const q = document.getElementById('q'); q.value = ''; return q.dispatchEvent(new Event('input')); })()`)
+	webuitest.Poll(tb, bctx, fmt.Sprintf(`window.anvilFleet.shown === %d`, nodes), 10*time.Second)
 	if shot != "" {
-		screenshot(tb, bctx, shot)
+		webuitest.Screenshot(tb, bctx, shot)
 	}
 	return figs
 }
@@ -293,38 +202,34 @@ func BenchmarkFleetPage(b *testing.B) {
 func TestBrowserNodePage(t *testing.T) {
 	s := newStack(t, conductor.Options{})
 	n := s.deploy("browser-node", "52:54:00:bb:00:01")
-	bctx := browser(t, 1400, 1000)
+	bctx := webuitest.Browser(t, 1400, 1000)
 	if err := chromedp.Do(bctx, chromedp.Navigate(s.srv.URL+"/ui/nodes/"+n.UUID)); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, bctx, `window.anvilNode && window.anvilNode.node && window.anvilNode.timelineAt > 0 && window.anvilNode.historyAt > 0`, time.Minute)
-	if got := eval[string](t, bctx, `document.getElementById('pstate').textContent`); got != "active" {
+	webuitest.NodePageReady(t, bctx, time.Minute)
+	if got := webuitest.Eval[string](t, bctx, `document.getElementById('pstate').textContent`); got != "active" {
 		t.Fatalf("provision state shown %q", got)
 	}
 	// The newest phase is drawn first: the deploy.
-	labels := func(lane string) []string {
-		return eval[[]string](t, bctx, `[...document.querySelector('.phase').querySelectorAll('g.bar-group[data-lane="`+lane+`"]')]`+
-			`.sort((a, b) => a.querySelector('rect').x.baseVal.value - b.querySelector('rect').x.baseVal.value || 0).map((g) => g.dataset.label)`)
+	if ph := webuitest.Phases(t, bctx); len(ph) == 0 || ph[0] != "deploy" {
+		t.Fatalf("phases drawn %q, want deploy first", ph)
 	}
-	if ph := eval[string](t, bctx, `document.querySelector('.phase').dataset.phase`); ph != "deploy" {
-		t.Fatalf("first phase drawn %q, want deploy", ph)
-	}
-	boot := labels("boot")
+	boot := webuitest.PhaseLabels(t, bctx, 0, "boot")
 	wantBoot := []string{"boot prepared", "dhcp discover", "dhcp offer", "dhcp ack", "tftp sent", "boot script", "kernel", "ramdisk", "agent lookup", "agent heartbeat"}
-	if got := compact(boot); strings.Join(got, ",") != strings.Join(wantBoot, ",") {
+	if strings.Join(boot, ",") != strings.Join(wantBoot, ",") {
 		t.Fatalf("boot stages drawn in the order %v, want %v", boot, wantBoot)
 	}
-	steps := labels("steps")
+	steps := webuitest.PhaseLabels(t, bctx, 0, "steps")
 	if i, j := index(steps, "deploy.write_image"), index(steps, "deploy.boot_instance"); i < 0 || j < 0 || i > j {
 		t.Fatalf("steps drawn in the order %v", steps)
 	}
-	if eval[int](t, bctx, `document.querySelectorAll('.phase:first-child rect.k-wait').length`) == 0 {
+	if webuitest.Eval[int](t, bctx, `document.querySelectorAll('.phase:first-child rect.k-wait').length`) == 0 {
 		t.Fatal("no wait drawn")
 	}
-	if eval[int](t, bctx, `document.querySelectorAll('#history tbody tr').length`) == 0 {
+	if webuitest.Eval[int](t, bctx, `document.querySelectorAll('#history tbody tr').length`) == 0 {
 		t.Fatal("no history shown")
 	}
-	if eval[int](t, bctx, `document.querySelectorAll('#ports tbody tr').length`) != 1 {
+	if webuitest.Eval[int](t, bctx, `document.querySelectorAll('#ports tbody tr').length`) != 1 {
 		t.Fatal("the port is not shown")
 	}
 
@@ -336,24 +241,24 @@ func TestBrowserNodePage(t *testing.T) {
 	}
 	// A cancelled verb sends nothing.
 	click(`button[data-verb="power off"]`)
-	poll(t, bctx, `document.getElementById('confirm').open`, 10*time.Second)
+	webuitest.Poll(t, bctx, `document.getElementById('confirm').open`, 10*time.Second)
 	click(`#confirm-cancel`)
-	poll(t, bctx, `document.getElementById('notice').textContent === 'power off: cancelled'`, 10*time.Second)
+	webuitest.Poll(t, bctx, `document.getElementById('notice').textContent === 'power off: cancelled'`, 10*time.Second)
 	if got, _ := s.store.GetNode(s.ctx, n.UUID); got.PowerState != statemachine.PowerOn {
 		t.Fatalf("power %s after a cancelled power off", got.PowerState)
 	}
 
 	// Enable the console through the page.
 	click(`button[data-verb="enable console"]`)
-	poll(t, bctx, `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes('enable console')`, 10*time.Second)
+	webuitest.Poll(t, bctx, `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes('enable console')`, 10*time.Second)
 	click(`#confirm-ok`)
-	poll(t, bctx, `document.getElementById('notice').textContent === 'enable console: accepted'`, 30*time.Second)
+	webuitest.Poll(t, bctx, `document.getElementById('notice').textContent === 'enable console: accepted'`, 30*time.Second)
 	frameRows := `(() => { const f = document.getElementById('console'); const d = f.hidden ? null : f.contentDocument;` +
 		` const r = d && d.querySelector('.xterm-rows'); return r ? r.innerText : ''; })()`
 	frameState := `(() => { const f = document.getElementById('console'); const d = f.hidden ? null : f.contentDocument;` +
 		` const s = d && d.getElementById('state'); return s ? s.textContent : ''; })()`
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](frameState+` === 'connected'`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
-		frame := eval[string](t, bctx, `(() => { const f = document.getElementById('console'); return 'hidden=' + f.hidden + ' src=' + f.getAttribute('src') +
+		frame := webuitest.Eval[string](t, bctx, `(() => { const f = document.getElementById('console'); return 'hidden=' + f.hidden + ' src=' + f.getAttribute('src') +
 			' note=' + document.getElementById('console-note').textContent; })()`)
 		t.Fatalf("the console did not connect in the page: %v; frame %s", err, frame)
 	}
@@ -363,9 +268,9 @@ func TestBrowserNodePage(t *testing.T) {
 	if err := chromedp.Do(bctx, typeKeys("hello from the node page\r")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, bctx, frameRows+`.includes('machine got: hello from the node page')`, 30*time.Second)
-	eval[bool](t, bctx, `(() => { window.scrollTo(0, 0); return true; })()`)
-	screenshot(t, bctx, "node-page.png")
+	webuitest.Poll(t, bctx, frameRows+`.includes('machine got: hello from the node page')`, 30*time.Second)
+	webuitest.Eval[bool](t, bctx, `(() => { window.scrollTo(0, 0); return true; })()`)
+	webuitest.Screenshot(t, bctx, "node-page.png")
 }
 
 // TestBrowserConsolePage opens a console's own page as anvild mounts it
@@ -390,27 +295,17 @@ func TestBrowserConsolePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bctx := browser(t, 1024, 640)
+	bctx := webuitest.Browser(t, 1024, 640)
 	if err := chromedp.Do(bctx, chromedp.Navigate(s.srv.URL+"/console/"+n.UUID+"?token="+tok.Value)); err != nil {
 		t.Fatal(err)
 	}
 	rows := `(document.querySelector('.xterm-rows') ? document.querySelector('.xterm-rows').innerText : '')`
-	poll(t, bctx, `document.getElementById('state').textContent === 'connected'`, time.Minute)
+	webuitest.Poll(t, bctx, `document.getElementById('state').textContent === 'connected'`, time.Minute)
 	if err := chromedp.Do(bctx, typeKeys("typed in the console page\r")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, bctx, rows+`.includes('machine got: typed in the console page')`, 30*time.Second)
-	screenshot(t, bctx, "console-page-anvild.png")
-}
-
-func compact(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if len(out) == 0 || out[len(out)-1] != v {
-			out = append(out, v)
-		}
-	}
-	return out
+	webuitest.Poll(t, bctx, rows+`.includes('machine got: typed in the console page')`, 30*time.Second)
+	webuitest.Screenshot(t, bctx, "console-page-anvild.png")
 }
 
 func index(s []string, v string) int {

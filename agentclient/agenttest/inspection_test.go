@@ -13,6 +13,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/statemachine"
 )
 
 const rdMAC2 = "52:54:00:12:34:57"
@@ -40,7 +41,7 @@ func (a *inspectAPI) seen() []*http.Request {
 func newInspectAPI(t *testing.T, state string, before func(n int, w http.ResponseWriter) bool) *inspectAPI {
 	t.Helper()
 	b := agenttest.NewBackend()
-	if err := b.AddNode(agentclient.Node{UUID: rdNode, ProvisionState: state}, rdMAC, rdMAC2); err != nil {
+	if err := b.AddNode(agentclient.Node{UUID: rdNode, ProvisionState: statemachine.State(state)}, rdMAC, rdMAC2); err != nil {
 		t.Fatal(err)
 	}
 	h, err := agentclient.NewHandler(b, agentclient.HandlerConfig{})

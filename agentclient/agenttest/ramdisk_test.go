@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -28,7 +29,7 @@ type apiEnv struct {
 func newAPI(t *testing.T, state string) *apiEnv {
 	t.Helper()
 	b := agenttest.NewBackend()
-	if err := b.AddNode(agentclient.Node{UUID: rdNode, ProvisionState: state}, rdMAC); err != nil {
+	if err := b.AddNode(agentclient.Node{UUID: rdNode, ProvisionState: statemachine.State(state)}, rdMAC); err != nil {
 		t.Fatal(err)
 	}
 	h, err := agentclient.NewHandler(b, agentclient.HandlerConfig{})

@@ -38,7 +38,7 @@ func agentOf(n *baremetal.Node) agentclient.Agent {
 
 func (c *Conductor) agentClient() (*agentclient.Client, error) {
 	if c.agent.Client == nil {
-		return nil, fmt.Errorf("baremetal: no agent client configured (AgentSettings.Client)")
+		return nil, errors.New("no agent client configured (AgentSettings.Client)")
 	}
 	return c.agent.Client, nil
 }

@@ -14,7 +14,7 @@ import (
 
 // ErrAllocationFailed: an allocation found no node, or a backfill's node
 // does not match it. The allocation is stored in the error state.
-var ErrAllocationFailed = errors.New("baremetal: allocation failed")
+var ErrAllocationFailed = errors.New("conductor: allocation failed")
 
 // AllocationFailedError says why an allocation ended in the error state,
 // as Ironic's AllocationFailed. It matches ErrAllocationFailed.
@@ -26,7 +26,7 @@ type AllocationFailedError struct {
 }
 
 func (e *AllocationFailedError) Error() string {
-	return fmt.Sprintf("baremetal: failed to process allocation %s: %s", e.Allocation, e.Reason)
+	return fmt.Sprintf("failed to process allocation %s: %s", e.Allocation, e.Reason)
 }
 
 // Is reports whether target is ErrAllocationFailed.
@@ -167,7 +167,7 @@ func (c *Conductor) allocationFailed(ctx context.Context, a *baremetal.Allocatio
 	a.NodeUUID, a.State, a.LastError = "", baremetal.AllocationError, reason
 	c.log.Warn("allocation failed", "allocation", a.UUID, "reason", reason)
 	if err := c.store.UpdateAllocation(context.WithoutCancel(ctx), a); err != nil {
-		return nil, fmt.Errorf("baremetal: allocation %s failed (%s) and recording the failure failed: %w", a.UUID, reason, err)
+		return nil, fmt.Errorf("allocation %s failed (%s) and recording the failure failed: %w", a.UUID, reason, err)
 	}
 	return a, nil
 }
@@ -192,7 +192,7 @@ func allocatable(n *baremetal.Node, a *baremetal.Allocation) bool {
 
 // candidates lists the nodes that can take a, in the order to try them.
 func (c *Conductor) candidates(ctx context.Context, a *baremetal.Allocation) ([]*baremetal.Node, string, error) {
-	f := baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Available)},
+	f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.Available},
 		Maintenance: new(false), Associated: new(false)}
 	var all []*baremetal.Node
 	page := baremetal.Page{Limit: 1000}
@@ -301,7 +301,7 @@ func (c *Conductor) allocate(ctx context.Context, a *baremetal.Allocation) (*bar
 // A node no longer suitable, or claimed by another allocation meanwhile,
 // gives neither. The node is never left reserved.
 func (c *Conductor) takeNode(ctx context.Context, a *baremetal.Allocation, uuid string) (took, locked bool, err error) {
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if errors.Is(err, baremetal.ErrNodeLocked) {
 		return false, true, nil
 	}

@@ -252,7 +252,7 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 			// a node waiting there, early or late.
 			continue
 		}
-		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
+		f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{chk.state}, Reserved: new(false), Maintenance: new(false)}
 		nodes, err := c.listAll(ctx, f)
 		if err != nil {
 			c.log.Warn("boot stall check failed", "state", chk.state, "error", err)
@@ -296,7 +296,7 @@ func (c *Conductor) NodeForMAC(ctx context.Context, mac string) (node string, fo
 		if errors.Is(err, baremetal.ErrNotFound) {
 			return "", false, nil
 		}
-		return "", false, fmt.Errorf("baremetal: conductor %s: port of MAC %s: %w", c.host, hw, err)
+		return "", false, fmt.Errorf("conductor %s: port of MAC %s: %w", c.host, hw, err)
 	}
 	if !p.PXEEnabled {
 		return "", false, nil

@@ -152,7 +152,7 @@ func isTimeout(err error) bool {
 // and one no longer waiting on the watched step of the watched agent is
 // left alone.
 func (c *Conductor) processCommandDone(ctx context.Context, uuid string, w *commandWatch) {
-	n, err := baremetal.AcquireNode(ctx, c.store, uuid, c.host, baremetal.LockPolicy{Attempts: doneLockAttempts, Interval: doneLockInterval})
+	n, err := baremetal.AcquireNode(ctx, c.locks(), uuid, c.host, baremetal.LockPolicy{Attempts: doneLockAttempts, Interval: doneLockInterval})
 	if err != nil {
 		c.log.Debug("finished agent command not processed; the next heartbeat continues", "node", uuid, "error", err)
 		return

@@ -26,12 +26,12 @@ const (
 // states returns the provision states the limit counts, Ironic's: a node
 // deploying or waiting for its agent during a deploy; a node being torn
 // down or cleaned, or waiting for its agent during cleaning.
-func (k actionLimit) states() []string {
+func (k actionLimit) states() []statemachine.State {
 	switch k {
 	case limitDeploy:
-		return []string{string(statemachine.Deploying), string(statemachine.DeployWait)}
+		return []statemachine.State{statemachine.Deploying, statemachine.DeployWait}
 	case limitClean:
-		return []string{string(statemachine.Deleting), string(statemachine.Cleaning), string(statemachine.CleanWait)}
+		return []statemachine.State{statemachine.Deleting, statemachine.Cleaning, statemachine.CleanWait}
 	}
 	return nil
 }
@@ -68,7 +68,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 	}
 	count, err := c.store.CountNodes(ctx, f)
 	if err != nil {
-		return fmt.Errorf("baremetal: %s of node %s: count the nodes in %v for %s: %w", verb, n.UUID, states, option, err)
+		return fmt.Errorf("%s of node %s: count the nodes in %v for %s: %w", verb, n.UUID, states, option, err)
 	}
 	if count < limit {
 		return nil
@@ -76,7 +76,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 	c.log.Debug("verb refused: concurrent action limit", "node", n.UUID, "verb", verb, "option", option, "limit", limit, "count", count)
 	return &ConcurrentActionLimitError{
 		Node: n.UUID, Action: verb, Option: option, Limit: limit, Count: count,
-		States:            states,
+		States:            stateNames(states),
 		PerConductorGroup: c.opts.MaxConcurrentPerConductorGroup,
 		ConductorGroup:    n.ConductorGroup,
 	}
@@ -86,7 +86,7 @@ func (c *Conductor) checkActionLimit(ctx context.Context, n *baremetal.Node, ver
 // manual clean was refused because too many nodes are already
 // deploying or cleaning (Ironic's ConcurrentActionLimit, HTTP 503).
 // Nothing was changed; the caller backs off and retries.
-var ErrConcurrentActionLimit = errors.New("baremetal: concurrent action limit reached")
+var ErrConcurrentActionLimit = errors.New("conductor: concurrent action limit reached")
 
 // ConcurrentActionLimitError says a verb was refused before anything
 // changed because the number of nodes already in the states its limit
@@ -133,9 +133,18 @@ func (e *ConcurrentActionLimitError) Error() string {
 	if e.PerConductorGroup {
 		scope = fmt.Sprintf("in conductor group %q", e.ConductorGroup)
 	}
-	return fmt.Sprintf("baremetal: node %s: unable to initiate %s due to concurrent action limit: %d nodes %s are in %q, %s is %d; retry later",
+	return fmt.Sprintf("node %s: unable to initiate %s due to concurrent action limit: %d nodes %s are in %q, %s is %d; retry later",
 		e.Node, e.Action, e.Count, scope, e.States, e.Option, e.Limit)
 }
 
 // Is reports whether target is ErrConcurrentActionLimit.
 func (e *ConcurrentActionLimitError) Is(target error) bool { return target == ErrConcurrentActionLimit }
+
+// stateNames returns states as strings.
+func stateNames(states []statemachine.State) []string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	return names
+}

@@ -18,7 +18,7 @@ const EventConsole EventType = "console"
 
 // ErrConsoleNotEnabled is returned by ConsoleInfo for a node whose
 // console is disabled, as Ironic's NodeConsoleNotEnabled (HTTP 400).
-var ErrConsoleNotEnabled = errors.New("baremetal: console not enabled")
+var ErrConsoleNotEnabled = errors.New("conductor: console not enabled")
 
 // ConsoleNotEnabledError names the node whose console is disabled. It
 // matches ErrConsoleNotEnabled.
@@ -28,7 +28,7 @@ type ConsoleNotEnabledError struct {
 }
 
 func (e *ConsoleNotEnabledError) Error() string {
-	return fmt.Sprintf("baremetal: the console is not enabled on node %s", e.Node)
+	return fmt.Sprintf("the console is not enabled on node %s", e.Node)
 }
 
 // Is reports whether target is ErrConsoleNotEnabled.
@@ -139,7 +139,7 @@ func (c *Conductor) validateConsole(ctx context.Context, t *task, op string) err
 		return con.Validate(ctx, v)
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: %s of node %s: %w", op, t.uuid(), err)
+		return fmt.Errorf("%s of node %s: %w", op, t.uuid(), err)
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (c *Conductor) ConsoleInfo(ctx context.Context, ident string) (ConsoleState
 		return err
 	})
 	if err != nil {
-		return ConsoleState{}, fmt.Errorf("baremetal: get console information of node %s: %w", n.UUID, err)
+		return ConsoleState{}, fmt.Errorf("get console information of node %s: %w", n.UUID, err)
 	}
 	return ConsoleState{Enabled: true, Info: &info}, nil
 }
@@ -360,7 +360,7 @@ func (c *Conductor) restoreConsoles(ctx context.Context) {
 		if !c.restorableConsole(n) {
 			continue
 		}
-		locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+		locked, err := baremetal.AcquireNode(ctx, c.locks(), n.UUID, c.host, *c.opts.LockPolicy)
 		if err != nil {
 			c.log.Warn("console restore: node locked or gone; its console is not started", "node", n.UUID, "error", err)
 			continue
@@ -446,7 +446,7 @@ func (c *Conductor) syncConsoles(ctx context.Context) {
 		if !release && !takeover {
 			continue
 		}
-		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		locked, err := c.reserve(ctx, n.UUID)
 		if err != nil {
 			continue
 		}

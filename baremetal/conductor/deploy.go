@@ -57,6 +57,9 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 			return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to build the config drive for node %s: %s", n.UUID, describeErr(err)), false)
 		}
 	}
+	if err := c.switchDeployInterface(ctx, t); err != nil {
+		return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to prepare to deploy: %s", describeErr(err)), false)
+	}
 	c.dropStaleAgent(ctx, t)
 	err := callIface(ctx, t, driver.KindDeploy, "prepare to deploy", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
 		if err := dep.Validate(ctx, v); err != nil {
@@ -86,7 +89,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		t.fail(ctx, msg, false)
 		return err
 	}
-	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn {
+	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn && !n.DisablePowerOff {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.
 		if err := c.powerOffAgent(ctx, t); err != nil {
@@ -95,7 +98,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 			return err
 		}
 	}
-	if c.agentBased(t) && !n.DisablePowerOff && n.PowerState != driver.PowerOff {
+	if (c.agentBased(t) || c.ramdiskDeploy(t)) && !n.DisablePowerOff && n.PowerState != driver.PowerOff {
 		// Ironic's agent deploy tear_down powers the instance off first:
 		// cleaning then boots the ramdisk afresh. Left running, an
 		// instance without an agent would pass for a fast-track agent
@@ -118,6 +121,12 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		}
 		return dep.CleanUp(ctx, v)
 	})
+	if err == nil && n.DisablePowerOff && (c.agentBased(t) || c.ramdiskDeploy(t)) {
+		// The node could not be powered off above: it is rebooted once
+		// the instance's boot is cleaned up, so that it no longer runs
+		// the instance (Ironic's AgentBaseMixin.clean_up).
+		err = c.powerAction(ctx, t, driver.Reboot, 0)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
 		t.fail(ctx, msg, false)
@@ -131,6 +140,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		}
 		return nil
 	})
+	c.restoreDeployInterface(t)
 	n.InstanceInfo = map[string]any{}
 	c.dropAllocation(ctx, n)
 	n.InstanceUUID = ""
@@ -160,7 +170,14 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "tear_down_agent":
-		if err := c.powerOffAgent(ctx, t); err != nil {
+		if t.node.DisablePowerOff {
+			// The node cannot be powered off: the agent is locked down
+			// instead and the node keeps running until boot_instance
+			// reboots it (Ironic's tear_down_agent).
+			if err := c.lockdownAgent(ctx, t, true); err != nil {
+				return err
+			}
+		} else if err := c.powerOffAgent(ctx, t); err != nil {
 			return err
 		}
 		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
@@ -180,9 +197,47 @@ func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) 
 			return nil
 		})
 	case "boot_instance":
+		if t.node.DisablePowerOff {
+			// Never powered off: reset into the instance.
+			return c.powerAction(ctx, t, driver.Reboot, 0)
+		}
 		return c.powerAction(ctx, t, driver.PowerOn, 0)
 	}
 	return nil
+}
+
+// bootRamdiskInstance boots the instance of a ramdisk deploy, as
+// Ironic's RamdiskDeploy.deploy: power off (unless disable_power_off),
+// tenant network, the boot interface's instance boot, power on (a reboot
+// with disable_power_off).
+func (c *Conductor) bootRamdiskInstance(ctx context.Context, t *task) error {
+	n := t.node
+	if !n.DisablePowerOff && n.PowerState != driver.PowerOff {
+		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+			return err
+		}
+	}
+	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		if nw := d.Network(); nw != nil {
+			if err := nw.RemoveNetwork(ctx, v, driver.NetworkProvisioning); err != nil {
+				return err
+			}
+			if err := nw.AddNetwork(ctx, v, driver.NetworkTenant); err != nil {
+				return err
+			}
+		}
+		if b := d.Boot(); b != nil {
+			return b.PrepareInstance(ctx, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n.DisablePowerOff {
+		return c.powerAction(ctx, t, driver.Reboot, 0)
+	}
+	return c.powerAction(ctx, t, driver.PowerOn, 0)
 }
 
 // DeployOptions tune a deploy or a rebuild.
@@ -308,6 +363,11 @@ func checkDeployStepsSchema(ident string, user []steps.Step) error {
 // (direct needs instance_info.image_source). It writes nothing.
 func (c *Conductor) validateDeployRequest(ctx context.Context, t *task, cd configdrive.Value, user []steps.Step) error {
 	n := t.node
+	// Autodetect picks the real deploy interface now, before the
+	// request is validated against it (Ironic's do_node_deploy).
+	if err := c.switchDeployInterface(ctx, t); err != nil {
+		return err
+	}
 	if cd.Kind == configdrive.KindContents {
 		if err := configdrive.CheckSize(configdrive.Node{UUID: n.UUID, Name: n.Name}, *cd.Contents); err != nil {
 			return &baremetal.InvalidFieldError{Kind: "node", Ident: n.UUID, Field: "configdrive", Expected: configDriveExpected, Err: err}

@@ -21,7 +21,7 @@ import (
 
 // ErrConductorNotRunning is returned by verbs called before Launch (or Run)
 // or after Stop.
-var ErrConductorNotRunning = errors.New("baremetal: conductor not running")
+var ErrConductorNotRunning = errors.New("conductor: not running")
 
 // Conductor is the provisioning engine: it accepts verbs by persisting
 // their intent on the node row, and executes them in a bounded worker
@@ -62,6 +62,9 @@ type Conductor struct {
 	workEnd context.CancelFunc
 	loops   sync.WaitGroup // pickup, dispatcher, periodic loops
 	workers sync.WaitGroup
+	// releasing counts the background retries of releases the database
+	// refused (releaseQuietly); Stop ends and waits for them.
+	releasing sync.WaitGroup
 
 	queue   *jobQueue
 	handoff chan job // unbuffered: succeeds only when a worker is idle
@@ -87,6 +90,14 @@ type Conductor struct {
 	plan        *steps.Planner
 
 	cluster *cluster // nil for a lone conductor
+
+	// resv tracks the reservations this conductor's goroutines hold,
+	// for the phantom sweep.
+	resv *reservations
+	// storeRetryPause is the first pause of the retries of a release or
+	// state write the database could not take (doubled up to
+	// storeRetryMax).
+	storeRetryPause time.Duration
 }
 
 type lifecycle int
@@ -128,6 +139,9 @@ func New(store baremetal.Store, drivers *driver.Registry, opts Options) (*Conduc
 		powerFailures: make(map[string]int),
 		pendingHB:     make(map[string]agentclient.Heartbeat),
 		bootStages:    make(chan queuedStage, o.BootStageBuffer),
+		resv:          newReservations(),
+
+		storeRetryPause: 100 * time.Millisecond,
 	}
 	c.pollCommands.Store(o.Agent.PollCommands)
 	c.metrics.workers.Set(float64(o.Workers))
@@ -155,14 +169,14 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != lifecycleNew {
-		return fmt.Errorf("baremetal: conductor %s: Start called twice or after Stop", c.host)
+		return fmt.Errorf("conductor %s: Start called twice or after Stop", c.host)
 	}
 	if _, err := c.store.ClearTargetPowerStateOf(ctx, c.host,
 		fmt.Sprintf("Pending power operation was aborted due to conductor %s restart", c.host)); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: clear pending power actions: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: clear pending power actions: %w", c.host, err)
 	}
 	if _, err := c.store.ReleaseReservationsOf(ctx, c.host); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: release stale reservations: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: release stale reservations: %w", c.host, err)
 	}
 	rec, err := c.store.RegisterConductor(ctx, baremetal.ConductorRegistration{
 		Hostname:       c.host,
@@ -172,11 +186,11 @@ func (c *Conductor) Launch(ctx context.Context) error {
 		UpdateExisting: true,
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: register: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: register: %w", c.host, err)
 	}
 	c.record = rec
 	if err := c.startCluster(ctx); err != nil {
-		return fmt.Errorf("baremetal: conductor %s start: %w", c.host, err)
+		return fmt.Errorf("conductor %s start: %w", c.host, err)
 	}
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -201,6 +215,8 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	c.restoreConsoles(ctx)
 	c.resumeAllocations(ctx)
 	c.startPeriodics(bg)
+	c.loops.Add(1)
+	go c.sweepReservations(bg)
 	c.log.Info("conductor started", "workers", c.opts.Workers, "group", c.opts.ConductorGroup)
 	return nil
 }
@@ -262,6 +278,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 		<-done
 	}
 	c.workEnd()
+	c.releasing.Wait()
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error
@@ -275,7 +292,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 	c.hub.close()
 	c.log.Info("conductor stopped")
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("baremetal: conductor %s stop: %w", c.host, err)
+		return fmt.Errorf("conductor %s stop: %w", c.host, err)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindDeploy:  {agentdeploy.Name, fake.Name},
+			driver.KindDeploy:  {agentdeploy.Name, fake.Name, agentdeploy.CustomAgentName, agentdeploy.RamdiskName, agentdeploy.AutodetectName},
 			driver.KindPower:   {simfleet.PowerName, fake.Name},
 			driver.KindInspect: {fake.Name, agentdeploy.InspectName},
 			driver.KindRAID:    {fake.Name, driver.NoRAID, agentdeploy.RAIDName},
@@ -71,6 +71,18 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, do)); err != nil {
 		t.Fatal(err)
+	}
+	for name, impl := range map[string]driver.Interface{
+		agentdeploy.CustomAgentName: agentdeploy.NewCustomAgent(client),
+		agentdeploy.RamdiskName:     agentdeploy.NewRamdisk(),
+		agentdeploy.AutodetectName: agentdeploy.NewAutodetect(agentdeploy.DefaultAutodetectCandidates(), func(n string) driver.Interface {
+			impl, _ := reg.Interface(driver.KindDeploy, n)
+			return impl
+		}),
+	} {
+		if err := reg.RegisterInterface(driver.KindDeploy, name, impl); err != nil {
+			t.Fatal(err)
+		}
 	}
 	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: testLogger(t)})
 	if err != nil {

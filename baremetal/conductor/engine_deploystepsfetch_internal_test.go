@@ -23,7 +23,7 @@ func TestDeployStepsFetchRetryable(t *testing.T) {
 		{fmt.Errorf("get_deploy_steps: %w", agentclient.ErrCommandFailed), false},
 		{fmt.Errorf("get_deploy_steps: %w", agentclient.ErrAgentAPI), false},
 		{fmt.Errorf("get_deploy_steps: %w", agentclient.ErrCommandTimeout), false},
-		{errors.New("baremetal: no agent client configured"), false},
+		{errors.New("no agent client configured (AgentSettings.Client)"), false},
 	} {
 		if got := deployStepsFetchRetryable(tc.err); got != tc.want {
 			t.Errorf("deployStepsFetchRetryable(%v) = %t, want %t", tc.err, got, tc.want)

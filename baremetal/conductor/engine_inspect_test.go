@@ -256,7 +256,7 @@ func TestLookupInspectedNode(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got.UUID != tc.want || got.ProvisionState != string(statemachine.InspectWait) {
+			if err != nil || got.UUID != tc.want || got.ProvisionState != statemachine.InspectWait {
 				t.Fatalf("lookup = %q (%s), %v; want %s in inspect wait", got.UUID, got.ProvisionState, err, tc.want)
 			}
 		})

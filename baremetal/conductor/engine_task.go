@@ -74,7 +74,7 @@ func (c *Conductor) acquire(ctx context.Context, ident string) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +87,85 @@ func (t *task) release() {
 
 func (t *task) uuid() string { return t.node.UUID }
 
-// save writes the node as a fenced compare-and-swap.
+// save writes the node as a fenced compare-and-swap. A write the
+// database could not take is retried until it answers (see
+// retryUnavailable).
 func (t *task) save(ctx context.Context) error {
-	if err := t.c.store.UpdateNode(ctx, t.node, t.c.host); err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+	err := t.c.retryUnavailable(ctx, t, func() error { return t.c.store.UpdateNode(ctx, t.node, t.c.host) })
+	if err != nil {
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
+}
+
+// storeRetryKey marks the contexts of the conductor's own work (jobs and
+// periodic tasks), whose state writes wait for the database; a verb's
+// write, made for a caller waiting on it, fails at once.
+type storeRetryKey struct{}
+
+// withStoreRetry marks ctx as the conductor's own work.
+func withStoreRetry(ctx context.Context) context.Context {
+	return context.WithValue(ctx, storeRetryKey{}, true)
+}
+
+// retryUnavailable runs write, a compare-and-swap of t.node, and, in the
+// conductor's own work (withStoreRetry), runs it
+// again with a growing pause (up to storeRetryMax) while it fails because
+// the database is unavailable, until ctx ends or the conductor stops:
+// the node stays held meanwhile, and its state is written as soon as the
+// database is back, instead of being lost with the node left in an
+// "-ing" state nobody works on. A write whose outcome was lost (its
+// commit landed, its answer did not) then meets a version conflict: the
+// node is read again, and when the stored row is the one the write meant
+// to leave (same version and state as ours would have) the write counts
+// as done.
+func (c *Conductor) retryUnavailable(ctx context.Context, t *task, write func() error) error {
+	if ctx.Value(storeRetryKey{}) == nil {
+		// A verb's caller (an API request) is answered at once instead.
+		return write()
+	}
+	pause := c.storeRetryPause
+	lost := false
+	for attempt := 1; ; attempt++ {
+		version := t.node.Version
+		err := write()
+		if err == nil || !baremetal.IsStoreUnavailable(err) {
+			if err != nil && lost && errors.Is(err, baremetal.ErrConflict) && c.landed(ctx, t.node, version) {
+				return nil
+			}
+			if attempt > 1 && err == nil {
+				c.log.Info("state written after the database came back", "node", t.node.UUID, "attempts", attempt)
+			}
+			return err
+		}
+		lost = true
+		c.resv.unavailable()
+		if attempt == 1 {
+			c.log.Warn("state write failed; retrying until the database answers", "node", t.node.UUID, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-c.stopCh:
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, storeRetryMax)
+	}
+}
+
+// landed reports whether the stored node shows that a write of n made
+// from version landed although its answer was lost: the stored version
+// is the next one, with n's provision state and target, and n is brought
+// up to date with it.
+func (c *Conductor) landed(ctx context.Context, n *baremetal.Node, version int64) bool {
+	cur, err := c.store.GetNode(ctx, n.UUID)
+	if err != nil || cur.Version != version+1 || cur.ProvisionState != n.ProvisionState ||
+		cur.TargetProvisionState != n.TargetProvisionState || cur.Reservation != c.host {
+		return false
+	}
+	n.Version, n.UpdatedAt, n.ProvisionUpdatedAt = cur.Version, cur.UpdatedAt, cur.ProvisionUpdatedAt
+	return true
 }
 
 // saveRecording is save that also appends h to the node's history, in
@@ -106,8 +179,8 @@ func (t *task) saveRecording(ctx context.Context, h *baremetal.HistoryEntry) err
 		t.c.addHistory(ctx, h)
 		return nil
 	}
-	if err := rs.UpdateNodeRecording(ctx, t.node, t.c.host, h); err != nil {
-		return fmt.Errorf("baremetal: node %s: save: %w", t.node.UUID, err)
+	if err := t.c.retryUnavailable(ctx, t, func() error { return rs.UpdateNodeRecording(ctx, t.node, t.c.host, h) }); err != nil {
+		return fmt.Errorf("node %s: save: %w", t.node.UUID, err)
 	}
 	return nil
 }
@@ -218,7 +291,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 				if errors.Is(err, baremetal.ErrDuplicate) {
 					continue
 				}
-				return fmt.Errorf("baremetal: node %s: create port %s: %w", t.node.UUID, dp.Address, err)
+				return fmt.Errorf("node %s: create port %s: %w", t.node.UUID, dp.Address, err)
 			}
 			t.ports = append(t.ports, p)
 			continue
@@ -230,7 +303,7 @@ func (t *task) absorb(ctx context.Context, v *driver.Task) error {
 		p.PXEEnabled, p.PhysicalNetwork = dp.PXEEnabled, dp.PhysicalNetwork
 		p.LocalLinkConnection, p.Extra = dp.LocalLinkConnection, dp.Extra
 		if err := t.c.store.UpdatePort(ctx, p); err != nil {
-			return fmt.Errorf("baremetal: node %s: update port %s: %w", t.node.UUID, p.Address, err)
+			return fmt.Errorf("node %s: update port %s: %w", t.node.UUID, p.Address, err)
 		}
 	}
 	return nil
@@ -302,7 +375,7 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 		ExplicitTarget: explicit, WorkFollows: o.work,
 	})
 	if err != nil {
-		return fmt.Errorf("baremetal: node %s: %w", n.UUID, err)
+		return fmt.Errorf("node %s: %w", n.UUID, err)
 	}
 	n.ProvisionState, n.TargetProvisionState = next, target
 	if o.work || o.lastError != "" {
@@ -312,8 +385,8 @@ func (t *task) process(ctx context.Context, ev statemachine.Event, o moveOpts) e
 	h := t.c.transitionHistory(n, from, ev, o.lastError)
 	if rs, ok := t.c.store.(baremetal.RecordingNodeStore); ok {
 		// The state change and its history line commit together.
-		if err := rs.UpdateNodeRecording(ctx, n, t.c.host, h); err != nil {
-			return fmt.Errorf("baremetal: node %s: save: %w", n.UUID, err)
+		if err := t.c.retryUnavailable(ctx, t, func() error { return rs.UpdateNodeRecording(ctx, n, t.c.host, h) }); err != nil {
+			return fmt.Errorf("node %s: save: %w", n.UUID, err)
 		}
 		h = nil
 	} else if err := t.save(ctx); err != nil {
@@ -387,6 +460,7 @@ func (c *Conductor) publish(e Event) {
 
 // runJob executes one job on a worker.
 func (c *Conductor) runJob(ctx context.Context, j job) {
+	ctx = withStoreRetry(ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("job panicked", "node", j.uuid, "panic", r)
@@ -412,7 +486,7 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 	n := j.node
 	if n == nil {
 		var err error
-		n, err = c.store.ReserveNode(ctx, j.uuid, c.host)
+		n, err = c.reserve(ctx, j.uuid)
 		if err != nil {
 			if errors.Is(err, baremetal.ErrNodeLocked) {
 				c.retryLater(j)
@@ -479,10 +553,20 @@ func (t *task) fail(ctx context.Context, msg string, keepTarget bool) {
 	}
 }
 
-// describeErr renders an error for last_error without secrets.
+// describeErr renders an error for last_error without secrets. An error
+// of a database out of reach says only that: its text names the
+// database's user, name, host and port, which API clients never see
+// (the log has it).
 func describeErr(err error) string {
 	if err == nil {
 		return ""
 	}
+	if baremetal.IsStoreUnavailable(err) {
+		return storeUnavailableText
+	}
 	return baremetal.MaskText(strings.TrimSpace(err.Error()))
 }
+
+// storeUnavailableText is last_error's account of an operation the
+// database's absence interrupted.
+const storeUnavailableText = "The database was unavailable; see the conductor's log for the details."

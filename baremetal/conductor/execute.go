@@ -64,7 +64,7 @@ func (c *Conductor) execute(ctx context.Context, t *task, in intent) {
 		err = c.doConsole(ctx, t, in)
 	default:
 		t.consumeIntent()
-		err = fmt.Errorf("baremetal: node %s: unknown intent %q", t.uuid(), in.Op)
+		err = fmt.Errorf("node %s: unknown intent %q", t.uuid(), in.Op)
 		t.fail(ctx, err.Error(), true)
 	}
 	if err != nil {

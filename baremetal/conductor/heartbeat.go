@@ -66,7 +66,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 	if cur, err := c.store.GetNode(ctx, nodeUUID); err == nil && cur.ProvisionState == statemachine.InspectWait {
 		policy = inspectionLockPolicy()
 	}
-	n, err := baremetal.AcquireNode(ctx, c.store, nodeUUID, c.host, policy)
+	n, err := baremetal.AcquireNode(ctx, c.locks(), nodeUUID, c.host, policy)
 	if err != nil {
 		if errors.Is(err, baremetal.ErrNodeLocked) {
 			return false, fmt.Errorf("%w: %w", agentclient.ErrNodeLocked, err)
@@ -92,7 +92,7 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
 	c := b.c
 	if !c.running.Load() {
-		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+		return ErrConductorNotRunning
 	}
 	c.hbMu.Lock()
 	c.pendingHB[hb.NodeUUID] = hb
@@ -111,7 +111,7 @@ func (c *Conductor) agentNode(n *baremetal.Node) agentclient.Node {
 	url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string)
 	ca, _ := n.DriverInternalInfo[driver.InternalAgentVerifyCA].(string)
 	return agentclient.Node{
-		UUID: n.UUID, Name: n.Name, ProvisionState: string(n.ProvisionState), Reservation: n.Reservation,
+		UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, Reservation: n.Reservation,
 		FastTrack: c.fastTrackable(&task{node: n}), ManagementInterface: n.ManagementInterface,
 		Properties: jsonmap.Clone(n.Properties), InstanceInfo: jsonmap.Clone(n.InstanceInfo),
 		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
@@ -143,7 +143,7 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if !ok {
 		return
 	}
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if err != nil {
 		// Locked: Ironic drops the heartbeat; the agent sends another.
 		return

@@ -142,8 +142,10 @@ func (c *Conductor) endInspectionBoot(ctx context.Context, t *task, powerOff boo
 		return nil
 	}
 	if n.DisablePowerOff {
-		c.log.Info("inspection ramdisk left running: disable_power_off is set", "node", n.UUID)
-		return nil
+		// Ironic's tear_down_managed_boot reboots instead: the
+		// inspection boot is gone, the node leaves the ramdisk.
+		c.log.Info("rebooting out of the inspection ramdisk instead of powering off: disable_power_off is set", "node", n.UUID)
+		return c.powerAction(ctx, t, driver.Reboot, 0)
 	}
 	return c.powerAction(ctx, t, driver.PowerOff, 0)
 }
@@ -200,7 +202,7 @@ func (c *Conductor) lookupByBMC(ctx context.Context, addrs []string) (*baremetal
 	var found []*baremetal.Node
 	page := baremetal.Page{Limit: 1000}
 	for {
-		batch, err := c.store.ListNodes(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.InspectWait)}}, page)
+		batch, err := c.store.ListNodes(ctx, baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.InspectWait}}, page)
 		if err != nil {
 			return nil, err
 		}
@@ -253,9 +255,9 @@ func bmcHost(s string) string {
 func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.InspectionData) error {
 	c := b.c
 	if !c.running.Load() {
-		return fmt.Errorf("baremetal: %w", ErrConductorNotRunning)
+		return ErrConductorNotRunning
 	}
-	locked, err := baremetal.AcquireNode(ctx, c.store, data.NodeUUID, c.host, inspectionLockPolicy())
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), data.NodeUUID, c.host, inspectionLockPolicy())
 	if err != nil {
 		switch {
 		case errors.Is(err, baremetal.ErrNodeLocked):
@@ -285,7 +287,7 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 	raw := data.RawInventory
 	if len(raw) == 0 {
 		if raw, err = json.Marshal(data.Inventory); err != nil {
-			return fmt.Errorf("baremetal: node %s: inspection inventory: %w", n.UUID, err)
+			return fmt.Errorf("node %s: inspection inventory: %w", n.UUID, err)
 		}
 	}
 	args := map[string]any{"inventory": string(raw)}
@@ -293,11 +295,11 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 		// Through JSON, as the intent reads back from the store.
 		b, err := json.Marshal(data.PluginData)
 		if err != nil {
-			return fmt.Errorf("baremetal: node %s: inspection plugin data: %w", n.UUID, err)
+			return fmt.Errorf("node %s: inspection plugin data: %w", n.UUID, err)
 		}
 		var pd map[string]any
 		if err := json.Unmarshal(b, &pd); err != nil {
-			return fmt.Errorf("baremetal: node %s: inspection plugin data: %w", n.UUID, err)
+			return fmt.Errorf("node %s: inspection plugin data: %w", n.UUID, err)
 		}
 		args["plugin_data"] = pd
 	}
@@ -411,7 +413,7 @@ func (c *Conductor) inventoryNotSaved(ctx context.Context, t *task, poweredOff b
 	}
 	wipeAgent(n)
 	t.fail(ctx, fmt.Sprintf("Failed to store the inspection inventory of node %s: %s", n.UUID, describeErr(cause)), false)
-	return fmt.Errorf("baremetal: node %s: inspection failed: storing the inventory: %w", n.UUID, cause)
+	return fmt.Errorf("node %s: inspection failed: storing the inventory: %w", n.UUID, cause)
 }
 
 // inspectionFailed tears the inspection boot down (powering the node
@@ -423,7 +425,7 @@ func (c *Conductor) inspectionFailed(ctx context.Context, t *task, msg string, c
 	}
 	wipeAgent(n)
 	t.fail(ctx, msg, false)
-	return fmt.Errorf("baremetal: node %s: inspection failed: %w", n.UUID, cause)
+	return fmt.Errorf("node %s: inspection failed: %w", n.UUID, cause)
 }
 
 // MACInUseError is a port an inspection would create whose MAC address
@@ -487,7 +489,7 @@ func (c *Conductor) applyInspectionData(ctx context.Context, t *task, data drive
 				continue
 			}
 			if err := c.store.DeletePort(ctx, p.UUID); err != nil && !errors.Is(err, baremetal.ErrNotFound) {
-				return fmt.Errorf("baremetal: node %s: delete port %s: %w", n.UUID, p.Address, err)
+				return fmt.Errorf("node %s: delete port %s: %w", n.UUID, p.Address, err)
 			}
 			c.history(ctx, n.UUID, "port removed by inspection", "inspection", fmt.Sprintf("port %s (%s) removed: not kept by inspection", p.UUID, p.Address), baremetal.HistoryInfo)
 		}

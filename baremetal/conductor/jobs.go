@@ -154,37 +154,83 @@ func (c *Conductor) submit(j job) {
 }
 
 // releaseQuietly releases this conductor's reservation of the node. A
-// release the store fails (a database stalled past the 10 s bound, a
-// dropped connection) is tried again with a growing pause, up to six
-// attempts: nothing else would ever release a live conductor's
+// release the store fails (a database away, a stalled statement past its
+// 10 s bound) is tried again in the background with a growing pause (up
+// to storeRetryMax) for as long as the conductor runs, so the caller (a
+// verb answering an API request, a worker) never waits for the
+// database's return: nothing else would ever release a live conductor's
 // reservation, and the node's agent and verbs would be refused until a
 // restart. A stopping conductor stops retrying: Stop releases all its
-// reservations.
+// reservations. A node found unlocked, locked by another conductor
+// (which broke this one's reservation while the database was away) or
+// gone is released as far as this conductor is concerned.
 func (c *Conductor) releaseQuietly(uuid string) {
-	pause := time.Second
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.store.ReleaseNode(ctx, uuid, c.host)
-		cancel()
-		if err == nil || errors.Is(err, baremetal.ErrNodeNotLocked) || errors.Is(err, baremetal.ErrNotFound) {
-			return
+	if c.releaseOnce(uuid, 1) {
+		return
+	}
+	c.mu.Lock()
+	if !c.running.Load() {
+		c.mu.Unlock()
+		c.resv.released(uuid)
+		return
+	}
+	c.releasing.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.releasing.Done()
+		pause := c.storeRetryPause
+		for attempt := 2; ; attempt++ {
+			select {
+			case <-c.stopCh:
+				c.resv.released(uuid)
+				return
+			case <-time.After(pause):
+			}
+			if c.releaseOnce(uuid, attempt) {
+				return
+			}
+			pause = min(2*pause, storeRetryMax)
 		}
-		if attempt >= releaseAttempts {
-			c.log.Error("release failed; the node stays reserved until this conductor stops or restarts", "node", uuid, "attempts", attempt, "error", err)
-			return
+	}()
+}
+
+// releaseOnce makes one attempt of releaseQuietly and reports whether
+// the node is released.
+func (c *Conductor) releaseOnce(uuid string, attempt int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := c.store.ReleaseNode(ctx, uuid, c.host)
+	cancel()
+	if err == nil || errors.Is(err, baremetal.ErrNodeNotLocked) || errors.Is(err, baremetal.ErrNotFound) || errors.Is(err, baremetal.ErrNodeLocked) {
+		c.resv.released(uuid)
+		if attempt > 1 {
+			c.log.Info("release succeeded after the database came back", "node", uuid, "attempts", attempt)
+			// An intent whose write landed while its answer was lost
+			// may wait on the node, which the intent poll run at the
+			// database's return skipped as reserved.
+			c.recheckIntent(uuid)
 		}
-		c.log.Warn("release failed; retrying", "node", uuid, "attempt", attempt, "error", err)
-		select {
-		case <-c.stopCh:
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 8*time.Second)
+		return true
+	}
+	if baremetal.IsStoreUnavailable(err) {
+		c.resv.unavailable()
+	}
+	if attempt == 1 || attempt%20 == 0 {
+		c.log.Warn("release failed; retrying until the database answers", "node", uuid, "attempt", attempt, "error", err)
+	}
+	return false
+}
+
+// recheckIntent queues a job for node uuid, which runs its intent if
+// one waits on it and does nothing otherwise.
+func (c *Conductor) recheckIntent(uuid string) {
+	if c.running.Load() {
+		c.queue.push(job{uuid: uuid})
 	}
 }
 
-// releaseAttempts bounds releaseQuietly's attempts.
-const releaseAttempts = 6
+// storeRetryMax caps the pause between retries of a release or a state
+// write, and so bounds how long after the database's return they land.
+const storeRetryMax = time.Second
 
 // dispatch feeds queued jobs to workers as they become free.
 func (c *Conductor) dispatch(ctx context.Context) {

@@ -279,7 +279,7 @@ func (c *Conductor) Drain(ctx context.Context) error {
 		cl.draining.Store(true)
 	}
 	if err := c.store.DrainConductor(ctx, c.host); err != nil {
-		return fmt.Errorf("baremetal: conductor %s drain: %w", c.host, err)
+		return fmt.Errorf("conductor %s drain: %w", c.host, err)
 	}
 	c.announceMembership(ctx)
 	c.log.Info("conductor draining")

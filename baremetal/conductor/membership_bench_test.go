@@ -206,7 +206,7 @@ func waitCount(b *testing.B, s baremetal.Store, state string, uuids []string) {
 	ctx := context.Background()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		n, err := s.CountNodes(ctx, baremetal.NodeFilter{ProvisionStates: []string{state}, Reserved: new(false)})
+		n, err := s.CountNodes(ctx, baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.State(state)}, Reserved: new(false)})
 		if err != nil {
 			b.Fatal(err)
 		}

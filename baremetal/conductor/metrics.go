@@ -23,6 +23,7 @@ type Metrics struct {
 	watchDropped  prometheus.Counter
 
 	bootStagesDropped prometheus.Counter
+	phantomReleases   prometheus.Counter
 }
 
 func newMetrics(host string) *Metrics {
@@ -82,13 +83,17 @@ func newMetrics(host string) *Metrics {
 			Namespace: "anvil", Subsystem: "conductor", Name: "boot_stages_dropped_total",
 			Help: "Boot stages dropped because more than Options.BootStageBuffer waited to be recorded, or the conductor was not running.", ConstLabels: labels,
 		}),
+		phantomReleases: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "anvil", Subsystem: "conductor", Name: "phantom_reservations_released_total",
+			Help: "Reservations the database held for this conductor while none of its operations did (left by a database outage), released by the sweep.", ConstLabels: labels,
+		}),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.transitions, m.verbs, m.stepDuration, m.stepFailures,
 		m.heartbeats, m.commandWaits, m.powerSync, m.powerSyncRun, m.busyWorkers, m.queuedIntents, m.workers, m.watchDropped,
-		m.bootStagesDropped}
+		m.bootStagesDropped, m.phantomReleases}
 }
 
 // Describe implements prometheus.Collector.

@@ -30,7 +30,7 @@ import (
 // ErrNoFreeWorker is returned when asynchronous work (an async vendor
 // passthru method) finds no idle worker, as Ironic's NoFreeConductorWorker
 // (HTTP 503). Nothing ran; retry later.
-var ErrNoFreeWorker = errors.New("baremetal: no free conductor worker")
+var ErrNoFreeWorker = errors.New("conductor: no free worker")
 
 // NoFreeWorkerError names the node and the operation refused for want of
 // an idle worker. It matches ErrNoFreeWorker.
@@ -44,7 +44,7 @@ type NoFreeWorkerError struct {
 }
 
 func (e *NoFreeWorkerError) Error() string {
-	return fmt.Sprintf("baremetal: %s on node %s refused: conductor %s has no free worker, retry later", e.Operation, e.Node, e.Host)
+	return fmt.Sprintf("%s on node %s refused: conductor %s has no free worker, retry later", e.Operation, e.Node, e.Host)
 }
 
 // Is reports whether target is ErrNoFreeWorker.
@@ -110,7 +110,7 @@ func nodeErr(t *task, op string, err error) error {
 	if err == nil || strings.Contains(err.Error(), t.uuid()) {
 		return err
 	}
-	return fmt.Errorf("baremetal: %s on node %s: %w", op, t.uuid(), err)
+	return fmt.Errorf("%s on node %s: %w", op, t.uuid(), err)
 }
 
 // Validate runs the validation of each of the node's interfaces but

@@ -81,6 +81,12 @@ type Options struct {
 	// hardware back to the recorded power state on a mismatch; the record
 	// is updated to the hardware's state instead.
 	KeepHardwarePowerState bool
+	// DisableHealthMonitoring turns off Ironic's
+	// [conductor]enable_health_monitoring (on by default): every power
+	// state sync reads the node's hardware health from its management
+	// interface (driver.HealthReader) and records a change in the node's
+	// health field and history.
+	DisableHealthMonitoring bool
 	// PowerFailureRecoveryInterval paces the automatic recovery of nodes
 	// put in maintenance by power failures; default 300 s; negative
 	// disables it.
@@ -272,7 +278,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.Hostname == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return out, fmt.Errorf("baremetal: conductor hostname: %w", err)
+			return out, fmt.Errorf("conductor hostname: %w", err)
 		}
 		out.Hostname = h
 	}

@@ -27,7 +27,7 @@ const DefaultHeartbeatTimeout = 60 * time.Second
 
 // ErrNoConductor is matched (errors.Is) by a *NoConductorError: no live
 // conductor serves the node's conductor group and hardware type.
-var ErrNoConductor = errors.New("baremetal: no live conductor for the node")
+var ErrNoConductor = errors.New("conductor: no live conductor for the node")
 
 // NoConductorError says that no live conductor of the node's conductor
 // group enables the node's hardware type, so nothing would execute a verb
@@ -46,7 +46,7 @@ type NoConductorError struct {
 }
 
 func (e *NoConductorError) Error() string {
-	return fmt.Sprintf("baremetal: node %s: no live conductor of group %q enables hardware type %q (live conductors: %v)",
+	return fmt.Sprintf("node %s: no live conductor of group %q enables hardware type %q (live conductors: %v)",
 		e.Node, e.Group, e.HardwareType, e.Alive)
 }
 
@@ -120,7 +120,7 @@ func NewOwnership(store baremetal.ConductorStore, self, group string, o RingOpti
 		return nil, &baremetal.InvalidFieldError{Kind: "ownership", Field: "store", Expected: "a ConductorStore"}
 	}
 	if _, err := hashring.NewGroupRings(o.Ring, nil); err != nil {
-		return nil, fmt.Errorf("baremetal: ownership: %w", err)
+		return nil, fmt.Errorf("ownership: %w", err)
 	}
 	if clk == nil {
 		clk = clock.System()
@@ -169,7 +169,7 @@ func (o *Ownership) Refresh(ctx context.Context) (bool, error) {
 	defer o.mu.Unlock()
 	recs, err := o.store.ListAliveConductors(ctx, o.opts.HeartbeatTimeout)
 	if err != nil {
-		return false, fmt.Errorf("baremetal: ownership: listing live conductors: %w", err)
+		return false, fmt.Errorf("ownership: listing live conductors: %w", err)
 	}
 	members := make([]hashring.Conductor, 0, len(recs))
 	alive := make([]string, 0, len(recs))
@@ -179,7 +179,7 @@ func (o *Ownership) Refresh(ctx context.Context) (bool, error) {
 			if errors.Is(err, baremetal.ErrNotFound) {
 				continue // unregistered between the two reads
 			}
-			return false, fmt.Errorf("baremetal: ownership: hardware interfaces of %s: %w", r.Hostname, err)
+			return false, fmt.Errorf("ownership: hardware interfaces of %s: %w", r.Hostname, err)
 		}
 		types := hardwareTypesOf(hws)
 		if len(types) == 0 {
@@ -192,7 +192,7 @@ func (o *Ownership) Refresh(ctx context.Context) (bool, error) {
 	}
 	g, err := hashring.NewGroupRings(o.opts.Ring, members)
 	if err != nil {
-		return false, fmt.Errorf("baremetal: ownership: building rings: %w", err)
+		return false, fmt.Errorf("ownership: building rings: %w", err)
 	}
 	o.rings.Store(g)
 	sort.Strings(alive)

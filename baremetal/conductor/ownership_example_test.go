@@ -48,5 +48,5 @@ func ExampleOwnership() {
 	// Output:
 	// rings: [:ipmi]
 	// owner: cond-c mine: false
-	// baremetal: node 1be26c0b-03f2-4d2e-ae87-c02d7f33c123: no live conductor of group "rack9" enables hardware type "ipmi" (live conductors: [cond-a cond-b cond-c])
+	// node 1be26c0b-03f2-4d2e-ae87-c02d7f33c123: no live conductor of group "rack9" enables hardware type "ipmi" (live conductors: [cond-a cond-b cond-c])
 }

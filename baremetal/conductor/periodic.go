@@ -42,7 +42,7 @@ func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(c
 				return
 			case <-c.clock.After(interval):
 			}
-			fn(ctx)
+			fn(withStoreRetry(ctx))
 		}
 	}()
 }
@@ -92,7 +92,7 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 		if !statemachine.IsStuckTreatedAsFail(n.ProvisionState) {
 			continue
 		}
-		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		locked, err := c.reserve(ctx, n.UUID)
 		if err != nil {
 			continue
 		}
@@ -149,7 +149,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 		if chk.timeout <= 0 {
 			continue
 		}
-		f := baremetal.NodeFilter{ProvisionStates: []string{string(chk.state)}, Reserved: new(false), Maintenance: new(false)}
+		f := baremetal.NodeFilter{ProvisionStates: []statemachine.State{chk.state}, Reserved: new(false), Maintenance: new(false)}
 		if chk.state != statemachine.InspectWait {
 			f.ProvisionUpdatedBefore = now.Add(-chk.timeout)
 		}
@@ -177,7 +177,7 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemachine.State, msg string) {
 	// Periodic tasks skip a locked node silently, as Ironic's do; the next
 	// run sees it again.
-	locked, err := c.store.ReserveNode(ctx, uuid, c.host)
+	locked, err := c.reserve(ctx, uuid)
 	if err != nil {
 		return
 	}
@@ -310,13 +310,14 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 		setCount(count)
 		return
 	}
+	c.cacheHealth(ctx, t)
 	if hw == shared.PowerState {
 		c.metrics.powerSync.WithLabelValues("match").Inc()
 		setCount(0)
 		return
 	}
 	// Mismatch: take the exclusive lock without retry and re-check.
-	locked, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+	locked, err := c.reserve(ctx, shared.UUID)
 	if err != nil {
 		return
 	}
@@ -362,10 +363,82 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 	}
 }
 
+// cacheHealth reads the node's hardware health during a power state
+// sync, as Ironic's node_cache_health does: only when health monitoring
+// is on and the management interface reads health (driver.HealthReader);
+// a read that fails, or a value that is not one of Ironic's health
+// states, is logged and changes nothing. A changed health is saved under
+// the node's lock (a node locked meanwhile keeps its old value until the
+// next sync) and recorded in its history (event type "monitoring").
+func (c *Conductor) cacheHealth(ctx context.Context, t *task) {
+	if c.opts.DisableHealthMonitoring {
+		return
+	}
+	shared := t.node
+	var h driver.Health
+	supported := false
+	err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+		hr, ok := driver.As[driver.HealthReader](d.Management())
+		if !ok {
+			return nil
+		}
+		supported = true
+		var err error
+		h, err = hr.Health(ctx, v)
+		return err
+	})
+	if !supported {
+		return
+	}
+	if err != nil {
+		c.log.Warn("power sync: cannot read the node's health", "node", shared.UUID, "error", describeErr(err))
+		return
+	}
+	switch h {
+	case driver.HealthOK, driver.HealthWarning, driver.HealthCritical, driver.HealthUnknown:
+	default:
+		c.log.Warn("power sync: the management interface reports an invalid health, ignored", "node", shared.UUID, "health", string(h))
+		return
+	}
+	if string(h) == shared.Health {
+		return
+	}
+	locked, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+	if err != nil {
+		return
+	}
+	lt := c.newTask(locked)
+	defer lt.release()
+	n := lt.node
+	old := n.Health
+	if old == string(h) {
+		return
+	}
+	n.Health = string(h)
+	if err := lt.save(ctx); err != nil {
+		c.log.Warn("power sync: cannot save the node's health", "node", n.UUID, "error", err)
+		return
+	}
+	shared.Health = n.Health
+	none := func(s string) string {
+		if s == "" {
+			return "None"
+		}
+		return s
+	}
+	sev := baremetal.HistoryInfo
+	if h == driver.HealthWarning || h == driver.HealthCritical {
+		sev = baremetal.HistoryWarning
+		c.log.Warn("node health indicates a problem", "node", n.UUID, "health", n.Health)
+	}
+	c.history(ctx, n.UUID, "health changed", "monitoring",
+		fmt.Sprintf("Node health status changed: health='%s' (previously '%s')", none(n.Health), none(old)), sev)
+}
+
 var errSkipSync = errors.New("power validation failed with no recorded power state")
 
 func (c *Conductor) powerMaintenance(ctx context.Context, uuid, msg string, hw driver.PowerState) {
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
+	n, err := c.reserve(ctx, uuid)
 	if err != nil {
 		return
 	}
@@ -396,7 +469,7 @@ func (c *Conductor) recoverPowerFailures(ctx context.Context) {
 		if shared.Fault != "power failure" || shared.ProvisionState == statemachine.Enroll || shared.TargetPowerState != "" {
 			continue
 		}
-		n, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+		n, err := c.reserve(ctx, shared.UUID)
 		if err != nil {
 			continue
 		}

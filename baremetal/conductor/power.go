@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -87,7 +88,7 @@ func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
 // runs; timeout 0 means PowerStateChangeTimeout.
 func (c *Conductor) SetPowerState(ctx context.Context, ident string, target statemachine.PowerState, timeout time.Duration) error {
 	if !statemachine.IsPowerTarget(target) {
-		return fmt.Errorf("baremetal: power action on node %s: %w", ident, &statemachine.PowerStateError{Value: string(target), Accepted: statemachine.PowerTargets()})
+		return fmt.Errorf("power action on node %s: %w", ident, &statemachine.PowerStateError{Value: string(target), Accepted: statemachine.PowerTargets()})
 	}
 	if err := c.checkRunning(); err != nil {
 		return err
@@ -223,4 +224,52 @@ func (c *Conductor) powerBootingAgent(ctx context.Context, t *task, target drive
 		return errors.Join(err, serr)
 	}
 	return err
+}
+
+// lockdownAgent locks the node's agent down (system.lockdown) instead of
+// powering the node off, for a node with disable_power_off, in Ironic's
+// order: the disks are flushed, the command is sent, and the agent is
+// polled until it stops answering, for at most PowerOffWait. With
+// mustAnswer false an agent that is already gone (or a node with no
+// agent URL) is fine (Ironic's fail_if_unavailable=False); with it true
+// that is an error, as is an agent still answering after the wait. The
+// agent's URL and token are forgotten either way.
+func (c *Conductor) lockdownAgent(ctx context.Context, t *task, mustAnswer bool) error {
+	n := t.node
+	a := agentOf(n)
+	defer wipeAgent(n)
+	if a.URL == "" || c.agent.Client == nil {
+		if mustAnswer {
+			return fmt.Errorf("cannot lock down the agent of node %s: no agent URL recorded", n.UUID)
+		}
+		return nil
+	}
+	if !mustAnswer {
+		if _, err := c.agent.Client.ListCommands(ctx, a); errors.Is(err, agentclient.ErrConnectionFailed) {
+			c.log.Debug("agent already gone before its lockdown", "node", n.UUID)
+			return nil
+		}
+	}
+	c.syncAgent(ctx, t)
+	if _, err := c.agent.Client.Lockdown(ctx, a); err != nil {
+		return fmt.Errorf("failed to lock down the agent of node %s: %w", n.UUID, err)
+	}
+	deadline := c.clock.Now().Add(c.agent.PowerOffWait)
+	for {
+		if _, err := c.agent.Client.ListCommands(ctx, a); errors.Is(err, agentclient.ErrConnectionFailed) {
+			c.log.Info("agent locked down: disable_power_off is set", "node", n.UUID)
+			return nil
+		}
+		wait := c.agent.PowerOffPollInterval
+		if left := deadline.Sub(c.clock.Now()); left <= 0 {
+			return fmt.Errorf("the agent of node %s still answers %s after system.lockdown", n.UUID, c.agent.PowerOffWait)
+		} else if left < wait {
+			wait = left
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.clock.After(wait):
+		}
+	}
 }

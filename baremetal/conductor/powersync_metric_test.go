@@ -16,7 +16,8 @@ import (
 // TestPowerSyncRunDurationIsObserved checks each power sync run lands in
 // anvil_conductor_power_sync_run_seconds with its wall time: two nodes
 // whose BMC answers take 1.5 s each on the conductor's clock, read by one
-// sync worker, make a 3 s run.
+// sync worker, make a 3 s run (health monitoring, one more BMC query per
+// node, is off).
 func TestPowerSyncRunDurationIsObserved(t *testing.T) {
 	clock := newFakeClock()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
@@ -27,7 +28,7 @@ func TestPowerSyncRunDurationIsObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := launchOnClock(t, clock, reg, conductor.Options{Hostname: "sync-metric", PeriodicMaxWorkers: 1})
+	h := launchOnClock(t, clock, reg, conductor.Options{Hostname: "sync-metric", PeriodicMaxWorkers: 1, DisableHealthMonitoring: true})
 	pr := prometheus.NewPedanticRegistry()
 	h.must(pr.Register(h.c.Metrics()))
 	for _, name := range []string{"sync-a", "sync-b"} {

@@ -86,8 +86,12 @@ func (c *Conductor) powerIntoRamdisk(ctx context.Context, t *task) error {
 // shutdownRamdisk ends an agent-based clean or service run: power off and
 // forget the ramdisk boot and the run's network.
 func (c *Conductor) shutdownRamdisk(ctx context.Context, t *task, kind steps.Kind) error {
-	if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
-		return err
+	// A node with disable_power_off keeps running the ramdisk; the
+	// caller reboots it (or locks its agent down) as Ironic does.
+	if !t.node.DisablePowerOff {
+		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+			return err
+		}
 	}
 	return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
 		if b := d.Boot(); b != nil {

@@ -45,7 +45,7 @@ func (c *Conductor) doUnrescue(ctx context.Context, t *task) error {
 // password for the rescue user.
 func (c *Conductor) Rescue(ctx context.Context, ident, password string) error {
 	if err := statemachine.VerbRescue.Validate(statemachine.VerbInput{RescuePassword: password}); err != nil {
-		return fmt.Errorf("baremetal: rescue of node %s: %w", ident, err)
+		return fmt.Errorf("rescue of node %s: %w", ident, err)
 	}
 	return c.accept(ctx, ident, verb{name: "rescue", event: statemachine.EventRescue, op: opRescue,
 		check: func(t *task) error {

@@ -39,7 +39,7 @@ func (c *Conductor) Run(ctx context.Context) error {
 		return errors.Join(err, c.Stop(dctx))
 	}
 	if err != nil {
-		return fmt.Errorf("baremetal: conductor %s run: %w", c.host, err)
+		return fmt.Errorf("conductor %s run: %w", c.host, err)
 	}
 	return nil
 }

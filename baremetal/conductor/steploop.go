@@ -370,6 +370,9 @@ func (c *Conductor) runStep(ctx context.Context, t *task, kind steps.Kind, s ste
 		if !res.Wait && kind == steps.Deploy && s.Interface == string(driver.KindDeploy) && c.agentBased(t) {
 			return res, c.assistDeployStep(ctx, t, s.Name)
 		}
+		if !res.Wait && kind == steps.Deploy && s.Interface == string(driver.KindDeploy) && s.Name == "deploy" && c.ramdiskDeploy(t) {
+			return res, c.bootRamdiskInstance(ctx, t)
+		}
 		return res, nil
 	}
 	if c.agentBased(t) {
@@ -430,6 +433,11 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 			err = c.leaveServicing(ctx, t, ramdiskDisabled)
 		case c.agentBased(t) && !c.fastTrackable(t) && !ramdiskDisabled:
 			err = c.shutdownRamdisk(ctx, t, kind)
+			if err == nil && n.DisablePowerOff {
+				// Not powered off: reset out of the ramdisk, whose
+				// boot is gone (Ironic's tear_down_inband_cleaning).
+				err = c.powerAction(ctx, t, driver.Reboot, 0)
+			}
 		}
 		if err != nil {
 			return c.stepsFailed(ctx, t, kind, fmt.Sprintf("Failed to tear down %s for node %s: %s", kindVerb(kind), n.UUID, describeErr(err)), false)
@@ -482,7 +490,7 @@ func (c *Conductor) stepsFailed(ctx context.Context, t *task, kind steps.Kind, m
 	if kind == steps.Service && n.ProvisionState == statemachine.ServiceFailed {
 		return nil
 	}
-	return fmt.Errorf("baremetal: node %s: %s failed: %s", n.UUID, kind, msg)
+	return fmt.Errorf("node %s: %s failed: %s", n.UUID, kind, msg)
 }
 
 // runRamdiskDisabled reports whether the clean or service run was asked
@@ -516,6 +524,14 @@ func (c *Conductor) leaveServicing(ctx context.Context, t *task, ramdiskDisabled
 		return nil
 	}
 	if !ramdiskDisabled {
+		if t.node.DisablePowerOff {
+			// The service ramdisk cannot be powered off: its agent is
+			// locked down first, if it still answers (Ironic's
+			// tear_down_service).
+			if err := c.lockdownAgent(ctx, t, false); err != nil {
+				return err
+			}
+		}
 		if err := c.shutdownRamdisk(ctx, t, steps.Service); err != nil {
 			return err
 		}
@@ -538,6 +554,9 @@ func (c *Conductor) leaveServicing(ctx context.Context, t *task, ramdiskDisabled
 		if err != nil {
 			return err
 		}
+	}
+	if t.node.DisablePowerOff && !ramdiskDisabled {
+		return c.powerAction(ctx, t, driver.Reboot, 0)
 	}
 	if t.node.PowerState == driver.PowerOn {
 		return nil

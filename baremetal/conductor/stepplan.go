@@ -39,6 +39,79 @@ func (c *Conductor) planner() *steps.Planner {
 	return c.plan
 }
 
+// RamdiskDeployer is implemented by a deploy interface whose instance is
+// booted by the boot interface rather than written to disk (Ironic's
+// "ramdisk"): after its deploy step the conductor powers the node off
+// (unless disable_power_off), binds the tenant network, prepares the
+// instance's boot and powers the node on (reboots it).
+type RamdiskDeployer interface {
+	RamdiskDeploy() bool
+}
+
+// DeployAutodetector is implemented by a deploy interface that picks,
+// per deployment, the interface the node really deploys with (Ironic's
+// "autodetect"): the conductor switches the node's deploy_interface to
+// Detect's answer when the deploy starts and back when the instance is
+// torn down.
+type DeployAutodetector interface {
+	Detect(t *driver.Task) (string, error)
+}
+
+// originalDeployInterfaceKey is Ironic's driver_internal_info key for
+// the deploy interface autodetect switched away from.
+const originalDeployInterfaceKey = "original_deploy_interface"
+
+// switchDeployInterface switches a node whose deploy interface is an
+// autodetector to the interface it detects for the node's instance. The
+// node is not saved.
+func (c *Conductor) switchDeployInterface(ctx context.Context, t *task) error {
+	d, err := t.driver()
+	if err != nil {
+		return err
+	}
+	ad, ok := d.Deploy().(DeployAutodetector)
+	if !ok {
+		return nil
+	}
+	v, err := t.view(ctx)
+	if err != nil {
+		return err
+	}
+	name, err := ad.Detect(v)
+	if err != nil {
+		return err
+	}
+	n := t.node
+	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
+	n.DriverInternalInfo[originalDeployInterfaceKey] = n.DeployInterface
+	c.log.Info("autodetect switching deploy interface", "node", n.UUID, "from", n.DeployInterface, "to", name)
+	n.DeployInterface = name
+	t.drv = nil
+	return nil
+}
+
+// restoreDeployInterface undoes switchDeployInterface (Ironic's
+// restore_interface). The node is not saved.
+func (c *Conductor) restoreDeployInterface(t *task) {
+	n := t.node
+	orig, _ := n.DriverInternalInfo[originalDeployInterfaceKey].(string)
+	if orig == "" {
+		return
+	}
+	delete(n.DriverInternalInfo, originalDeployInterfaceKey)
+	n.DeployInterface = orig
+	t.drv = nil
+}
+
+func (c *Conductor) ramdiskDeploy(t *task) bool {
+	d, err := t.driver()
+	if err != nil {
+		return false
+	}
+	r, ok := d.Deploy().(RamdiskDeployer)
+	return ok && r.RamdiskDeploy()
+}
+
 func (c *Conductor) agentBased(t *task) bool {
 	d, err := t.driver()
 	if err != nil {
@@ -297,7 +370,7 @@ func (c *Conductor) templates(ctx context.Context, n *baremetal.Node) ([]steps.T
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("baremetal: node %s: reading deploy template %s: %w", n.UUID, trait, err)
+			return nil, fmt.Errorf("node %s: reading deploy template %s: %w", n.UUID, trait, err)
 		}
 		configured[trait] = true
 		tp := steps.Template{Name: dt.Name}
@@ -333,12 +406,12 @@ func stepsToJSON(list []steps.Step) ([]any, error) {
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: steps: %w", err)
+		return nil, fmt.Errorf("encoding steps as JSON: %w", err)
 	}
 	var out []any
 	// Step arguments keep their numbers exactly (9007199254740993, 1.0).
 	if err := jsonexact.Decode(b, &out); err != nil {
-		return nil, fmt.Errorf("baremetal: steps: %w", err)
+		return nil, fmt.Errorf("decoding steps from JSON: %w", err)
 	}
 	return out, nil
 }

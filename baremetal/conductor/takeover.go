@@ -91,7 +91,7 @@ func interrupted(n *baremetal.Node) bool {
 // the conductor's lock policy says: a heartbeat or a verb holding the node
 // for a moment must not make the takeover skip it until the next check.
 func (c *Conductor) takeOverNode(ctx context.Context, uuid string) {
-	locked, err := baremetal.AcquireNode(ctx, c.store, uuid, c.host, *c.opts.LockPolicy)
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), uuid, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return
 	}
@@ -441,7 +441,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 	if cl == nil || c.record == nil {
 		return
 	}
-	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []string{string(statemachine.Active)}, Reserved: new(false),
+	nodes, err := c.listAll(ctx, baremetal.NodeFilter{ProvisionStates: []statemachine.State{statemachine.Active}, Reserved: new(false),
 		Maintenance: new(false), ConductorAffinityNot: c.record.ID})
 	if err != nil {
 		c.log.Warn("sync local state: cannot list nodes", "error", err)
@@ -452,7 +452,7 @@ func (c *Conductor) syncLocalState(ctx context.Context) {
 		if done >= c.opts.PeriodicMaxWorkers {
 			break
 		}
-		locked, err := c.store.ReserveNode(ctx, n.UUID, c.host)
+		locked, err := c.reserve(ctx, n.UUID)
 		if err != nil {
 			continue
 		}

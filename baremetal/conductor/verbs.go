@@ -20,20 +20,20 @@ import (
 var (
 	// ErrUpdateInProgress: the node cannot be updated while a transition
 	// is in progress.
-	ErrUpdateInProgress = errors.New("baremetal: node cannot be updated while a state transition is in progress")
+	ErrUpdateInProgress = errors.New("conductor: node cannot be updated while a state transition is in progress")
 	// ErrDeleteRefused: the node cannot be deleted in its state.
-	ErrDeleteRefused = errors.New("baremetal: node cannot be deleted in its state")
+	ErrDeleteRefused = errors.New("conductor: node cannot be deleted in its state")
 	// ErrVerbRefused: the verb is refused for a reason other than the
 	// state machine (maintenance, protected, retired, missing input).
-	ErrVerbRefused = errors.New("baremetal: verb refused")
+	ErrVerbRefused = errors.New("conductor: verb refused")
 	// ErrNodeProtected: the node is protected and the verb (delete,
 	// undeploy, rebuild) would destroy its instance (Ironic's
 	// NodeProtected, 403).
-	ErrNodeProtected = errors.New("baremetal: node is protected")
+	ErrNodeProtected = errors.New("conductor: node is protected")
 	// ErrStateForbidsUpdate: the update is refused in the node's
 	// provision state (Ironic's InvalidState from update_node: protected
 	// set outside active and rescue, retired set in available).
-	ErrStateForbidsUpdate = errors.New("baremetal: the node's provision state forbids the change")
+	ErrStateForbidsUpdate = errors.New("conductor: the node's provision state forbids the change")
 )
 
 // VerbError explains why a verb was refused before anything changed. It
@@ -52,7 +52,7 @@ type VerbError struct {
 }
 
 func (e *VerbError) Error() string {
-	return fmt.Sprintf("baremetal: %s of node %s (state %q) refused: %s", e.Verb, e.Node, e.State, e.Reason)
+	return fmt.Sprintf("%s of node %s (state %q) refused: %s", e.Verb, e.Node, e.State, e.Reason)
 }
 
 // Is reports whether target is the sentinel this error matches.
@@ -105,7 +105,7 @@ func (c *Conductor) EnrollWith(ctx context.Context, n *baremetal.Node, o EnrollO
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: enroll node %s: %w", label, err)
+		return nil, fmt.Errorf("enroll node %s: %w", label, err)
 	}
 	n.SetInterfaces(ifs)
 	if n.ProvisionState != "" && n.ProvisionState != statemachine.Enroll {
@@ -257,7 +257,7 @@ func (c *Conductor) UpdateWith(ctx context.Context, ident string, o UpdateOption
 	}
 	ifs, err := c.drivers.FillDefaults(nodeInterfaces(n))
 	if err != nil {
-		return nil, fmt.Errorf("baremetal: update node %s: %w", n.UUID, err)
+		return nil, fmt.Errorf("update node %s: %w", n.UUID, err)
 	}
 	n.SetInterfaces(ifs)
 	if n.Driver != before.Driver || !reflect.DeepEqual(n.DriverInfo, before.DriverInfo) {
@@ -385,7 +385,7 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 			return &baremetal.NodeLockedError{Node: n.UUID, Holder: n.Reservation}
 		}
 		_, _, err := c.fsm.Process(n.ProvisionState, v.event)
-		return fmt.Errorf("baremetal: %s of node %s: %w", v.name, n.UUID, err)
+		return fmt.Errorf("%s of node %s: %w", v.name, n.UUID, err)
 	}
 	// As Ironic's conductor does, the concurrency limit is checked once
 	// the transition is known to be valid and before the node is locked,
@@ -397,7 +397,7 @@ func (c *Conductor) accept(ctx context.Context, ident string, v verb) (err error
 		// The operation's trace starts here.
 		ctx, span = c.startOperation(ctx, v.name, n)
 	}
-	locked, err := baremetal.AcquireNode(ctx, c.store, n.UUID, c.host, *c.opts.LockPolicy)
+	locked, err := baremetal.AcquireNode(ctx, c.locks(), n.UUID, c.host, *c.opts.LockPolicy)
 	if err != nil {
 		return err
 	}
@@ -496,7 +496,7 @@ func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.
 		cleanSteps, o.DisableRamdisk = rb.steps, rb.disableRamdisk
 	}
 	if err := statemachine.VerbClean.Validate(statemachine.VerbInput{Steps: len(cleanSteps)}); err != nil {
-		return fmt.Errorf("baremetal: clean of node %s: %w", ident, err)
+		return fmt.Errorf("clean of node %s: %w", ident, err)
 	}
 	raw, err := stepsToJSON(cleanSteps)
 	if err != nil {
@@ -530,7 +530,7 @@ func (c *Conductor) Service(ctx context.Context, ident string, serviceSteps []st
 		serviceSteps, o.DisableRamdisk = rb.steps, rb.disableRamdisk
 	}
 	if err := statemachine.VerbService.Validate(statemachine.VerbInput{Steps: len(serviceSteps)}); err != nil {
-		return fmt.Errorf("baremetal: service of node %s: %w", ident, err)
+		return fmt.Errorf("service of node %s: %w", ident, err)
 	}
 	raw, err := stepsToJSON(serviceSteps)
 	if err != nil {
@@ -578,7 +578,7 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 			err = &VerbError{Verb: "abort", Node: n.UUID, State: n.ProvisionState, Reason: "nothing to abort"}
 		}
 		c.metrics.verbs.WithLabelValues("abort", "refused").Inc()
-		return fmt.Errorf("baremetal: abort of node %s: %w", n.UUID, err)
+		return fmt.Errorf("abort of node %s: %w", n.UUID, err)
 	}
 	c.metrics.verbs.WithLabelValues("abort", "accepted").Inc()
 	kind, hasSteps := stepKindOf(state)

@@ -33,7 +33,7 @@ func (e *VolumeStateError) Error() string {
 	if e.deletion() {
 		allowed += fmt.Sprintf(" or in one of %v", statemachine.DeleteAllowedStates())
 	}
-	return fmt.Sprintf("baremetal: %s on node %s refused: its power state is %s and its provision state %s; %s",
+	return fmt.Sprintf("%s on node %s refused: its power state is %s and its provision state %s; %s",
 		e.Action, e.Node, power, e.ProvisionState, allowed)
 }
 

@@ -13,7 +13,7 @@ import (
 
 // ErrNodeFailed is matched by the *WaitError of a WaitFor that saw the node
 // land in a failure state it was not waiting for.
-var ErrNodeFailed = errors.New("baremetal: node reached a failure state")
+var ErrNodeFailed = errors.New("conductor: node reached a failure state")
 
 // waitRecheck is how often WaitFor reads the node again between events: a
 // transition made by another conductor sharing the store publishes no
@@ -38,9 +38,9 @@ type WaitError struct {
 
 func (e *WaitError) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("baremetal: waiting for node %s to reach %q: still in %q: %v", e.Node, e.Want, e.State, e.Err)
+		return fmt.Sprintf("waiting for node %s to reach %q: still in %q: %v", e.Node, e.Want, e.State, e.Err)
 	}
-	return fmt.Sprintf("baremetal: waiting for node %s to reach %q: it failed in %q: %s", e.Node, e.Want, e.State, e.LastError)
+	return fmt.Sprintf("waiting for node %s to reach %q: it failed in %q: %s", e.Node, e.Want, e.State, e.LastError)
 }
 
 // Is reports whether target is ErrNodeFailed and the node failed.

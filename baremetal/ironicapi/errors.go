@@ -19,7 +19,17 @@ type Error struct {
 	Status     int
 	Message    string
 	RetryAfter int
+	// internal marks a 500 made from an error the API does not know,
+	// whose text (a database's user, name, host and port, a driver's
+	// internals) is for the log only: the client gets
+	// genericServerError.
+	internal bool
 }
+
+// genericServerError is the faultstring of a 500 whose cause is
+// internal: Ironic's generic exception text, with the request's id
+// (X-OpenStack-Request-Id), under which the log has the detail.
+const genericServerError = "An unknown exception occurred. Request ID: %s"
 
 func (e *Error) Error() string { return e.Message }
 
@@ -54,6 +64,9 @@ func toError(err error) *Error {
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
+	if baremetal.IsStoreUnavailable(err) {
+		return &Error{Status: http.StatusInternalServerError, Message: err.Error(), internal: true}
+	}
 	msg := err.Error()
 	var (
 		locked  *baremetal.NodeLockedError
@@ -83,7 +96,7 @@ func toError(err error) *Error {
 	case errors.Is(err, conductor.ErrNoConductor), errors.Is(err, conductor.ErrConductorNotRunning):
 		return &Error{Status: http.StatusServiceUnavailable, Message: msg}
 	}
-	return &Error{Status: http.StatusInternalServerError, Message: msg}
+	return &Error{Status: http.StatusInternalServerError, Message: msg, internal: true}
 }
 
 // writeError writes Ironic's error body: {"error_message": "<JSON text of

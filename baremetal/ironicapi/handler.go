@@ -1,7 +1,6 @@
 package ironicapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/google/uuid"
 )
 
 // Default request bounds.
@@ -59,6 +60,15 @@ type Options struct {
 	// drives (DefaultMaxProvisionBodyBytes when zero).
 	MaxBodyBytes          int64
 	MaxProvisionBodyBytes int64
+	// MaxInFlightBodyBytes bounds the bytes of all the bodies being read
+	// at once, the ramdisk endpoints' included
+	// (DefaultMaxInFlightBodyBytes when zero): a body counts three times
+	// its announced size (what decoding it holds), or its endpoint's
+	// limit, a body heavier than the budget all of it. A request that finds no
+	// room waits up to BodyBudgetWait (DefaultBodyBudgetWait when zero)
+	// and then gets 503 with Retry-After.
+	MaxInFlightBodyBytes int64
+	BodyBudgetWait       time.Duration
 	// Logger receives one line per failed request; nil discards.
 	Logger *slog.Logger
 }
@@ -71,6 +81,8 @@ type Handler struct {
 	store baremetal.Store
 	mux   *http.ServeMux
 	log   *slog.Logger
+	// budget bounds the bodies in flight.
+	budget *bodyBudget
 }
 
 // New builds the handler.
@@ -87,8 +99,15 @@ func New(o Options) (*Handler, error) {
 	if o.MaxProvisionBodyBytes <= 0 {
 		o.MaxProvisionBodyBytes = DefaultMaxProvisionBodyBytes
 	}
+	if o.MaxInFlightBodyBytes <= 0 {
+		o.MaxInFlightBodyBytes = DefaultMaxInFlightBodyBytes
+	}
+	if o.BodyBudgetWait <= 0 {
+		o.BodyBudgetWait = DefaultBodyBudgetWait
+	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	h := &Handler{opts: o, c: o.Conductor, store: o.Conductor.Store(), mux: http.NewServeMux(), log: o.Logger}
+	h := &Handler{opts: o, c: o.Conductor, store: o.Conductor.Store(), mux: http.NewServeMux(), log: o.Logger,
+		budget: newBodyBudget(o.MaxInFlightBodyBytes, o.BodyBudgetWait)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -151,8 +170,14 @@ func (h *Handler) Protect(next http.Handler) http.Handler {
 	})
 }
 
+// headerRequestID is oslo.middleware's request id header, set on every
+// response as Ironic does.
+const headerRequestID = "X-OpenStack-Request-Id"
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn handlerFunc) {
 	hdr := w.Header()
+	reqID := "req-" + uuid.NewString()
+	hdr.Set(headerRequestID, reqID)
 	hdr.Set(headerMinVersion, MinVersion.String())
 	hdr.Set(headerMaxVersion, MaxVersion.String())
 	v, verr := requestedVersion(r.Header)
@@ -174,12 +199,30 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 	if rt.maxBody > 0 {
 		limit = rt.maxBody
 	}
+	// Only an authenticated request gets here: a size announced over
+	// the endpoint's limit is refused unread, and the body counts
+	// against the listener's budget while the request runs.
+	if r.ContentLength > limit {
+		writeError(w, tooLarge(limit))
+		return
+	}
+	release, berr := h.budget.acquire(r.Context(), bodyWeight(r, limit))
+	if berr != nil {
+		writeError(w, berr)
+		return
+	}
+	defer release()
+	setBodyDeadline(w, r, limit)
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	rq := &request{h: h, w: w, r: r, ctx: r.Context(), v: v}
 	if err := fn(rq); err != nil {
 		e := toError(err)
 		if e.Status >= 500 {
-			h.log.Error("ironicapi: request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", baremetal.MaskText(e.Message))
+			h.log.Error("ironicapi: request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status,
+				"request_id", reqID, "err", baremetal.MaskText(e.Message))
+			if e.internal {
+				e = &Error{Status: e.Status, RetryAfter: e.RetryAfter, Message: fmt.Sprintf(genericServerError, reqID)}
+			}
 		}
 		if !rq.wrote {
 			writeError(w, e)
@@ -216,7 +259,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = &r2
 	}
 	if h.opts.Agent != nil && isRamdiskPath(r.URL.Path) {
-		h.opts.Agent.ServeHTTP(w, r)
+		h.serveAgent(w, r)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -236,27 +279,34 @@ type request struct {
 	wrote bool
 }
 
-// decode reads the JSON body into dst. Numbers keep their exact text
+// decode reads the JSON body into dst as a stream (the body is never
+// held whole beside its decoded form). Numbers keep their exact text
 // (json.Number) inside maps. An empty body, malformed JSON, an oversized
 // body or trailing data is a 400 (413 for oversized).
 func (rq *request) decode(dst any) error {
-	body, err := io.ReadAll(rq.r.Body)
-	if err != nil {
+	dec := json.NewDecoder(rq.r.Body)
+	dec.UseNumber()
+	readErr := func(err error) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return Errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", mbe.Limit)
+			return tooLarge(mbe.Limit)
 		}
-		return badRequest("Cannot read the request body: %v", err)
+		return nil
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("The request body is empty; a JSON document was expected.")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
+		if e := readErr(err); e != nil {
+			return e
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest("The request body is empty; a JSON document was expected.")
+		}
 		return badRequest("Invalid JSON in the request body: %v", err)
 	}
-	if dec.More() {
+	// Only white space may follow the document.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if e := readErr(err); e != nil {
+			return e
+		}
 		return badRequest("Invalid JSON in the request body: data after the document.")
 	}
 	return nil

@@ -329,7 +329,7 @@ func (rq *request) parseNodeListQuery(detailPath bool) (*nodeListQuery, error) {
 		if !provisionMachine().Has(statemachine.State(s)) {
 			return nil, badRequest("Provision state \"%s\" is not valid", s)
 		}
-		out.filter.ProvisionStates = []string{s}
+		out.filter.ProvisionStates = []statemachine.State{statemachine.State(s)}
 	}
 	if s, ok := one("driver"); ok {
 		out.filter.Drivers = []string{s}

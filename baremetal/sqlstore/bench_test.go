@@ -257,8 +257,8 @@ func BenchmarkFilteredPage100k(b *testing.B) {
 			enroll(b, s)
 			ctx := context.Background()
 			filters := map[string]baremetal.NodeFilter{
-				"state": {ProvisionStates: []string{"available"}},
-				"state+group+maintenance": {ProvisionStates: []string{"available"}, ConductorGroup: new("rack-a"),
+				"state": {ProvisionStates: []statemachine.State{"available"}},
+				"state+group+maintenance": {ProvisionStates: []statemachine.State{"available"}, ConductorGroup: new("rack-a"),
 					Maintenance: new(false), Reserved: new(false)},
 			}
 			for fname, f := range filters {

@@ -78,7 +78,7 @@ func ExampleStore_ListNodes() {
 		fmt.Println(err)
 		return
 	}
-	filter := baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false)}
+	filter := baremetal.NodeFilter{ProvisionStates: []statemachine.State{"available"}, Reserved: new(false)}
 	page := baremetal.Page{Limit: 2}
 	for {
 		nodes, err := s.ListNodes(ctx, filter, page)

@@ -26,11 +26,11 @@ func TestPeriodicQueriesUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]baremetal.NodeFilter{
-		"by state":           {ProvisionStates: []string{"available"}},
-		"callback timeout":   {ProvisionStates: []string{"clean wait"}, ProvisionUpdatedBefore: time.Now()},
+		"by state":           {ProvisionStates: []statemachine.State{"available"}},
+		"callback timeout":   {ProvisionStates: []statemachine.State{"clean wait"}, ProvisionUpdatedBefore: time.Now()},
 		"orphans":            {ReservedBy: "conductor-9"},
-		"stuck at start":     {ProvisionStates: []string{"deploying", "cleaning"}, Reserved: new(false)},
-		"state, deep page":   {ProvisionStates: []string{"active"}},
+		"stuck at start":     {ProvisionStates: []statemachine.State{"deploying", "cleaning"}, Reserved: new(false)},
+		"state, deep page":   {ProvisionStates: []statemachine.State{"active"}},
 		"group and driver":   {ConductorGroup: new("rack-1"), Drivers: []string{"ipmi"}},
 		"maintenance sweeps": {Maintenance: new(true)},
 	} {

@@ -297,18 +297,26 @@ func (s *Store) GetNode(ctx context.Context, ident string) (*baremetal.Node, err
 	return n, nil
 }
 
+// inList is the condition "col IN (?, ...)" and its arguments, one a
+// value of vals (strings or provision states).
+func inList[T ~string](col string, vals []T) (string, []any) {
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = string(v)
+	}
+	return col + " IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
+}
+
 // where builds the WHERE clause and arguments of a node filter.
 func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremetal.Page) (string, []any, error) {
 	var conds []string
 	var args []any
-	in := func(col string, vals []string) {
-		conds = append(conds, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
-		for _, v := range vals {
-			args = append(args, v)
-		}
+	in := func(cond string, vals []any) {
+		conds = append(conds, cond)
+		args = append(args, vals...)
 	}
 	if len(f.ProvisionStates) > 0 {
-		in("provision_state", f.ProvisionStates)
+		in(inList("provision_state", f.ProvisionStates))
 	}
 	if f.Maintenance != nil {
 		// A literal, so the planner can use the partial index of nodes
@@ -335,7 +343,7 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 		args = append(args, *f.ConductorGroup)
 	}
 	if len(f.Drivers) > 0 {
-		in("driver", f.Drivers)
+		in(inList("driver", f.Drivers))
 	}
 	if !f.ProvisionUpdatedBefore.IsZero() {
 		conds = append(conds, "provision_updated_at < ?")
@@ -372,7 +380,7 @@ func (s *Store) where(ctx context.Context, f baremetal.NodeFilter, page baremeta
 		}
 	}
 	if len(f.Shards) > 0 {
-		in("shard", f.Shards)
+		in(inList("shard", f.Shards))
 	}
 	if f.Retired != nil {
 		if *f.Retired {

@@ -85,6 +85,11 @@ func connectListener(ctx context.Context, dsn, prefix string) (*pgx.Conn, error)
 	return c, nil
 }
 
+// listenRetryMax caps the pause between the listener's reconnection
+// attempts, and so bounds how long after the database's return it
+// listens again.
+const listenRetryMax = time.Second
+
 // run receives notifications until ctx ends, reconnecting as needed.
 func (n *Notifier) run(ctx context.Context, c *pgx.Conn) {
 	defer close(n.done)
@@ -113,7 +118,7 @@ func (n *Notifier) run(ctx context.Context, c *pgx.Conn) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, listenRetryMax)
 		var err error
 		c, err = connectListener(ctx, n.dsn, n.prefix)
 		if err != nil {
@@ -127,24 +132,39 @@ func (n *Notifier) run(ctx context.Context, c *pgx.Conn) {
 }
 
 // Publish implements baremetal.ClusterNotifier with pg_notify; every
-// listener of the schema, this process's included, receives it.
+// listener of the schema, this process's included, receives it. A
+// publishing connection that broke (the database restarted, the network
+// dropped it) is noticed only when used: the notification is then sent
+// again once on a new connection, so the first one after an outage (a
+// conductor's shutdown notice, say) is not lost.
 func (n *Notifier) Publish(ctx context.Context, topic, payload string) error {
 	n.pubMu.Lock()
 	defer n.pubMu.Unlock()
-	if n.pub == nil || n.pub.IsClosed() {
-		c, err := pgx.Connect(ctx, n.dsn)
-		if err != nil {
-			return fmt.Errorf("sqlstore: notifier: reconnecting: %w", err)
+	var err error
+	for attempt := 1; attempt <= 2; attempt++ {
+		if n.pub == nil || n.pub.IsClosed() {
+			c, cerr := pgx.Connect(ctx, n.dsn)
+			if cerr != nil {
+				return fmt.Errorf("sqlstore: notifier: reconnecting: %w", cerr)
+			}
+			n.pub = c
 		}
-		n.pub = c
-	}
-	if _, err := n.pub.Exec(ctx, "SELECT pg_notify($1, $2)", n.prefix+topic, payload); err != nil {
-		if n.pub.IsClosed() || errors.Is(err, context.DeadlineExceeded) {
+		_, err = n.pub.Exec(ctx, "SELECT pg_notify($1, $2)", n.prefix+topic, payload)
+		if err == nil {
+			return nil
+		}
+		broken := n.pub.IsClosed() || baremetal.IsStoreUnavailable(err)
+		if broken || errors.Is(err, context.DeadlineExceeded) {
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = n.pub.Close(closeCtx)
+			cancel()
 			n.pub = nil
 		}
-		return fmt.Errorf("sqlstore: notifier: publishing on %s: %w", topic, err)
+		if !broken || ctx.Err() != nil {
+			break
+		}
 	}
-	return nil
+	return fmt.Errorf("sqlstore: notifier: publishing on %s: %w", topic, err)
 }
 
 // Subscribe implements baremetal.ClusterNotifier.

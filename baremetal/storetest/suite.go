@@ -529,7 +529,7 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		}
 	}
 	check("all", baremetal.NodeFilter{}, func(*baremetal.Node) bool { return true })
-	check("states", baremetal.NodeFilter{ProvisionStates: []string{"deploying", "wait call-back"}},
+	check("states", baremetal.NodeFilter{ProvisionStates: []statemachine.State{"deploying", "wait call-back"}},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "deploying" || n.ProvisionState == "wait call-back"
 		})
@@ -565,7 +565,7 @@ func testListFilters(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	check("instance name", baremetal.NodeFilter{InstanceName: "vm-b"}, func(n *baremetal.Node) bool { return n.InstanceName == "vm-b" })
 	check("no parent", baremetal.NodeFilter{ParentNode: new("")}, func(n *baremetal.Node) bool { return n.ParentNode == "" })
 	check("children of", baremetal.NodeFilter{ParentNode: new(all[0].UUID)}, func(n *baremetal.Node) bool { return n.ParentNode == all[0].UUID })
-	check("combined", baremetal.NodeFilter{ProvisionStates: []string{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
+	check("combined", baremetal.NodeFilter{ProvisionStates: []statemachine.State{"available"}, Reserved: new(false), Maintenance: new(false), ConductorGroup: new("rack-2")},
 		func(n *baremetal.Node) bool {
 			return n.ProvisionState == "available" && n.Reservation == "" && !n.Maintenance && n.ConductorGroup == "rack-2"
 		})

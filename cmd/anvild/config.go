@@ -60,8 +60,13 @@ type Config struct {
 
 	// [pxe], [deploy] and [conductor] for the boot server and the network
 	// boot interfaces.
-	PXE        pxe.Options
-	HTTPURL    string // [deploy]http_url: netboot.Options.HTTPBase
+	PXE     pxe.Options
+	HTTPURL string // [deploy]http_url: netboot.Options.HTTPBase
+	// HTTPRoot is [deploy]http_root: the directory served at http_url
+	// where the redfish plugin publishes each node's boot ISO (virtual
+	// media); with http_url it replaces the plugin's
+	// ANVIL_REDFISH_HTTP_ROOT and ANVIL_REDFISH_HTTP_URL.
+	HTTPRoot   string
 	TFTPServer string // [pxe]tftp_server
 
 	// [anvil]
@@ -318,6 +323,14 @@ func options() []option {
 			c.Conductor.KeepHardwarePowerState = !b
 			return ""
 		}},
+		{"conductor", "enable_health_monitoring", "", "", func(c *Config, v string) string {
+			b, ok := parseBool(v)
+			if !ok {
+				return "a boolean"
+			}
+			c.Conductor.DisableHealthMonitoring = !b
+			return ""
+		}},
 		{"conductor", "periodic_max_workers", "", "", integer(1, func(c *Config) *int { return &c.Conductor.PeriodicMaxWorkers })},
 		{"conductor", "automated_clean", "", "", func(c *Config, v string) string {
 			b, ok := parseBool(v)
@@ -383,6 +396,13 @@ func options() []option {
 			return ""
 		}},
 		{"deploy", "http_url", "", "", str(func(c *Config) *string { return &c.HTTPURL })},
+		{"deploy", "http_root", "", "", func(c *Config, v string) string {
+			if !filepath.IsAbs(v) {
+				return "an absolute directory path"
+			}
+			c.HTTPRoot = v
+			return ""
+		}},
 
 		// [pxe]
 		{"pxe", "kernel_append_params", "", "", str(func(c *Config) *string { return &c.PXE.KernelAppendParams })},

@@ -58,6 +58,7 @@ heartbeat_interval = 5
 heartbeat_timeout = 30
 sync_power_state_interval = 0
 automated_clean = false
+enable_health_monitoring = false
 deploy_callback_timeout = 600
 conductor_group = rack1
 max_concurrent_deploy = 10
@@ -104,6 +105,7 @@ agent_command_polling = false
 		{"heartbeat timeout", c.HeartbeatTimeout, 30 * time.Second},
 		{"power sync 0 disables", c.Conductor.SyncPowerStateInterval, time.Duration(-1)},
 		{"automated clean", c.Conductor.DisableAutomatedClean, true},
+		{"health monitoring off", c.Conductor.DisableHealthMonitoring, true},
 		{"deploy callback", c.Conductor.DeployCallbackTimeout, 600 * time.Second},
 		{"group: the flag wins", c.Conductor.ConductorGroup, "rack2"},
 		{"max deploy", c.Conductor.MaxConcurrentDeploy, 10},
@@ -136,6 +138,7 @@ func TestConfigErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		{name: "relative http_root", conf: "[deploy]\nhttp_root = html\n", want: `[deploy]http_root = "html": expected an absolute directory path`},
 		{name: "bad port in file", conf: "[api]\nport = http\n", want: `anvil.conf line 2: [api]port = "http": expected an integer >= 0`},
 		{name: "port out of range", args: []string{"--port", "70000"}, want: "[api]port"},
 		{name: "bad boolean", conf: "[conductor]\n\nautomated_clean = maybe\n", want: `line 3: [conductor]automated_clean = "maybe": expected a boolean`},
@@ -215,5 +218,22 @@ func TestConfigPollsAgentCommandsByDefault(t *testing.T) {
 	}
 	if !c.Conductor.Agent.PollCommands {
 		t.Fatal("PollCommands off by default in anvild, want on")
+	}
+}
+
+// TestMediaEnv: [deploy]http_root and http_url reach the plugins as the
+// redfish plugin's publishing directory and URL; either alone does not.
+func TestMediaEnv(t *testing.T) {
+	cfg, err := parseConfig([]string{"--config-file", writeConf(t, "[deploy]\nhttp_root = /shared/html\nhttp_url = http://192.0.2.2:6180\n")}, nil, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(mediaEnv(cfg), " ")
+	if want := "ANVIL_REDFISH_HTTP_ROOT=/shared/html ANVIL_REDFISH_HTTP_URL=http://192.0.2.2:6180"; got != want {
+		t.Errorf("plugin environment %q, want %q", got, want)
+	}
+	cfg.HTTPURL = ""
+	if env := mediaEnv(cfg); env != nil {
+		t.Errorf("http_root alone gives %q, want nothing", env)
 	}
 }

@@ -35,7 +35,7 @@ func ironicEnabledInterfaces() map[driver.Kind][]string {
 		driver.KindBIOS:     {driver.NoBIOS, "redfish"},
 		driver.KindBoot:     {pxe.NameIPXE, pxe.NamePXE, "redfish-virtual-media"},
 		driver.KindConsole:  {driver.NoConsole},
-		driver.KindDeploy:   {"autodetect", agentdeploy.Name, "ramdisk", "bootc"},
+		driver.KindDeploy:   {agentdeploy.AutodetectName, agentdeploy.Name, agentdeploy.RamdiskName, "bootc"},
 		driver.KindFirmware: {driver.NoFirmware},
 		driver.KindInspect:  {agentdeploy.InspectName, driver.NoInspect, "redfish"},
 		driver.KindNetwork:  {"flat", driver.Noop},
@@ -208,7 +208,11 @@ type driverDeps struct {
 // in its own process: the agent-based deploy, inspect and RAID
 // interfaces, and the ipmitool-socat console (a long-running process and
 // a TCP port on the conductor host).
-func libraryBundles(d driverDeps, cm *console.Manager) ([]driver.Bundle, error) {
+//
+// The autodetect interface chooses among Ironic's
+// autodetect_deploy_interfaces (ramdisk, bootc, direct) those registered
+// and enabled, which deployLookup answers once the registry exists.
+func libraryBundles(d driverDeps, cm *console.Manager, deployLookup func(string) driver.Interface) ([]driver.Bundle, error) {
 	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: d.Log.With("component", "inspect")})
 	if err != nil {
 		return nil, err
@@ -217,6 +221,9 @@ func libraryBundles(d driverDeps, cm *console.Manager) ([]driver.Bundle, error) 
 		{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.NewWithOptions(d.Client, d.Images)},
 		{Kind: driver.KindInspect, Name: agentdeploy.InspectName, Impl: inspect},
 		{Kind: driver.KindRAID, Name: agentdeploy.RAIDName, Impl: agentdeploy.NewRAID()},
+		{Kind: driver.KindDeploy, Name: agentdeploy.CustomAgentName, Impl: agentdeploy.NewCustomAgent(d.Client)},
+		{Kind: driver.KindDeploy, Name: agentdeploy.RamdiskName, Impl: agentdeploy.NewRamdisk()},
+		{Kind: driver.KindDeploy, Name: agentdeploy.AutodetectName, Impl: agentdeploy.NewAutodetect(agentdeploy.DefaultAutodetectCandidates(), deployLookup)},
 	}}
 	return []driver.Bundle{
 		builtin.Bundle(fake.Config{}),
@@ -230,7 +237,13 @@ func libraryBundles(d driverDeps, cm *console.Manager) ([]driver.Bundle, error) 
 // returns (closeDrivers) when it is done.
 func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, error) {
 	out := &drivers{console: console.NewManager(console.Options{Logger: d.Log.With("component", "console")})}
-	bundles, err := libraryBundles(d, out.console)
+	bundles, err := libraryBundles(d, out.console, func(name string) driver.Interface {
+		if out.reg == nil || !slices.Contains(out.config.EnabledInterfaces[driver.KindDeploy], name) {
+			return nil
+		}
+		impl, _ := out.reg.Interface(driver.KindDeploy, name)
+		return impl
+	})
 	if err != nil {
 		out.close()
 		return nil, err
@@ -244,10 +257,10 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 		dirs = defaultPluginDirs(d.Executable, d.Getenv)
 	}
 	if len(dirs) > 0 {
-		hc := plugin.HostConfig{Dirs: dirs, Logger: d.Log}
+		hc := plugin.HostConfig{Dirs: dirs, Logger: d.Log, PluginEnv: mediaEnv(cfg)}
 		if d.TracerProvider != nil {
 			hc.TracerProvider = d.TracerProvider
-			hc.PluginEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + d.OTLPTraces}
+			hc.PluginEnv = append(hc.PluginEnv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="+d.OTLPTraces)
 		}
 		out.host = plugin.NewHost(hc)
 		rep, err := out.host.Discover(ctx)
@@ -300,6 +313,15 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 		return nil, err
 	}
 	return out, nil
+}
+
+// mediaEnv is the plugins' environment for [deploy]http_root and
+// http_url: where the redfish plugin publishes virtual media images.
+func mediaEnv(cfg *Config) []string {
+	if cfg.HTTPRoot == "" || cfg.HTTPURL == "" {
+		return nil
+	}
+	return []string{"ANVIL_REDFISH_HTTP_ROOT=" + cfg.HTTPRoot, "ANVIL_REDFISH_HTTP_URL=" + cfg.HTTPURL}
 }
 
 // registerNetboot adds the network boot interfaces writing into boot.

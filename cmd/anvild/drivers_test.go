@@ -30,7 +30,7 @@ import (
 // plugins' (as their processes describe them).
 func pluginCatalog(t *testing.T, withPlugins, netboot bool) *catalog {
 	t.Helper()
-	bundles, err := libraryBundles(driverDeps{Log: slog.New(slog.DiscardHandler)}, console.NewManager(console.Options{}))
+	bundles, err := libraryBundles(driverDeps{Log: slog.New(slog.DiscardHandler)}, console.NewManager(console.Options{}), func(string) driver.Interface { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestDriverDefaults(t *testing.T) {
 				driver.KindBIOS:       {"no-bios", "redfish"},
 				driver.KindBoot:       {"ipxe", "pxe", "redfish-virtual-media"},
 				driver.KindConsole:    {"no-console"},
-				driver.KindDeploy:     {"direct"},
+				driver.KindDeploy:     {"autodetect", "direct", "ramdisk"},
 				driver.KindFirmware:   {"no-firmware"},
 				driver.KindInspect:    {"agent", "no-inspect", "redfish"},
 				driver.KindNetwork:    {"noop"},
@@ -79,13 +79,13 @@ func TestDriverDefaults(t *testing.T) {
 				driver.KindManagement: nil, // computed by the registry, as Ironic computes it
 				driver.KindPower:      nil,
 			},
-			noteHas: "enabled_deploy_interfaces: Ironic's default autodetect, ramdisk, bootc not available here",
+			noteHas: "enabled_deploy_interfaces: Ironic's default bootc not available here",
 		},
 		{
 			name: "no plugin", wantHW: []string{"fake-hardware"},
 			want: map[driver.Kind][]string{
 				driver.KindBoot:    {"fake"},
-				driver.KindDeploy:  {"direct", "fake"},
+				driver.KindDeploy:  {"autodetect", "direct", "ramdisk", "fake"},
 				driver.KindInspect: {"agent", "no-inspect", "fake"},
 				driver.KindVendor:  {"no-vendor", "fake"},
 			},
@@ -134,7 +134,7 @@ func TestDriverDefaultsMakeUsableNodes(t *testing.T) {
 	}{{true, []string{"ipmi", "redfish"}}, {false, []string{builtin.FakeHardware}}} {
 		cfg, _, _ := driverDefaults(driver.Config{}, pluginCatalog(t, tc.plugins, true), nil)
 		reg := driver.NewRegistry(cfg)
-		bundles, err := libraryBundles(driverDeps{Log: slog.New(slog.DiscardHandler)}, console.NewManager(console.Options{}))
+		bundles, err := libraryBundles(driverDeps{Log: slog.New(slog.DiscardHandler)}, console.NewManager(console.Options{}), func(string) driver.Interface { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestDriverDefaultsMakeUsableNodes(t *testing.T) {
 			if hw == "redfish" && (got[driver.KindInspect] != "redfish" || got[driver.KindBoot] != "ipxe") {
 				t.Errorf("redfish defaults %v", got)
 			}
-			if hw == "ipmi" && (got[driver.KindInspect] != "agent" || got[driver.KindPower] != "ipmitool" || got[driver.KindDeploy] != "direct") {
+			if hw == "ipmi" && (got[driver.KindInspect] != "agent" || got[driver.KindPower] != "ipmitool" || got[driver.KindDeploy] != "autodetect") {
 				t.Errorf("ipmi defaults %v", got)
 			}
 		}

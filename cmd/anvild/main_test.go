@@ -321,8 +321,9 @@ func TestAnvildTLSAndHTTPBasic(t *testing.T) {
 	if code, _, body := get(t, hc, d.URL+"/v1/nodes", "Authorization", "Basic bXlOYW1lOm15UGFzc3dvcmQ="); code != 200 {
 		t.Fatalf("GET /v1/nodes with credentials: %d %s", code, body)
 	}
-	// The web UI and the consoles sit behind the same credentials.
-	for _, path := range []string{"/ui/", "/ui/api/fleet", "/ui/api/events", "/console/assets/console.js", "/console/x?token=y"} {
+	// The web UI, the consoles and /metrics sit behind the same
+	// credentials.
+	for _, path := range []string{"/metrics", "/ui/", "/ui/api/fleet", "/ui/api/events", "/console/assets/console.js", "/console/x?token=y"} {
 		code, hdr, _ := get(t, hc, d.URL+path)
 		if code != 401 || hdr.Get("WWW-Authenticate") != `Basic realm="Baremetal API"` {
 			t.Fatalf("GET %s without credentials: %d %v", path, code, hdr)
@@ -330,6 +331,9 @@ func TestAnvildTLSAndHTTPBasic(t *testing.T) {
 	}
 	if code, _, body := get(t, hc, d.URL+"/ui/", "Authorization", "Basic bXlOYW1lOm15UGFzc3dvcmQ="); code != 200 || !strings.Contains(body, "fleet.js") {
 		t.Fatalf("GET /ui/ with credentials: %d %s", code, body)
+	}
+	if code, _, body := get(t, hc, d.URL+"/metrics", "Authorization", "Basic bXlOYW1lOm15UGFzc3dvcmQ="); code != 200 || !strings.Contains(body, "anvil_conductor_") {
+		t.Fatalf("GET /metrics with credentials: %d %.500s", code, body)
 	}
 	if _, err := d.stop(t, 15*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
@@ -525,7 +529,7 @@ func TestAnvildFindsPluginsBesideItself(t *testing.T) {
 	if err := json.Unmarshal(nb, &node); err != nil {
 		t.Fatal(err)
 	}
-	if node["inspect_interface"] != "agent" || node["raid_interface"] != "redfish" || node["deploy_interface"] != "direct" {
+	if node["inspect_interface"] != "agent" || node["raid_interface"] != "redfish" || node["deploy_interface"] != "autodetect" {
 		t.Fatalf("node interfaces: inspect %v raid %v deploy %v", node["inspect_interface"], node["raid_interface"], node["deploy_interface"])
 	}
 	if _, err := d.stop(t, 15*time.Second); err != nil {

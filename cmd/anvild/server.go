@@ -295,7 +295,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 				mreg.MustRegister(col)
 			}
 		}
-		metrics := promhttp.HandlerFor(mreg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
+		// /metrics sits behind the API's authentication: under
+		// http_basic it needs the same credentials.
+		metrics := api.Protect(promhttp.HandlerFor(mreg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second}))
 		inner := root
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/metrics" {

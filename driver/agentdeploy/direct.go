@@ -52,6 +52,9 @@ const (
 type Direct struct {
 	client *agentclient.Client
 	o      Options
+	// custom makes it the custom-agent interface (NewCustomAgent): no
+	// write_image step, no image to check or fetch.
+	custom bool
 }
 
 // ImageProvider is the conductor's image cache as the direct interface
@@ -114,7 +117,7 @@ func (d *Direct) Validate(ctx context.Context, t *driver.Task) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if t.ProvisionState == "deploying" {
+	if t.ProvisionState == "deploying" && !d.custom {
 		// The image_info the agent will get must be complete now: a
 		// deploy that IPA would refuse at write_image fails here, before
 		// the node is booted.
@@ -129,6 +132,9 @@ func (d *Direct) Validate(ctx context.Context, t *driver.Task) error {
 // whose image cannot be had fails before the node boots.
 func (d *Direct) Prepare(ctx context.Context, t *driver.Task) error {
 	t.DeleteDriverInternalInfo(ImageWrittenKey)
+	if d.custom {
+		return nil
+	}
 	if src, _ := d.downloadSource(t); src == ImageDownloadLocal && t.ProvisionState == "deploying" {
 		_, err := d.resolveImage(ctx, t)
 		return err
@@ -188,13 +194,20 @@ func (*Direct) PrepareSteps(_ context.Context, t *driver.Task, _ steps.Kind) (dr
 // the node off and cleans up the ramdisk boot.
 func (*Direct) TearDownSteps(context.Context, *driver.Task, steps.Kind) error { return nil }
 
-// Steps returns the direct interface's deploy steps.
-func (*Direct) Steps(kind steps.Kind) []steps.Step {
+// Steps returns the direct interface's deploy steps (custom-agent's lack
+// write_image).
+func (d *Direct) Steps(kind steps.Kind) []steps.Step {
 	if kind != steps.Deploy {
 		return nil
 	}
 	mk := func(name string, prio int) steps.Step {
 		return steps.MustDeclare(steps.Deploy, string(driver.KindDeploy), name, prio)
+	}
+	if d.custom {
+		return []steps.Step{
+			mk(StepDeploy, 100), mk(StepPrepareInstanceBoot, 60),
+			mk(StepTearDownAgent, 40), mk(StepSwitchToTenantNetwork, 30), mk(StepBootInstance, 20),
+		}
 	}
 	return []steps.Step{
 		mk(StepDeploy, 100), mk(StepWriteImage, 80), mk(StepPrepareInstanceBoot, 60),
@@ -214,6 +227,9 @@ func (d *Direct) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kin
 	case StepDeploy:
 		return d.Deploy(ctx, t)
 	case StepWriteImage:
+		if d.custom {
+			break
+		}
 		return d.writeImage(ctx, t)
 	case StepPrepareInstanceBoot:
 		// The image is written: its URL expires now.

@@ -49,6 +49,7 @@ func Reference(b driver.Bundle) string {
 			{"SecureBootManager", implements[driver.SecureBootManager](i.Impl)},
 			{"VirtualMediaManager", implements[driver.VirtualMediaManager](i.Impl)},
 			{"SensorReader", implements[driver.SensorReader](i.Impl)},
+			{"HealthReader", implements[driver.HealthReader](i.Impl)},
 			{"StepRunner", implements[driver.StepRunner](i.Impl)},
 			{"AvailabilityReporter", implements[driver.AvailabilityReporter](i.Impl)},
 		} {

@@ -42,6 +42,10 @@ const (
 	// FailKey holds a comma-separated list of operations ("power.set_power_state",
 	// "deploy.deploy", or "*" for all) that fail with driver.ErrInjectedFailure.
 	FailKey = "fake_fail"
+	// HealthKey holds the hardware health the fake BMC reports ("OK",
+	// "Warning", "Critical"; absent: "OK"), so that tests can make a
+	// node's health change as a real BMC's does.
+	HealthKey = "fake_health"
 )
 
 // driver_internal_info keys the fake implementations keep their state in,
@@ -485,6 +489,25 @@ func (f *Management) Sensors(ctx context.Context, t *driver.Task) ([]driver.Sens
 		{Name: "CPU Temp", Type: driver.SensorTemperature, Value: &temp, Units: "degrees C", Reading: "38 degrees C", Status: "ok"},
 		{Name: "Fan 1", Type: driver.SensorFan, Value: &fan, Units: "RPM", Reading: "4200 RPM", Status: "ok"},
 	}, nil
+}
+
+// Health reports the health in driver_info fake_health (HealthKey), OK
+// when absent. A value that is not one of Ironic's health states is an
+// *driver.InvalidParameterError.
+func (f *Management) Health(ctx context.Context, t *driver.Task) (driver.Health, error) {
+	if err := f.begin(ctx, t, "get_node_health"); err != nil {
+		return driver.HealthUnknown, err
+	}
+	s, ok := t.DriverInfoString(HealthKey)
+	if !ok {
+		return driver.HealthOK, nil
+	}
+	switch h := driver.Health(s); h {
+	case driver.HealthOK, driver.HealthWarning, driver.HealthCritical:
+		return h, nil
+	}
+	return driver.HealthUnknown, &driver.InvalidParameterError{Node: t.NodeUUID, Kind: driver.KindManagement, Impl: Name, Field: "driver_info", Key: HealthKey,
+		Expected: fmt.Sprintf("one of %q, %q, %q, got %q", driver.HealthOK, driver.HealthWarning, driver.HealthCritical, s)}
 }
 
 // BootRamdiskParamsKey is the driver_internal_info key holding the
@@ -1067,6 +1090,7 @@ var (
 	_ driver.IndicatorManager    = (*Management)(nil)
 	_ driver.SecureBootManager   = (*Management)(nil)
 	_ driver.SensorReader        = (*Management)(nil)
+	_ driver.HealthReader        = (*Management)(nil)
 	_ driver.VirtualMediaManager = (*Management)(nil)
 	_ driver.BootModeManager     = (*Management)(nil)
 	_ driver.StepRunner          = (*Management)(nil)

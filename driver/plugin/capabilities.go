@@ -34,6 +34,7 @@ func capabilities() []capability {
 		capabilityOf(driver.KindManagement, "secure_boot", 3, func(x *proxy) driver.SecureBootManager { return secureBootCap{x} }),
 		capabilityOf(driver.KindManagement, "sensors", 3, func(x *proxy) driver.SensorReader { return sensorsCap{x} }),
 		capabilityOf(driver.KindManagement, "virtual_media", 3, func(x *proxy) driver.VirtualMediaManager { return vmediaCap{x} }),
+		capabilityOf(driver.KindManagement, "health", 3, func(x *proxy) driver.HealthReader { return healthCap{x} }),
 	}
 }
 

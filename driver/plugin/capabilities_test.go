@@ -43,6 +43,7 @@ func TestProxyHasExactlyTheAdvertisedCapabilities(t *testing.T) {
 			_, ok := driver.As[driver.VirtualMediaManager](i)
 			return ok
 		}},
+		{"health", driver.KindManagement, 3, func(i driver.Interface) bool { _, ok := driver.As[driver.HealthReader](i); return ok }},
 	}
 	var table []string
 	for _, c := range capabilities() {
@@ -89,7 +90,7 @@ func TestProxyHasExactlyTheAdvertisedCapabilities(t *testing.T) {
 // TestProxyCapabilitiesCallTheirOperation checks that each capability a
 // proxy provides sends its own operation and arguments.
 func TestProxyCapabilitiesCallTheirOperation(t *testing.T) {
-	all := []string{"step_preparer", "boot_mode", "nmi", "indicator", "secure_boot", "sensors", "virtual_media"}
+	all := []string{"step_preparer", "boot_mode", "nmi", "indicator", "secure_boot", "sensors", "virtual_media", "health"}
 	ctx := context.Background()
 	cases := []struct {
 		kind driver.Kind
@@ -138,6 +139,11 @@ func TestProxyCapabilitiesCallTheirOperation(t *testing.T) {
 		{driver.KindManagement, opGetVirtualMedia, ``, func(i driver.Interface) error {
 			c, _ := driver.As[driver.VirtualMediaManager](i)
 			_, err := c.VirtualMedia(ctx, &driver.Task{})
+			return err
+		}},
+		{driver.KindManagement, opGetNodeHealth, ``, func(i driver.Interface) error {
+			c, _ := driver.As[driver.HealthReader](i)
+			_, err := c.Health(ctx, &driver.Task{})
 			return err
 		}},
 	}

@@ -51,6 +51,7 @@ func operations() []operation {
 		op(driver.KindManagement, opAttachVirtualMedia, []string{"vmedia_device", "image_url"}, nil, "virtual_media"),
 		op(driver.KindManagement, opDetachVirtualMedia, []string{"vmedia_devices"}, nil, "virtual_media"),
 		op(driver.KindManagement, opGetVirtualMedia, nil, reflect.TypeFor[[]driver.VirtualMedia](), "virtual_media"),
+		op(driver.KindManagement, opGetNodeHealth, nil, reflect.TypeFor[driver.Health](), "health"),
 
 		op(driver.KindBoot, opPrepareRamdisk, []string{"params"}, nil, ""),
 		op(driver.KindBoot, opCleanUpRamdisk, nil, nil, ""),

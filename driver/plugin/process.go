@@ -358,7 +358,7 @@ func retriedAfterCrash(op string) bool {
 	case opValidate, opGetPowerState, opSetPowerState,
 		opSupportedBootDevices, opGetBootDevice, opSetBootDevice,
 		opGetBootMode, opSetBootMode, opGetIndicatorState, opSetIndicatorState,
-		opGetSecureBootState, opGetSensorsData,
+		opGetSecureBootState, opGetSensorsData, opGetNodeHealth,
 		opPrepareRamdisk, opCleanUpRamdisk, opPrepareInstance, opCleanUpInstance,
 		opGetConsole, opShouldWriteImage:
 		return true

@@ -226,6 +226,7 @@ type (
 	secureBootCap struct{ x *proxy }
 	sensorsCap    struct{ x *proxy }
 	vmediaCap     struct{ x *proxy }
+	healthCap     struct{ x *proxy }
 )
 
 func (c bootModeCap) GetBootMode(ctx context.Context, t *driver.Task) (driver.BootMode, error) {
@@ -280,6 +281,12 @@ func (c sensorsCap) Sensors(ctx context.Context, t *driver.Task) ([]driver.Senso
 	var r []driver.SensorReading
 	err := c.x.call(ctx, t, opGetSensorsData, nil, &r)
 	return r, err
+}
+
+func (c healthCap) Health(ctx context.Context, t *driver.Task) (driver.Health, error) {
+	var h driver.Health
+	err := c.x.call(ctx, t, opGetNodeHealth, nil, &h)
+	return h, err
 }
 
 type bootProxy struct{ *proxy }
@@ -444,6 +451,7 @@ var (
 	_ driver.SecureBootManager    = secureBootCap{}
 	_ driver.SensorReader         = sensorsCap{}
 	_ driver.VirtualMediaManager  = vmediaCap{}
+	_ driver.HealthReader         = healthCap{}
 	_ driver.AvailabilityReporter = powerProxy{}
 	_ driver.BootInterface        = bootProxy{}
 	_ driver.DeployInterface      = deployProxy{}

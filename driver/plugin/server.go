@@ -417,6 +417,12 @@ func dispatch(ctx context.Context, impl driver.Interface, kind driver.Kind, name
 				return nil, unsupported()
 			}
 			return sr.Sensors(ctx, t)
+		case opGetNodeHealth:
+			hr, ok := driver.As[driver.HealthReader](impl)
+			if !ok {
+				return nil, unsupported()
+			}
+			return hr.Health(ctx, t)
 		case opAttachVirtualMedia, opDetachVirtualMedia, opGetVirtualMedia:
 			vm, ok := driver.As[driver.VirtualMediaManager](impl)
 			if !ok {
@@ -550,6 +556,7 @@ const (
 	opGetSecureBootState      = "get_secure_boot_state"
 	opSetSecureBootState      = "set_secure_boot_state"
 	opGetSensorsData          = "get_sensors_data"
+	opGetNodeHealth           = "get_node_health"
 	opAttachVirtualMedia      = "attach_virtual_media"
 	opDetachVirtualMedia      = "detach_virtual_media"
 	opGetVirtualMedia         = "get_virtual_media"

@@ -147,6 +147,8 @@ func capabilityValues(impl driver.Interface) map[reflect.Type]any {
 	add(reflect.TypeFor[driver.SensorReader](), sr, ok)
 	vm, ok := driver.As[driver.VirtualMediaManager](impl)
 	add(reflect.TypeFor[driver.VirtualMediaManager](), vm, ok)
+	hr, ok := driver.As[driver.HealthReader](impl)
+	add(reflect.TypeFor[driver.HealthReader](), hr, ok)
 	return out
 }
 

@@ -53,6 +53,7 @@ func main() {
 	keepActive := flag.Bool("keep-active", false, "leave the machine deployed: skip the undeploy")
 	poll := flag.Bool("poll-commands", true, "continue each in-band step when the agent's command ends (AgentSettings.PollCommands), not at its next heartbeat")
 	verbose := flag.Bool("v", false, "print each stage's boot stages, requests, steps and heartbeats")
+	inspect := flag.Bool("inspect", true, "inspect in band before provide; false: provide boots the ramdisk itself (Ironic's lifecycle figures)")
 	flag.Parse()
 
 	// The first Ctrl-C stops cleanly; a second one kills (the lab's
@@ -70,7 +71,8 @@ func main() {
 		case <-done:
 		}
 	}()
-	err := run(ctx, config{tarball: *tarball, install: *install, keepActive: *keepActive, poll: *poll, verbose: *verbose, out: os.Stdout})
+	err := run(ctx, config{tarball: *tarball, install: *install, keepActive: *keepActive, poll: *poll, verbose: *verbose,
+		inspect: *inspect, out: os.Stdout})
 	interrupted := ctx.Err() != nil
 	close(done)
 	cancel()
@@ -87,6 +89,7 @@ func main() {
 type config struct {
 	tarball                            string
 	install, keepActive, poll, verbose bool
+	inspect                            bool
 	out                                io.Writer
 }
 
@@ -183,7 +186,7 @@ func run(ctx context.Context, cfg config) error {
 	timed("lab", fmt.Sprintf("namespace, boot server, conductor (poll commands: %v), ipmi_sim BMC", cfg.poll), start)
 
 	p := &provision{lab: lab, out: out, verbose: cfg.verbose, timed: timed}
-	if err := p.run(ctx, cfg.keepActive); err != nil {
+	if err := p.run(ctx, cfg.keepActive, cfg.inspect); err != nil {
 		if ctx.Err() == nil {
 			fmt.Fprintln(out, baremetal.MaskText(lab.Diagnostics()))
 		}
@@ -215,7 +218,7 @@ func (p *provision) done(name, note string, from time.Time) {
 	}
 }
 
-func (p *provision) run(ctx context.Context, keepActive bool) error {
+func (p *provision) run(ctx context.Context, keepActive, inspect bool) error {
 	cond := p.lab.Conductor()
 
 	// Enroll and manage: verification reads the power state from ipmi_sim.
@@ -237,31 +240,34 @@ func (p *provision) run(ctx context.Context, keepActive bool) error {
 	}
 	p.done("manage", fmt.Sprintf("node %s (%s) enrolled, BMC credentials verified (%s)", nd.Name, nd.UUID, nd.PowerState), start)
 
-	// Inspect in band: the IPA ramdisk boots over the network (iPXE) and
-	// posts the machine's inventory.
-	start = time.Now()
-	if err := cond.Inspect(ctx, nd.UUID); err != nil {
-		return err
+	if inspect {
+		// Inspect in band: the IPA ramdisk boots over the network
+		// (iPXE) and posts the machine's inventory.
+		start = time.Now()
+		if err := cond.Inspect(ctx, nd.UUID); err != nil {
+			return err
+		}
+		if nd, err = p.wait(ctx, statemachine.Manageable, 25*time.Minute); err != nil {
+			return err
+		}
+		ports, err := p.lab.Store().ListPorts(ctx, nd.UUID)
+		if err != nil {
+			return err
+		}
+		var macs []string
+		for _, pt := range ports {
+			macs = append(macs, pt.Address)
+		}
+		var props []string
+		for _, k := range []string{"cpus", "memory_mb", "local_gb", "cpu_arch"} {
+			props = append(props, fmt.Sprintf("%s=%v", k, nd.Properties[k]))
+		}
+		p.done("inspect", fmt.Sprintf("%s, MAC %s", strings.Join(props, " "), strings.Join(macs, ",")), start)
 	}
-	if nd, err = p.wait(ctx, statemachine.Manageable, 25*time.Minute); err != nil {
-		return err
-	}
-	ports, err := p.lab.Store().ListPorts(ctx, nd.UUID)
-	if err != nil {
-		return err
-	}
-	var macs []string
-	for _, pt := range ports {
-		macs = append(macs, pt.Address)
-	}
-	var props []string
-	for _, k := range []string{"cpus", "memory_mb", "local_gb", "cpu_arch"} {
-		props = append(props, fmt.Sprintf("%s=%v", k, nd.Properties[k]))
-	}
-	p.done("inspect", fmt.Sprintf("%s, MAC %s", strings.Join(props, " "), strings.Join(macs, ",")), start)
 
-	// Provide: automated cleaning by the agent still running (fast
-	// track): erase_devices_metadata; erase_devices has priority 0.
+	// Provide: automated cleaning (erase_devices_metadata;
+	// erase_devices has priority 0) by the agent still running after
+	// inspection (fast track), or booted now.
 	start = time.Now()
 	if err := cond.Provide(ctx, nd.UUID); err != nil {
 		return err

@@ -2,6 +2,7 @@ package vmlab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -286,6 +287,9 @@ set_working_mc 0x20
 	if err := m.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	if err := m.configureLAN(ctx); err != nil {
+		return nil, err
+	}
 	if m.slot, err = acquireSlot(ctx, slotDir()); err != nil {
 		return nil, err
 	}
@@ -301,6 +305,29 @@ func (m *BMCMachine) IPMITool(ctx context.Context, args ...string) *exec.Cmd {
 		"-p", strconv.Itoa(m.Port), "-U", m.Username, "-E", "-R", "2", "-N", "2"}, args...)...)
 	cmd.Env = append(os.Environ(), "IPMI_PASSWORD="+m.Password)
 	return cmd
+}
+
+// configureLAN gives the BMC's LAN channel (1) the address it listens on
+// and a MAC, as a real BMC's LAN configuration has: ipmi_sim starts with
+// 0.0.0.0 and 00:00:00:00:00:00, and the agent's inventory then asks
+// channels 1 to 11 in turn for an address and a MAC (22 in-band ipmitool
+// runs, seconds each under TCG) before it gives up. The MAC is the
+// machine's with the high bit of its last octet flipped.
+func (m *BMCMachine) configureLAN(ctx context.Context) error {
+	mac, err := net.ParseMAC(m.opts.MAC)
+	if err != nil || len(mac) != 6 {
+		return fmt.Errorf("vmlab: BMC of %s: MAC %q: want six octets", m.opts.Name, m.opts.MAC)
+	}
+	bmcMAC := append(net.HardwareAddr(nil), mac...)
+	bmcMAC[5] ^= 0x80
+	for _, set := range [][]string{
+		{"ipsrc", "static"}, {"ipaddr", m.Addr}, {"netmask", "255.0.0.0"}, {"macaddr", bmcMAC.String()},
+	} {
+		if out, err := m.IPMITool(ctx, append([]string{"lan", "set", "1"}, set...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("vmlab: BMC of %s: lan set 1 %s: %v: %s", m.opts.Name, strings.Join(set, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
 }
 
 func (m *BMCMachine) waitReady(ctx context.Context) error {

@@ -51,6 +51,14 @@ func TestBMCMachinePowerAndBootDevice(t *testing.T) {
 	if got := ipmi("power", "status"); got != "Chassis Power is off" {
 		t.Fatalf("power status %q at start", got)
 	}
+	// The LAN channel has the BMC's address and a MAC, which the agent's
+	// inventory reads in band (bmc_address, bmc_mac).
+	lan := ipmi("lan", "print", "1")
+	for _, want := range []string{"IP Address              : " + m.Addr, "MAC Address             : 52:54:00:a0:00:a1"} {
+		if !strings.Contains(lan, want) {
+			t.Errorf("lan print 1 lacks %q:\n%s", want, lan)
+		}
+	}
 	ipmi("chassis", "bootdev", "disk")
 	ipmi("power", "on")
 	if got := ipmi("power", "status"); got != "Chassis Power is on" || !m.Powered() {

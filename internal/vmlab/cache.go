@@ -1,14 +1,11 @@
 package vmlab
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
+
+	"github.com/anvilmetal/anvil/ramdisk"
 )
 
 // CacheEnv, when set, names the image cache directory; otherwise it is
@@ -17,12 +14,12 @@ import (
 const CacheEnv = "ANVIL_VMLAB_CACHE"
 
 // Cache keeps built guest images on the machine, one directory per
-// distinct set of inputs: a new machine builds each image once, and a
-// change of any input (a new kernel package version, a changed init
-// script) builds a new one beside the old.
-type Cache struct {
-	Dir string
-}
+// distinct set of inputs (ramdisk.Cache, which builds the IPA ramdisk).
+type Cache = ramdisk.Cache
+
+// Inputs name everything an image is built from; their hash is its
+// cache key.
+type Inputs = ramdisk.Inputs
 
 // DefaultCache returns the cache at $ANVIL_VMLAB_CACHE or
 // <user cache dir>/anvil/vmlab.
@@ -35,73 +32,4 @@ func DefaultCache() (Cache, error) {
 		return Cache{}, fmt.Errorf("vmlab: cache directory: %w", err)
 	}
 	return Cache{Dir: filepath.Join(base, "anvil", "vmlab")}, nil
-}
-
-// Inputs name everything an image is built from; their hash is its cache
-// key. "kind" should always be one of them.
-type Inputs map[string]string
-
-// Key is the hex SHA-256 of the inputs, sorted by name.
-func (in Inputs) Key() string {
-	h := sha256.New()
-	for _, k := range sortedKeys(in) {
-		fmt.Fprintf(h, "%d:%s=%d:%s\n", len(k), k, len(in[k]), in[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// Get returns the directory of the image with these inputs, calling build
-// to fill a fresh directory when there is none. A build that fails leaves
-// nothing behind; two processes building at once both succeed and one
-// result is kept (the directory appears by an atomic rename). The second
-// result reports whether the image was built now.
-func (c Cache) Get(in Inputs, build func(dir string) error) (string, bool, error) {
-	if c.Dir == "" {
-		return "", false, errors.New("vmlab: cache has no directory")
-	}
-	kind := in["kind"]
-	if kind == "" || strings.ContainsAny(kind, "/\\") {
-		return "", false, fmt.Errorf("vmlab: cache inputs need a plain kind, got %q", kind)
-	}
-	dir := filepath.Join(c.Dir, kind+"-"+in.Key()[:32])
-	if st, err := os.Stat(dir); err == nil && st.IsDir() {
-		return dir, false, nil
-	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return "", false, fmt.Errorf("vmlab: cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(c.Dir, ".build-"+kind+"-")
-	if err != nil {
-		return "", false, fmt.Errorf("vmlab: cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := build(tmp); err != nil {
-		return "", false, err
-	}
-	var text strings.Builder
-	for _, k := range sortedKeys(in) {
-		fmt.Fprintf(&text, "%s=%s\n", k, in[k])
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "INPUTS"), []byte(text.String()), 0o644); err != nil {
-		return "", false, fmt.Errorf("vmlab: cache: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", false, fmt.Errorf("vmlab: cache: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
-			return dir, true, nil // another process won the race
-		}
-		return "", false, fmt.Errorf("vmlab: cache: %w", err)
-	}
-	return dir, true, nil
-}
-
-func sortedKeys(in Inputs) []string {
-	names := make([]string, 0, len(in))
-	for k := range in {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -65,19 +65,18 @@
 //
 // # Real machines' images
 //
-// BuildIPARamdisk builds the stock Ironic Python Agent ramdisk from Debian
-// 12 packages (debootstrap) and IPA's source tarball (IPATarballEnv), with
-// an /init that takes a DHCP address on the first NIC and runs the agent,
-// which reads ipa-api-url= from the kernel command line; BuildOSImage
-// builds the whole-disk image deploys write (raw and qcow2, with their
-// checksums), whose init prints OSMarkerPrefix with the hostname and a
-// user_data value from the config drive. Both are made by the shell
-// scripts in ipa/ (embedded, part of the cache key) and cached. Seen
-// here, under TCG on a 2-core machine loaded by other builds: the
-// ramdisk (82 MiB zstd) built in 10 minutes, the OS image in 1; the
-// agent's first lookup came 2 to 2.5 minutes after QEMU started, its
-// inventory collection taking 37 s of that; the OS image printed its
-// marker 45 s after QEMU started.
+// BuildIPARamdisk builds the stock Ironic Python Agent ramdisk with the
+// public builder, package ramdisk (Debian 12 packages through
+// debootstrap, IPA's source tarball from IPATarballEnv, byte code
+// compiled at build time, an /init that takes a DHCP address on the
+// first NIC, runs the agent and prints each stage with the kernel's
+// uptime, and poweroff/reboot for the agent); BuildOSImage builds the
+// whole-disk image deploys write (raw and qcow2, with their checksums),
+// whose init prints OSMarkerPrefix with the hostname and a user_data
+// value from the config drive, from the shell script in ipa/ (embedded,
+// part of the cache key). Both are cached; BuildLabImages gets both.
+// TestIPARamdiskLooksUpAndHeartbeats logs the ramdisk's boot stage by
+// stage (RamdiskStages) and the agent's slow commands before its lookup.
 //
 // # A machine with a BMC, provisioned end to end
 //

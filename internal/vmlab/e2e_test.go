@@ -261,6 +261,7 @@ func (lab *e2eLab) run(t *testing.T) {
 	// moves on the agent's heartbeats only, as Ironic does.
 	start = time.Now()
 	deployRaw := func(userData string) {
+		oob := lab.OutOfBandPowerOffs()
 		if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, userData)}); err != nil {
 			t.Fatal(err)
 		}
@@ -268,9 +269,11 @@ func (lab *e2eLab) run(t *testing.T) {
 		marker := lab.osMarker(t, start, userData, 10*time.Minute)
 		t.Logf("active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
 		lab.checkImageWritten(t)
+		lab.checkSoftPowerOff(t, start, oob)
 	}
 	deployRaw("e2e-raw")
 	phase("deploy-raw (heartbeats)", start)
+	lab.checkTimelineInBrowser(t)
 	if lab.bmc.sol {
 		// Timed apart, so that the two raw deploys compare.
 		start = time.Now()
@@ -365,6 +368,27 @@ func (lab *e2eLab) run(t *testing.T) {
 	t.Logf("qcow2 active (power %s); OS marker %.1fs after the deploy began", nd.PowerState, marker.At.Sub(start).Seconds())
 	lab.checkImageWritten(t)
 	phase("deploy-qcow2", start)
+}
+
+// checkSoftPowerOff checks that the deploy since from ended the agent's
+// boot with the agent's own power off (standby.power_off runs the
+// ramdisk's poweroff: its /init stops the agent and the kernel powers
+// the machine down), seen by the conductor through the BMC's power
+// state, without a power off out of band (oob: the conductor's count of
+// those before the deploy).
+func (lab *e2eLab) checkSoftPowerOff(t *testing.T, from time.Time, oob int) {
+	t.Helper()
+	if n := lab.OutOfBandPowerOffs(); n != oob {
+		lab.fail(t, "the conductor powered the node off out of band during the deploy (%d times): the agent's soft power off did not work", n-oob)
+	}
+	// Both lines came before the OS marker: they are on the console.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, want := range []string{"anvil-ipa: poweroff", "reboot: Power down"} {
+		if _, err := lab.m.serial().WaitForAfter(ctx, from, want); err != nil {
+			lab.fail(t, "no %q on the console since the deploy began: %v", want, err)
+		}
+	}
 }
 
 // checkErased checks that the root disk's first MiB is zero (no

@@ -199,6 +199,7 @@ type Lab struct {
 	bmcInfo   map[string]any // the node's driver_info for the BMC
 	deployISO string         // the IPA ISO, for virtual media
 	cond      *conductor.Conductor
+	reg       *driver.Registry
 	store     baremetal.Store
 	img       OSImage
 	rootImg   string // the root disk's file
@@ -565,7 +566,11 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	apiURL := "http://" + net.JoinHostPort(serverIP, e2eAgentAPI)
 	cond, err := conductor.New(store, reg, conductor.Options{
 		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"),
-		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, FastTrack: true, PollCommands: o.PollCommands},
+		// The power state is read every second while the agent powers
+		// the machine off (Ironic's post_deploy_get_power_state_retry_interval,
+		// 5 s by default): the BMC answers on the loopback at once.
+		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, FastTrack: true, PollCommands: o.PollCommands,
+			PowerOffPollInterval: time.Second},
 		// Ironic's [deploy]erase_devices_priority = 0: shredding a disk
 		// under TCG takes far too long; erase_devices_metadata (IPA's
 		// priority 99) stays.
@@ -600,6 +605,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	})
 	resolver.c.Store(cond)
 	lab.cond = cond
+	lab.reg = reg
 
 	mctx, mcancel := context.WithTimeout(ctx, 10*time.Minute) // the VM slot may be busy
 	defer mcancel()
@@ -820,10 +826,34 @@ func (lab *Lab) TrackSteps(ctx context.Context, fn func(at time.Time, change str
 	}
 }
 
-// consoleMarks are console lines worth a time in the phase reports.
+// consoleMarks are console lines worth a time in the phase reports:
+// the firmware, the kernel, the ramdisk's /init stages (each with the
+// kernel's uptime), the agent's start, inventory and lookup, the OS, and
+// the machine powering off or restarting.
 var consoleMarks = []string{
-	"iPXE initialising devices", "Linux version", "anvil-ipa: init started", "anvil-ipa: network up",
-	"anvil-ipa: starting ironic-python-agent", OSDiskLine, OSMarkerPrefix, "reboot: Power down", "reboot: Restarting",
+	"iPXE initialising devices", "Linux version", "anvil-ipa: init started", "anvil-ipa: devices settled",
+	"anvil-ipa: network up", "anvil-ipa: starting ironic-python-agent", "Starting ironic-python-agent version",
+	"Collecting full inventory", "Inventory collected in", "anvil-ipa: poweroff", "anvil-ipa: reboot",
+	OSDiskLine, OSMarkerPrefix, "reboot: Power down", "reboot: Restarting",
+}
+
+// RamdiskStages lists the console's boot milestones (consoleMarks) from
+// since on, each with its time after since, one per line: where a
+// ramdisk boot spends its time.
+func RamdiskStages(c *Console, since time.Time) string {
+	var b strings.Builder
+	for _, l := range c.Lines() {
+		if l.At.Before(since) {
+			continue
+		}
+		for _, mk := range consoleMarks {
+			if strings.Contains(l.Text, mk) {
+				fmt.Fprintf(&b, "  %+7.1fs  %s\n", l.At.Sub(since).Seconds(), truncate(l.Text, 110))
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // PhaseReport is the phase's wall time with the boot stages, requests,
@@ -874,6 +904,17 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// OutOfBandPowerOffs counts the conductor's log lines saying it powered
+// the node off out of band because its agent's soft power off failed,
+// was refused or did not end in time.
+func (lab *Lab) OutOfBandPowerOffs() int {
+	b, err := os.ReadFile(lab.condLog)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte("powering off out of band"))
 }
 
 // Diagnostics is what explains a failure: the node, the BMC's events,

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anvilmetal/anvil/ramdisk"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,7 +84,7 @@ type NetworkOptions struct {
 
 // ErrUnavailable marks what a machine lacks to run a lab (not root, no
 // `ip`, no QEMU, no apt): tests skip on it with its message.
-var ErrUnavailable = errors.New("vmlab: unavailable")
+var ErrUnavailable = ramdisk.ErrUnavailable
 
 // NewNetwork creates the namespace, its bridge and lo. The caller must
 // Close it. ctx bounds the setup commands.

@@ -1,27 +1,22 @@
 package vmlab
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/anvilmetal/anvil/ramdisk"
 )
 
-// The build scripts are part of each image's cache key: a change to a
-// script builds a new image beside the old one.
-var (
-	//go:embed ipa/build-ramdisk.sh
-	buildRamdiskScript string
-	//go:embed ipa/build-image.sh
-	buildImageScript string
-)
+// The OS image's build script is part of its cache key: a change to
+// the script builds a new image beside the old one.
+//
+//go:embed ipa/build-image.sh
+var buildImageScript string
 
 // IPATarballEnv names the IPA source tarball the ramdisk is built from;
 // .ci/run points it at ../shared/peers/ironic-python-agent-2023.1.tar.gz.
@@ -29,67 +24,25 @@ const IPATarballEnv = "ANVIL_TEST_IPA_TARBALL"
 
 // IPAVersion is the version the IPA 2023.1 source reports, written into
 // the ramdisk's package metadata (pbr reads it there).
-const IPAVersion = "9.4.3"
+const IPAVersion = ramdisk.DefaultIPAVersion
 
 // IPARamdisk is the stock Ironic Python Agent as a network-bootable
-// ramdisk: a Debian kernel and an initramfs of Debian 12 packages with
-// IPA's source installed as a package and an /init that brings the first
-// NIC up with DHCP and runs the agent. IPA reads ipa-api-url= (and its
-// other settings) from the kernel command line.
-type IPARamdisk struct {
-	Kernel Kernel
-	// Initramfs is the cpio newc archive, zstd-compressed.
-	Initramfs string
-	// Packages lists the Debian packages and versions inside it.
-	Packages string
-	// Built reports whether this call built it (false: from the cache).
-	Built bool
-}
+// ramdisk (ramdisk.Image): a Debian kernel and an initramfs of Debian 12
+// packages with IPA's source installed as a package and an /init that
+// brings the first NIC up with DHCP and runs the agent. IPA reads
+// ipa-api-url= (and its other settings) from the kernel command line.
+type IPARamdisk = ramdisk.Image
 
 // BuildIPARamdisk returns the IPA ramdisk built from the source tarball
-// with the kernel DebianKernel gives, building it (debootstrap, about 2
-// minutes on a quiet 2-core machine, 10 under load) when the cache has
-// none for these inputs: the tarball's SHA-256, the kernel package, the
-// build script, the Debian suite and the candidate versions of the
-// packages that matter most to IPA. It needs root (debootstrap chroots)
-// and Debian's debootstrap, zstd and kmod; without them the error wraps
-// ErrUnavailable.
+// by ramdisk.Build in the lab's cache. It needs root (debootstrap
+// chroots) and Debian's debootstrap, zstd and kmod; without them the
+// error wraps ErrUnavailable.
 func BuildIPARamdisk(ctx context.Context, c Cache, tarball string) (IPARamdisk, error) {
-	if os.Geteuid() != 0 {
-		return IPARamdisk{}, fmt.Errorf("%w: building the IPA ramdisk needs root (debootstrap)", ErrUnavailable)
+	if tarball == "" {
+		// The lab never downloads: its tests name the peers' tarball.
+		return IPARamdisk{}, fmt.Errorf("%w: no IPA source tarball (%s)", ErrUnavailable, IPATarballEnv)
 	}
-	for _, tool := range []string{"debootstrap", "zstd", "depmod", "cpio", "python3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return IPARamdisk{}, fmt.Errorf("%w: no %s to build the IPA ramdisk (Debian packages debootstrap zstd kmod cpio python3)", ErrUnavailable, tool)
-		}
-	}
-	sum, err := fileSHA256(tarball)
-	if err != nil {
-		return IPARamdisk{}, fmt.Errorf("%w: IPA source: %v", ErrUnavailable, err)
-	}
-	kernel, err := DebianKernel(ctx, c)
-	if err != nil {
-		return IPARamdisk{}, err
-	}
-	in := Inputs{
-		"kind": "ipa-ramdisk", "ipa-sha256": sum, "ipa-version": IPAVersion,
-		"kernel": kernel.Package + "=" + kernel.Version, "script": buildRamdiskScript,
-		"suite": debianSuite(),
-	}
-	versions, err := aptVersions(ctx, "python3", "python3-ironic-lib", "python3-oslo.service", "qemu-utils", "parted", "util-linux")
-	if err != nil {
-		return IPARamdisk{}, err
-	}
-	for pkg, v := range versions {
-		in["pkg:"+pkg] = v
-	}
-	dir, built, err := c.Get(in, func(dir string) error {
-		return runBuildScript(ctx, buildRamdiskScript, dir, tarball, kernel.Deb, dir)
-	})
-	if err != nil {
-		return IPARamdisk{}, err
-	}
-	return IPARamdisk{Kernel: kernel, Initramfs: filepath.Join(dir, "initramfs"), Packages: filepath.Join(dir, "packages"), Built: built}, nil
+	return ramdisk.Build(ctx, ramdisk.Options{Cache: c, IPATarball: tarball, IPAVersion: IPAVersion})
 }
 
 // OSMarkerPrefix starts the line the OS image prints on its serial
@@ -169,103 +122,13 @@ func BuildOSImage(ctx context.Context, c Cache) (OSImage, error) {
 	return img, nil
 }
 
-// aptVersions returns the candidate version of each package, from one
-// apt-cache call.
-func aptVersions(ctx context.Context, pkgs ...string) (map[string]string, error) {
-	out, err := exec.CommandContext(ctx, "apt-cache", append([]string{"show", "--no-all-versions"}, pkgs...)...).Output()
-	if err != nil {
-		return nil, fmt.Errorf("%w: apt-cache show %s: %v", ErrUnavailable, strings.Join(pkgs, " "), err)
-	}
-	versions := map[string]string{}
-	var pkg string
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, "Package: "); ok {
-			pkg = v
-		} else if v, ok := strings.CutPrefix(line, "Version: "); ok && pkg != "" {
-			versions[pkg] = v
-		}
-	}
-	for _, p := range pkgs {
-		if versions[p] == "" {
-			return nil, fmt.Errorf("%w: apt-cache show gave no version of %s", ErrUnavailable, p)
-		}
-	}
-	return versions, nil
-}
-
-// debianSuite is the suite the images are built from.
-func debianSuite() string {
-	if s := os.Getenv("ANVIL_DEBIAN_SUITE"); s != "" {
-		return s
-	}
-	return "bookworm"
-}
-
 // buildStopGrace is how long a cancelled build script's processes have
-// to exit after SIGTERM before SIGKILL.
-const buildStopGrace = 20 * time.Second
+// to exit after SIGTERM before SIGKILL (ramdisk.StopGrace).
+const buildStopGrace = ramdisk.StopGrace
 
-// waitGroupGone waits up to d for process group pgid to have no process
-// left (kill with signal 0 fails with ESRCH).
-func waitGroupGone(pgid int, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// runBuildScript runs an embedded build script with bash in dir, keeping
-// the last lines of its output for the error.
+// runBuildScript runs an embedded build script with bash in dir
+// (ramdisk.RunScript: its own process group, ended as a whole when ctx
+// is cancelled).
 func runBuildScript(ctx context.Context, script, dir string, args ...string) error {
-	path := filepath.Join(dir, ".build.sh")
-	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
-		return err
-	}
-	defer os.Remove(path)
-	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// The script's children (debootstrap, dpkg in the chroot) stay in
-	// its process group, which a cancelled build ends as a whole: killing
-	// bash alone left debootstrap running into the build directory the
-	// cache removes, and its work directory in /tmp behind. SIGTERM
-	// first, so the script's EXIT trap removes its work directory; the
-	// group's processes still there after buildStopGrace get SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	exited := make(chan struct{})
-	cmd.Cancel = func() error {
-		pgid := cmd.Process.Pid
-		err := syscall.Kill(-pgid, syscall.SIGTERM)
-		go func() {
-			select {
-			case <-exited:
-			case <-time.After(buildStopGrace):
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			}
-		}()
-		return err
-	}
-	cmd.WaitDelay = buildStopGrace + 5*time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		// Until the group is gone (bash's children may outlive it).
-		waitGroupGone(cmd.Process.Pid, buildStopGrace+5*time.Second)
-	}
-	close(exited)
-	if err == nil {
-		return nil
-	}
-	tail := out.String()
-	if len(tail) > 4000 {
-		tail = tail[len(tail)-4000:]
-	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 3 { // a tool is missing
-		return fmt.Errorf("%w: %s", ErrUnavailable, strings.TrimSpace(tail))
-	}
-	return fmt.Errorf("vmlab: %s: %v: %s", filepath.Base(args[len(args)-1]), err, strings.TrimSpace(tail))
+	return ramdisk.RunScript(ctx, script, dir, nil, args...)
 }

@@ -3,10 +3,13 @@ package vmlab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -115,7 +118,7 @@ func TestIPARamdiskLooksUpAndHeartbeats(t *testing.T) {
 	defer stopDHCP()
 
 	const mac = "52:54:00:a0:00:0a"
-	be := &labBackend{node: agentclient.Node{UUID: "9f0c7c3e-5d1a-4c9b-8a65-3b2f0e1d4c77", Name: "vm-ipa", ProvisionState: string(statemachine.DeployWait)},
+	be := &labBackend{node: agentclient.Node{UUID: "9f0c7c3e-5d1a-4c9b-8a65-3b2f0e1d4c77", Name: "vm-ipa", ProvisionState: statemachine.DeployWait},
 		mac: mac, heartbeats: make(chan agentclient.Heartbeat, 8), lookups: make(chan time.Time, 64)}
 	h, err := agentclient.NewHandler(be, agentclient.HandlerConfig{AllowInsecureCallback: true})
 	if err != nil {
@@ -170,8 +173,36 @@ func TestIPARamdiskLooksUpAndHeartbeats(t *testing.T) {
 	if hb.NodeUUID != be.node.UUID || !strings.HasPrefix(hb.CallbackURL, "http") || hb.AgentVersion != IPAVersion {
 		t.Fatalf("heartbeat %+v", hb)
 	}
-	t.Logf("QEMU start → lookup %.1fs → first heartbeat %.1fs (agent %s at %s, TLS certificate pinned: %v)",
-		firstLookup.Sub(vm.Started).Seconds(), hb.ReceivedAt.Sub(vm.Started).Seconds(), hb.AgentVersion, hb.CallbackURL, hb.AgentVerifyCA != "")
+	t.Logf("QEMU start → lookup %.1fs → first heartbeat %.1fs (agent %s at %s, TLS certificate pinned: %v); stages after QEMU's start:\n%s",
+		firstLookup.Sub(vm.Started).Seconds(), hb.ReceivedAt.Sub(vm.Started).Seconds(), hb.AgentVersion, hb.CallbackURL, hb.AgentVerifyCA != "",
+		RamdiskStages(vm.Console, vm.Started))
+	t.Logf("the agent's commands before its lookup that took 0.3 s or more (IPA's debug log):\n%s", slowCommands(vm.Console, vm.Started, firstLookup, 0.3))
+}
+
+// slowCommands lists the commands the agent ran between from and to
+// (oslo's "CMD ... returned: N in Xs" debug lines) that took at least
+// min seconds, with their totals: what an agent's start waits for.
+func slowCommands(c *Console, from, to time.Time, min float64) string {
+	re := regexp.MustCompile(`CMD "(.*)" returned: (-?\d+) in ([0-9.]+)s`)
+	var b strings.Builder
+	total, n := 0.0, 0
+	for _, l := range c.Lines() {
+		if l.At.Before(from) || l.At.After(to) {
+			continue
+		}
+		m := re.FindStringSubmatch(l.Text)
+		if m == nil {
+			continue
+		}
+		secs, _ := strconv.ParseFloat(m[3], 64)
+		total += secs
+		n++
+		if secs >= min {
+			fmt.Fprintf(&b, "  %+7.1fs  %5.2fs  exit %s  %s\n", l.At.Sub(from).Seconds(), secs, m[2], truncate(m[1], 90))
+		}
+	}
+	fmt.Fprintf(&b, "  %d commands, %.1fs in all", n, total)
+	return b.String()
 }
 
 // startLabDHCP runs dnsmasq on the lab bridge as a plain DHCP server (no

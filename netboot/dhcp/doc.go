@@ -4,7 +4,10 @@
 // existing server (PXE options only). It classifies each client (firmware
 // architecture from option 93, iPXE from option 175 or user class "iPXE",
 // UEFI HTTP boot from vendor class "HTTPClient") and asks a Decider what
-// to boot.
+// to boot. An authoritative answer to iPXE that carries a boot file also
+// carries iPXE's no-pxedhcp setting (option 175, sub-option 176), so
+// iPXE requests its address at once instead of listening two more
+// seconds for ProxyDHCP offers.
 //
 // # Usage
 //

@@ -228,5 +228,5 @@ var optionNames = map[uint8]string{
 	1: "subnet mask", 3: "router", 6: "dns", 12: "host name", 43: "vendor specific",
 	51: "lease time", 53: "message type", 54: "server identifier", 56: "message",
 	58: "renewal time", 59: "rebinding time", 60: "class identifier", 61: "client identifier",
-	66: "tftp server name", 67: "bootfile name", 82: "relay agent information",
+	66: "tftp server name", 67: "bootfile name", 82: "relay agent information", 175: "ipxe encapsulated",
 }

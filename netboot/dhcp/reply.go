@@ -20,6 +20,14 @@ import (
 // of the sub-options.
 var pxeDiscoveryControl = []byte{6, 1, 1 << 3, 255}
 
+// ipxeNoProxyDHCP is option 175 (iPXE's encapsulated options) holding
+// sub-option 176, no-pxedhcp, set to 1: iPXE, having an offer with an
+// address, otherwise keeps listening for ProxyDHCP offers for two
+// seconds (DHCP_DISC_PROXY_TIMEOUT_SEC) before it requests it. An
+// authoritative answer that carries the boot file has all a ProxyDHCP
+// server would add, so iPXE is told to request at once.
+var ipxeNoProxyDHCP = []byte{176, 1, 1}
+
 // Reply answers one request, as the server's mode says. A nil answer
 // (with a nil error) means the request gets no answer: it is not for this
 // server, or the Decider said Ignore. An error means the server should
@@ -343,6 +351,9 @@ func (s *Server) answer(req *dhcpv4.DHCPv4, c Client, d Decision, mt dhcpv4.Mess
 		// when told to skip boot server discovery.
 		rep.Options[dhcpv4.OptionClassIdentifier.Code()] = s.wire.pxeClient
 		rep.Options[dhcpv4.OptionVendorSpecificInformation.Code()] = pxeDiscoveryControl
+	}
+	if c.IPXE && o.Mode == Authoritative {
+		rep.Options[optionIPXEEncapsulated] = ipxeNoProxyDHCP
 	}
 	return rep
 }

@@ -615,6 +615,26 @@ func (c *Client) Sensors(ctx context.Context) ([]Sensor, error) {
 	return parseSensors(out), nil
 }
 
+// ChassisStatus is what "chassis status" reports: the power state and
+// the chassis's fault flags (IPMI Get Chassis Status).
+type ChassisStatus struct {
+	PowerOn           bool
+	PowerOverload     bool
+	MainPowerFault    bool
+	PowerControlFault bool
+	DriveFault        bool
+	CoolingFault      bool
+}
+
+// ChassisStatus reads the chassis status ("chassis status").
+func (c *Client) ChassisStatus(ctx context.Context) (ChassisStatus, error) {
+	out, err := c.run(ctx, "chassis status", "chassis", "status")
+	if err != nil {
+		return ChassisStatus{}, err
+	}
+	return parseChassisStatus(out)
+}
+
 // ClearSEL empties the BMC's system event log.
 func (c *Client) ClearSEL(ctx context.Context) error {
 	_, err := c.run(ctx, "sel clear", "sel", "clear")

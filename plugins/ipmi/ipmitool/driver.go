@@ -380,6 +380,49 @@ func typedSensor(s Sensor) driver.SensorReading {
 	return r
 }
 
+// Health reads the node's hardware health (driver.HealthReader) from the
+// chassis status and the sensor data repository. Ironic's ipmitool
+// management reads none; Anvil's is: Critical when the chassis reports a
+// power overload, a main power or power control fault or a cooling/fan
+// fault, or a sensor is critical or non-recoverable ("cr", "nr");
+// Warning when the chassis reports a drive fault or a sensor is
+// non-critical ("nc"); OK otherwise. A BMC without sensors is judged by
+// its chassis status alone.
+func (m *ManagementImpl) Health(ctx context.Context, t *driver.Task) (driver.Health, error) {
+	c, err := m.client(t)
+	if err != nil {
+		return driver.HealthUnknown, err
+	}
+	st, err := c.ChassisStatus(ctx)
+	if err != nil {
+		return driver.HealthUnknown, m.wrap(t, "read chassis status", err)
+	}
+	sensors, err := c.Sensors(ctx)
+	if err != nil {
+		return driver.HealthUnknown, m.wrap(t, "read sensors", err)
+	}
+	return ipmiHealth(st, sensors), nil
+}
+
+// ipmiHealth judges a chassis status and sensor readings (see Health).
+func ipmiHealth(st ChassisStatus, sensors []Sensor) driver.Health {
+	h := driver.HealthOK
+	if st.PowerOverload || st.MainPowerFault || st.PowerControlFault || st.CoolingFault {
+		h = driver.HealthCritical
+	} else if st.DriveFault {
+		h = driver.HealthWarning
+	}
+	for _, s := range sensors {
+		switch s.Status {
+		case "cr", "nr":
+			h = h.Worse(driver.HealthCritical)
+		case "nc":
+			h = h.Worse(driver.HealthWarning)
+		}
+	}
+	return h
+}
+
 // SensorsData reads the BMC's sensors as ipmitool prints them.
 func (m *ManagementImpl) SensorsData(ctx context.Context, t *driver.Task) ([]Sensor, error) {
 	c, err := m.client(t)
@@ -485,6 +528,7 @@ var (
 	_ driver.StepRunner           = (*ManagementImpl)(nil)
 	_ driver.NMIInjector          = (*ManagementImpl)(nil)
 	_ driver.SensorReader         = (*ManagementImpl)(nil)
+	_ driver.HealthReader         = (*ManagementImpl)(nil)
 	_ driver.AvailabilityReporter = (*ManagementImpl)(nil)
 	_ driver.AvailabilityReporter = (*PowerImpl)(nil)
 	_ driver.AvailabilityReporter = (*VendorImpl)(nil)

@@ -32,7 +32,12 @@ type fakeBMC struct {
 	busy     int           // answers "insufficient resources" this many times first
 	attempts int
 	commands []string // commands run inside an established session
-	t        *testing.T
+	// chassisFault names the "chassis status" flags that read true
+	// ("Cooling/Fan Fault", ...); sdr is the "sdr elist full" output,
+	// "" for ipmi_sim's empty repository.
+	chassisFault []string
+	sdr          string
+	t            *testing.T
 }
 
 func newFakeBMC(t *testing.T) *fakeBMC {
@@ -168,6 +173,23 @@ func (f *fakeBMC) command(command []string) (string, string, error) {
 		return "Set Boot Device to " + command[2] + "\n", stderr, nil
 	case cmd == "raw 0x06 0x01": // Get Device ID, as ipmi_sim answers it
 		return " 00 03 09 08 02 9f 91 12 00 02 0f 00 00 00 00\n", stderr + "RAW REQ (channel=0x0 netfn=0x6 lun=0x0 cmd=0x1 data_len=0)\nRAW RSP (15 bytes)\n", nil
+	case cmd == "chassis status": // as ipmitool 1.8.19 printed it against ipmi_sim
+		flag := func(name string) string {
+			return map[bool]string{true: "true", false: "false"}[slices.Contains(f.chassisFault, name)]
+		}
+		return "System Power         : " + map[bool]string{true: "on", false: "off"}[f.power] + "\n" +
+			"Power Overload       : " + flag("Power Overload") + "\nPower Interlock      : inactive\n" +
+			"Main Power Fault     : " + flag("Main Power Fault") + "\n" +
+			"Power Control Fault  : " + flag("Power Control Fault") + "\n" +
+			"Power Restore Policy : always-off\nLast Power Event     : \nChassis Intrusion    : inactive\nFront-Panel Lockout  : inactive\n" +
+			"Drive Fault          : " + flag("Drive Fault") + "\n" +
+			"Cooling/Fan Fault    : " + flag("Cooling/Fan Fault") + "\n", stderr, nil
+	case cmd == "sdr elist full":
+		if f.sdr == "" {
+			return "", stderr + strings.Repeat("Get SDR 0000 command failed: Requested sensor, data, or record not found\n", 5) +
+				"SDRR successfully erased\nErr in cmd get sensor sdr info\n", errExit1
+		}
+		return f.sdr, stderr, nil
 	case cmd == "sel clear":
 		return "Clearing SEL.  Please allow a few seconds to erase.\n", stderr, nil
 	case cmd == "raw 0x06 0x37":

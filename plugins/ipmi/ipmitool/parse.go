@@ -82,3 +82,45 @@ func parseSensors(out string) []Sensor {
 func isEmptySDR(out string) bool {
 	return strings.Contains(out, "Get SDR 0000 command failed") || strings.Contains(out, "sensor sdr info")
 }
+
+// parseChassisStatus reads ipmitool's "chassis status" lines ("Drive
+// Fault          : false"). Output without a System Power line is not a
+// chassis status.
+func parseChassisStatus(out string) (ChassisStatus, error) {
+	var st ChassisStatus
+	seen := false
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		set := v == "true"
+		switch k {
+		case "System Power":
+			st.PowerOn, seen = v == "on", true
+		case "Power Overload":
+			st.PowerOverload = set
+		case "Main Power Fault":
+			st.MainPowerFault = set
+		case "Power Control Fault":
+			st.PowerControlFault = set
+		case "Drive Fault":
+			st.DriveFault = set
+		case "Cooling/Fan Fault":
+			st.CoolingFault = set
+		}
+	}
+	if !seen {
+		return ChassisStatus{}, fmt.Errorf("ipmitool: chassis status output has no System Power line: %q", firstBytes(out, 200))
+	}
+	return st, nil
+}
+
+// firstBytes is s cut to at most n bytes, for error messages.
+func firstBytes(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

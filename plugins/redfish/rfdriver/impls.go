@@ -371,6 +371,35 @@ func (m *ManagementImpl) SetIndicatorState(ctx context.Context, t *driver.Task, 
 	return m.capErr(t, "set_indicator_state", sys.SetIndicator(led))
 }
 
+// Health reads the node's hardware health (driver.HealthReader): the
+// worse of the ComputerSystem's Status.Health and Status.HealthRollup.
+// Ironic reads Health alone; a BMC that reports a failed fan or power
+// supply in a subsystem often keeps the system's own Health at OK and
+// reports the failure in HealthRollup, which is what an operator means
+// by the node's health. A service that reports neither gives
+// driver.HealthUnknown; a value outside Redfish's three is ignored.
+func (m *ManagementImpl) Health(ctx context.Context, t *driver.Task) (driver.Health, error) {
+	sys, err := m.system(ctx, t)
+	if err != nil {
+		return driver.HealthUnknown, err
+	}
+	h, rollup, err := sys.Health()
+	if err != nil {
+		return driver.HealthUnknown, m.wrap(t, "get_node_health", err)
+	}
+	return redfishHealth(h).Worse(redfishHealth(rollup)), nil
+}
+
+// redfishHealth maps a Redfish Status health to Ironic's (the same three
+// words); anything else is unknown.
+func redfishHealth(s string) driver.Health {
+	switch h := driver.Health(s); h {
+	case driver.HealthOK, driver.HealthWarning, driver.HealthCritical:
+		return h
+	}
+	return driver.HealthUnknown
+}
+
 // GetSecureBootState reports whether UEFI secure boot is enabled
 // (driver.SecureBootManager).
 func (m *ManagementImpl) GetSecureBootState(ctx context.Context, t *driver.Task) (bool, error) {

@@ -516,6 +516,7 @@ var (
 	_ driver.NMIInjector         = (*ManagementImpl)(nil)
 	_ driver.VirtualMediaManager = (*ManagementImpl)(nil)
 	_ driver.IndicatorManager    = (*ManagementImpl)(nil)
+	_ driver.HealthReader        = (*ManagementImpl)(nil)
 	_ driver.SecureBootManager   = (*ManagementImpl)(nil)
 	_ driver.BootInterface       = (*VirtualMediaBoot)(nil)
 	_ driver.InspectInterface    = (*InspectImpl)(nil)

@@ -159,6 +159,17 @@ func (s *System) PowerState() (string, error) {
 	return ps, nil
 }
 
+// Health returns the system's Status.Health and Status.HealthRollup
+// (Redfish's OK, Warning or Critical; "" when the service does not say).
+func (s *System) Health() (health, rollup string, err error) {
+	m, err := s.Raw()
+	if err != nil {
+		return "", "", err
+	}
+	st := getMap(m, "Status")
+	return getString(st, "Health"), getString(st, "HealthRollup"), nil
+}
+
 // ResetTypes returns the reset types the system advertises; an empty list
 // means the BMC did not say.
 func (s *System) ResetTypes() ([]string, string, error) {
