@@ -1,12 +1,14 @@
 package conductor_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
+	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -118,7 +120,19 @@ func TestAgentAbortRunningCleanStep(t *testing.T) {
 	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Provide(h.ctx, n.UUID))
 	h.waitStep(n.UUID, "erase_devices_metadata")
-	h.must(h.c.Abort(h.ctx, n.UUID))
+	// A heartbeat being handled holds the node's lock: the abort is
+	// refused with ErrNodeLocked (HTTP 409, as Ironic's NodeLocked) and
+	// retried, as Ironic's clients do. Under load the two met.
+	for deadline := time.Now().Add(time.Minute); ; {
+		err := h.c.Abort(h.ctx, n.UUID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, baremetal.ErrNodeLocked) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	f := h.waitFor(n.UUID, statemachine.CleanFailed)
 	if !strings.Contains(f.LastError, "deploy.erase_devices_metadata") {
 		t.Fatalf("last error %q does not name the running step", f.LastError)
