@@ -629,6 +629,7 @@ func TestNoOrphans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t0 := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -653,12 +654,17 @@ func TestNoOrphans(t *testing.T) {
 				}
 				consolePID, _ = strconv.Atoi(f[1])
 				grandPID, _ = strconv.Atoi(f[2])
-			case <-time.After(wait):
-				t.Fatal("child did not report its console's PIDs")
+			case <-testDeadline(t):
+				t.Fatal("child did not report its console's PIDs before the test's deadline")
 			}
 			if !alive(consolePID) || !alive(grandPID) {
 				t.Fatalf("console %d or grandchild %d not running", consolePID, grandPID)
 			}
+			// Starting three processes (the child, its console program
+			// and the grandchild) took setup on this machine now; ending
+			// them takes less. Bounds below are relative to it.
+			setup := time.Since(t0)
+			bound := 3 * setup
 			if tt.close {
 				if _, err := io.WriteString(in, "close\n"); err != nil {
 					t.Fatal(err)
@@ -668,8 +674,8 @@ func TestNoOrphans(t *testing.T) {
 					if l != "CLOSED" {
 						t.Fatalf("child said %q", l)
 					}
-				case <-time.After(wait):
-					t.Fatal("Close did not return")
+				case <-time.After(bound):
+					t.Fatalf("Close did not return within %s (3 times the %s setup)", bound, setup)
 				}
 				// Close returned: the group is already gone.
 				if alive(consolePID) || alive(grandPID) {
@@ -680,8 +686,18 @@ func TestNoOrphans(t *testing.T) {
 			if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, "console program", consolePID, wait)
-			waitGone(t, "grandchild", grandPID, wait)
+			waitGone(t, "console program", consolePID, bound)
+			waitGone(t, "grandchild", grandPID, bound)
 		})
 	}
+}
+
+// testDeadline fires at the test's deadline (-timeout), never without
+// one: for waits on something that must happen, however slowly.
+func testDeadline(t *testing.T) <-chan time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return nil
+	}
+	return time.After(time.Until(d))
 }

@@ -55,7 +55,11 @@
 // The program leads its own session and process group, with the
 // pseudo-terminal as its controlling terminal, and gets SIGKILL should
 // this process die (Linux's parent-death signal, set from a thread kept
-// for the child's life). Stopping sends SIGTERM to the group, SIGKILL
+// for the child's life). On Linux the program also holds the terminal's
+// controlling side as file descriptor 3, so that this process's death
+// does not hang the terminal up while the program is dying: the program
+// then dies with its terminal intact and the kernel sends SIGHUP to its
+// process group, its children included. Stopping sends SIGTERM to the group, SIGKILL
 // after Options.KillTimeout, and waits until the group is gone. A program
 // that exits is started again after 1 s, doubling to 30 s, with
 // Spec.Before run first each time; clients stay attached across restarts.

@@ -185,7 +185,11 @@ func managerChild() int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	tr := waitTranscript(m, "orphan-test", "machine> ", 10*time.Second)
+	// No bound of its own: the test kills this process at its end.
+	tr := ""
+	for !strings.Contains(tr, "machine> ") {
+		tr = waitTranscript(m, "orphan-test", "machine> ", time.Second)
+	}
 	gpid := 0
 	for _, f := range strings.Fields(tr) {
 		if n, err := strconv.Atoi(f); err == nil && strings.Contains(tr, "grandchild "+f) {

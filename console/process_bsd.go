@@ -11,6 +11,11 @@ func consoleAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Setctty: true}
 }
 
+// holdsTerminal: the program must not hold the terminal's controlling
+// side here, or this process's death would not hang the terminal up and
+// nothing would end the program.
+const holdsTerminal = false
+
 // groupAttrs: a new process group.
 func groupAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}

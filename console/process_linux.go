@@ -14,6 +14,25 @@ func consoleAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// holdsTerminal: the console program keeps a descriptor of the
+// terminal's controlling side (fd 3), so that this process's death does
+// not close that side.
+//
+// When this process dies, two kernel mechanisms would otherwise end the
+// program at once: the parent-death SIGKILL, and the hangup of the
+// terminal when its controlling side's last descriptor (ours) closes.
+// Each alone sends SIGHUP to the program's process group (its children):
+// the dying session leader signals the terminal's foreground group, or
+// the hangup records that group for the leader to signal when it exits.
+// Interleaved, they lose it: the exiting leader finds its terminal, the
+// hangup then clears the terminal's foreground group and the leader's,
+// and the leader finds no group to signal. The children outlive it, the
+// more often the busier the machine. With the program holding the
+// controlling side, no hangup happens before the program has died of the
+// parent-death signal with its terminal intact, which always signals the
+// group.
+const holdsTerminal = true
+
 // groupAttrs: a new process group, and SIGKILL when this process dies.
 func groupAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

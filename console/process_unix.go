@@ -26,30 +26,45 @@ import (
 // go away under the child at any time. The goroutine that forks therefore
 // locks its thread and keeps it, waiting for the child, until the child
 // has exited: the signal then comes only from the death of this process.
+//
+// Where the program must also hold the terminal's controlling side
+// (holdsTerminal, see there), it gets it as file descriptor 3.
 func startProcess(cmd *exec.Cmd) (*process, error) {
 	p := &process{exited: make(chan struct{})}
-	type started struct {
-		f   *os.File
-		err error
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan started, 1)
+	if err := pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 80}); err != nil {
+		_ = ptm.Close()
+		_ = tty.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	if holdsTerminal {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ptm)
+	}
+	cmd.SysProcAttr = consoleAttrs() // Ctty 0: the terminal is stdin
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 24, Cols: 80}, consoleAttrs())
-		ch <- started{f, err}
+		err := cmd.Start()
+		ch <- err
 		if err != nil {
 			return
 		}
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
-	st := <-ch
-	if st.err != nil {
-		return nil, st.err
+	err = <-ch
+	_ = tty.Close() // the program has its own
+	if err != nil {
+		_ = ptm.Close()
+		return nil, err
 	}
 	p.pid = cmd.Process.Pid
-	f, err := pollable(st.f)
+	f, err := pollable(ptm)
 	if err != nil {
 		signalGroup(p.pid, sigKILL)
 		<-p.exited
