@@ -45,7 +45,12 @@ func (lab *e2eLab) checkTimelineInBrowser(t *testing.T) {
 	mux.Handle("/ui/", api.Protect(ui))
 	mux.Handle("/", api)
 	srv := httptest.NewServer(mux) // 127.0.0.1, outside the lab's namespace
-	defer srv.Close()
+	// The page's event stream stays open until Chromium goes (at the
+	// test's end): cut it, or Close waits for it.
+	defer func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	}()
 
 	bctx := webuitest.Browser(t, 1400, 1000)
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/nodes/"+lab.node)); err != nil {
