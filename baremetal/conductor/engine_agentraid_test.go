@@ -39,12 +39,7 @@ func jsonObject(t *testing.T, s string) map[string]any {
 // Ironic's update_raid_info does.
 func TestAgentRAIDManualClean(t *testing.T) {
 	t.Parallel()
-	var agents []*agenttest.Agent
-	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
-		a := agenttest.NewAgent(agenttest.AgentConfig{})
-		agents = append(agents, a)
-		return a
-	})
+	h, agents := newRAIDHarness(t)
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("raid"), Driver: "fake-hardware",
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name, RAIDInterface: agentdeploy.RAIDName,
 		Properties: map[string]any{"capabilities": "boot_mode:uefi"}})
@@ -95,7 +90,7 @@ func TestAgentRAIDManualClean(t *testing.T) {
 		t.Fatalf("properties %v, want local_gb 100 and raid_level:1 added", got.Properties)
 	}
 	var sent *agenttest.Execution
-	for _, a := range agents {
+	for _, a := range *agents {
 		for _, e := range a.Executed() {
 			if e.Step != nil && e.Step.Name == "create_configuration" {
 				sent = &e
@@ -149,12 +144,7 @@ func TestAgentRAIDManualClean(t *testing.T) {
 // filter_target_raid_config).
 func TestAgentRAIDNeedsTarget(t *testing.T) {
 	t.Parallel()
-	var agents []*agenttest.Agent
-	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
-		a := agenttest.NewAgent(agenttest.AgentConfig{})
-		agents = append(agents, a)
-		return a
-	})
+	h, agents := newRAIDHarness(t)
 	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("raid-none"), Driver: "fake-hardware",
 		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name, RAIDInterface: agentdeploy.RAIDName})
 	if err != nil {
@@ -172,11 +162,23 @@ func TestAgentRAIDNeedsTarget(t *testing.T) {
 	if !strings.Contains(got.LastError, "target_raid_config") {
 		t.Fatalf("last_error %q", got.LastError)
 	}
-	for _, a := range agents {
+	for _, a := range *agents {
 		for _, e := range a.Executed() {
 			if e.Step != nil && e.Step.Name == "create_configuration" {
 				t.Fatal("create_configuration reached the agent without a target")
 			}
 		}
 	}
+}
+
+// newRAIDHarness is an agent harness whose fake agents, one per boot, are
+// kept in the returned slice, so a test can read what each was asked.
+func newRAIDHarness(t *testing.T) (*agentHarness, *[]*agenttest.Agent) {
+	var agents []*agenttest.Agent
+	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
+		a := agenttest.NewAgent(agenttest.AgentConfig{})
+		agents = append(agents, a)
+		return a
+	})
+	return h, &agents
 }
