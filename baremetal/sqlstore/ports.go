@@ -169,25 +169,14 @@ func (s *Store) CreatePort(ctx context.Context, p *baremetal.Port) error {
 		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "uuid", Expected: "a UUID"}
 	}
 	w.UUID = strings.ToLower(w.UUID)
-	if !isUUID(w.NodeUUID) {
-		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
-	}
-	w.NodeUUID = strings.ToLower(w.NodeUUID)
-	args, err := portArgs(w)
+	args, err := portValues(w)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	w.CreatedAt, w.UpdatedAt, w.Version = now, now, 1
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var nodeID int64
-		if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), w.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return &baremetal.NotFoundError{Kind: "node", Ident: w.NodeUUID}
-			}
-			return err
-		}
-		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		nodeID, pgID, err := s.portOwners(ctx, tx, w)
 		if err != nil {
 			return err
 		}
@@ -266,24 +255,13 @@ func (s *Store) UpdatePort(ctx context.Context, p *baremetal.Port) error {
 	}
 	w := p.Clone()
 	w.UUID = strings.ToLower(w.UUID)
-	if !isUUID(w.NodeUUID) {
-		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
-	}
-	w.NodeUUID = strings.ToLower(w.NodeUUID)
-	args, err := portArgs(w)
+	args, err := portValues(w)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var nodeID int64
-		if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), w.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return &baremetal.NotFoundError{Kind: "node", Ident: w.NodeUUID}
-			}
-			return err
-		}
-		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		nodeID, pgID, err := s.portOwners(ctx, tx, w)
 		if err != nil {
 			return err
 		}
@@ -333,6 +311,30 @@ func (s *Store) DeletePort(ctx context.Context, id string) error {
 		return &baremetal.NotFoundError{Kind: "port", Ident: id}
 	}
 	return nil
+}
+
+// portValues checks the node w names, lower-cases its UUID in place and
+// returns the values of w's columns (portArgs).
+func portValues(w *baremetal.Port) ([]any, error) {
+	if !isUUID(w.NodeUUID) {
+		return nil, &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
+	}
+	w.NodeUUID = strings.ToLower(w.NodeUUID)
+	return portArgs(w)
+}
+
+// portOwners resolves the ids of the node and the port group (nil for
+// none) that p names, inside tx.
+func (s *Store) portOwners(ctx context.Context, tx *sqlx.Tx, p *baremetal.Port) (int64, any, error) {
+	var nodeID int64
+	if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), p.NodeUUID).Scan(&nodeID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil, &baremetal.NotFoundError{Kind: "node", Ident: p.NodeUUID}
+		}
+		return 0, nil, err
+	}
+	pgID, err := s.portgroupOf(ctx, tx, p, nodeID)
+	return nodeID, pgID, err
 }
 
 // portgroupOf resolves p.PortgroupUUID (lower-cased in place) to the id
