@@ -8,7 +8,7 @@
 //
 // # Microversions
 //
-// The handler offers 1.1 to 1.110 (MinVersion, MaxVersion). A request
+// The handler offers 1.1 to 1.115 (MinVersion, MaxVersion). A request
 // names its version with "OpenStack-API-Version: baremetal 1.x" or the
 // legacy "X-OpenStack-Ironic-API-Version: 1.x" ("latest" is the maximum);
 // without either it is served at 1.1 with 1.1's behaviour, as Ironic

@@ -357,8 +357,12 @@ func (h *Handler) putProvisionState(rq *request) error {
 		if target != "clean" && target != "service" {
 			return badRequest("\"runbook\" is only valid when setting target provision state to clean or service")
 		}
-		if _, err := h.store.GetRunbook(rq.ctx, *runbook); err != nil {
+		rb, err := h.store.GetRunbook(rq.ctx, *runbook)
+		if err != nil {
 			return notFoundAs(err, "Runbook %s could not be found.", *runbook)
+		}
+		if err := rq.runbookApproved(rb, n); err != nil {
+			return err
 		}
 		runbookName = *runbook
 	}
@@ -463,7 +467,8 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 		if err != nil {
 			return err
 		}
-		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
+		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook,
+			RunbookByName: !rq.v.AtLeast(runbookTraitsVersion)})
 	case "service":
 		if serviceSteps == nil && runbook == "" {
 			return badRequest("\"service_steps\" is required when setting target provision state to service")
@@ -472,7 +477,8 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 		if err != nil {
 			return err
 		}
-		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
+		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook,
+			RunbookByName: !rq.v.AtLeast(runbookTraitsVersion)})
 	case "manage":
 		return h.c.Manage(ctx, id)
 	case "provide":
