@@ -2,6 +2,7 @@ package ironicapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"errors"
 	"net/http"
 	"strings"
@@ -266,7 +267,7 @@ func verbError(action string, n *baremetal.Node, err error) error {
 	case errors.As(err, &te):
 		return invalidState(action, n.UUID, te.State)
 	case errors.Is(err, steps.ErrInvalidSteps), errors.Is(err, steps.ErrStepNotAllowed):
-		return badRequest("%s", err.Error())
+		return &Error{Status: http.StatusBadRequest, Message: sentence(stripInternal(err.Error())), detail: err.Error()}
 	}
 	return err
 }
@@ -426,7 +427,8 @@ func parseSteps(kind steps.Kind, field string, raw json.RawMessage) ([]steps.Ste
 	}
 	s, err := steps.ParseUserSteps(kind, raw)
 	if err != nil {
-		return nil, badRequest("Invalid %s: %s", field, baremetal.MaskText(err.Error()))
+		return nil, &Error{Status: http.StatusBadRequest, detail: err.Error(),
+			Message: fmt.Sprintf("Invalid %s: %s", field, stripInternal(baremetal.MaskText(err.Error())))}
 	}
 	return s, nil
 }

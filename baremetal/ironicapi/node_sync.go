@@ -58,7 +58,8 @@ func (h *Handler) nodeSyncRoutes() {
 // operations: a busy conductor (Ironic's NoFreeConductorWorker, 503).
 func syncError(err error) error {
 	if errors.Is(err, conductor.ErrNoFreeWorker) {
-		return &Error{Status: http.StatusServiceUnavailable, Message: err.Error(), RetryAfter: 1}
+		return &Error{Status: http.StatusServiceUnavailable, RetryAfter: 1, detail: err.Error(),
+			Message: "Requested action cannot be performed due to lack of free conductor workers."}
 	}
 	return err
 }
@@ -275,7 +276,7 @@ func (h *Handler) setRAIDConfig(rq *request) error {
 	}
 	if err := h.c.SetTargetRAIDConfig(rq.ctx, n.UUID, cfg); err != nil {
 		if errors.Is(err, driver.ErrUnsupported) {
-			return notFound("%s", err.Error())
+			return publicError(http.StatusNotFound, err)
 		}
 		return err
 	}
