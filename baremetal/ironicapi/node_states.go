@@ -2,8 +2,8 @@ package ironicapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
