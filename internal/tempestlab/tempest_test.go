@@ -37,7 +37,8 @@ var expectedFailures = map[string]string{
 
 // expectedFailingClasses are the test classes of ironic-tempest-plugin
 // 2.5.0 whose every test fails here, with the reason. Tempest is
-// configured with neutron available, as Ironic's own job configures it,
+// configured with neutron available, as Ironic's own API job
+// (ironic-tempest-functional-python3, which runs Neutron) configures it,
 // so that no test is skipped by configuration: TestNodesVif's setUp then
 // asks the service catalog for a network endpoint, finds none (the token
 // service lists baremetal alone) and errors before contacting anything.
