@@ -48,7 +48,10 @@ type VerbError struct {
 	State statemachine.State
 	// Reason says what would have been accepted.
 	Reason string
-	kind   error
+	// Allowed are the provision states the verb is accepted in, when the
+	// node's state alone refused it (a delete outside them).
+	Allowed []statemachine.State
+	kind    error
 }
 
 func (e *VerbError) Error() string {
@@ -303,7 +306,7 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 		if !c.opts.RefuseDeletingAvailable {
 			allowed = append(allowed, statemachine.Available)
 		}
-		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused, Allowed: allowed,
 			Reason: fmt.Sprintf("valid provision states to perform deletion are %v, or set the node into maintenance mode", allowed)}
 	}
 	if n.ConsoleEnabled {

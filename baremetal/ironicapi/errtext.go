@@ -133,6 +133,14 @@ func verbMessage(v *conductor.VerbError) string {
 		return fmt.Sprintf("Node %s is protected and cannot be undeployed, rebuilt or deleted", v.Node)
 	case errors.Is(v, conductor.ErrUpdateInProgress):
 		return fmt.Sprintf("Node %s can not be updated while a state transition is in progress.", v.Node)
+	case v.Verb == "delete" && len(v.Allowed) > 0:
+		// Ironic prints its tuple of states.
+		q := make([]string, len(v.Allowed))
+		for i, s := range v.Allowed {
+			q[i] = "'" + string(s) + "'"
+		}
+		return fmt.Sprintf("Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"(%s)\", or set the node into maintenance mode",
+			v.Node, v.State, strings.Join(q, ", "))
 	}
 	return sentence(fmt.Sprintf("Cannot %s node %s in state \"%s\": %s", v.Verb, v.Node, v.State, stripInternal(v.Reason)))
 }

@@ -87,4 +87,19 @@ func TestFaultstringsReadAsIronic(t *testing.T) {
 			}
 		})
 	}
+
+	// Deleting an active node: Ironic's InvalidState text (409), its
+	// valid states as Python prints the tuple.
+	url := l.srv.URL + "/v1/nodes/faults"
+	for _, target := range []string{"manage", "provide", "active"} {
+		if st, _, body := do(t, "PUT", url+"/states/provision", "1.95", `{"target":"`+target+`"}`); st != 202 {
+			t.Fatalf("%s: %d %s", target, st, body)
+		}
+		waitProvision(t, l, id, map[string]string{"manage": "manageable", "provide": "available", "active": "active"}[target])
+	}
+	st, _, body := do(t, "DELETE", url, "1.95", "")
+	want := `Can not delete node "` + id + `" while it is in provision state "active". Valid provision states to perform deletion are: "('manageable', 'enroll', 'adopt failed', 'available')", or set the node into maintenance mode`
+	if got := faultString(t, body); st != 409 || got != want {
+		t.Errorf("delete active = %d %q\nwant 409 %q", st, got, want)
+	}
 }
