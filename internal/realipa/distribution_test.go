@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -317,10 +318,26 @@ func distributeImage(tb testing.TB, n int, src string, imagePath, imageSum strin
 			tb.Fatal(err)
 		}
 	}
+	var agents []*ipaProcess
+	// agentLog is the log of node i's agent with its token masked.
+	agentLog := func(i int) string {
+		tok := ""
+		if cur, err := store.GetNode(ctx, nodes[i].UUID); err == nil {
+			tok, _ = cur.DriverInternalInfo[driver.InternalAgentToken].(string)
+		}
+		return agents[i].logText(tok)
+	}
 	waitAll := func(want statemachine.State, timeout time.Duration) {
 		tb.Helper()
 		deadline := time.Now().Add(timeout)
 		for {
+			for i, a := range agents {
+				select {
+				case <-a.done:
+					tb.Fatalf("the agent of node %s exited (%v) before its node was %q; its log:\n%s", nodes[i].Name, a.cmd.ProcessState, want, agentLog(i))
+				default:
+				}
+			}
 			done := 0
 			for _, nd := range nodes {
 				cur, err := store.GetNode(ctx, nd.UUID)
@@ -328,7 +345,11 @@ func distributeImage(tb testing.TB, n int, src string, imagePath, imageSum strin
 					tb.Fatal(err)
 				}
 				if strings.HasSuffix(string(cur.ProvisionState), "failed") || cur.ProvisionState == statemachine.Error {
-					tb.Fatalf("node %s in %q (last error %q), want %q", cur.Name, cur.ProvisionState, cur.LastError, want)
+					log := ""
+					if len(agents) > 0 {
+						log = agentLog(slices.IndexFunc(nodes, func(n *baremetal.Node) bool { return n.UUID == cur.UUID }))
+					}
+					tb.Fatalf("node %s in %q (last error %q), want %q; its agent's log:\n%s", cur.Name, cur.ProvisionState, cur.LastError, want, log)
 				}
 				if cur.ProvisionState == want && cur.Reservation == "" {
 					done++
@@ -338,7 +359,11 @@ func distributeImage(tb testing.TB, n int, src string, imagePath, imageSum strin
 				return
 			}
 			if time.Now().After(deadline) {
-				tb.Fatalf("%d of %d nodes reached %q within %v", done, len(nodes), want, timeout)
+				log := ""
+				if len(agents) > 0 {
+					log = agentLog(0)
+				}
+				tb.Fatalf("%d of %d nodes reached %q within %v; the first agent's log:\n%s", done, len(nodes), want, timeout, log)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -353,10 +378,11 @@ func distributeImage(tb testing.TB, n int, src string, imagePath, imageSum strin
 
 	// The agents start first, as ramdisks booted by the deploy's power on
 	// would; they look their nodes up until the deploy puts them in a
-	// state that answers.
+	// state that answers (for as long as a loaded machine takes to start
+	// them all).
 	for i := range nodes {
 		mac := fmt.Sprintf("52:54:00:d1:%02x:%02x", i/256, i%256)
-		startIPA(tb, ipaSrc, python, pyDir, apiURL, devices[i], mac, freePort(tb))
+		agents = append(agents, startIPA(tb, ipaSrc, python, pyDir, apiURL, devices[i], mac, freePort(tb), "--lookup_timeout", "900"))
 	}
 	before, cpu0 := org.sent(tb), cpuTime(tb)
 	t0 := time.Now()

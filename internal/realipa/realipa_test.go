@@ -194,10 +194,10 @@ func (p *ipaProcess) logText(secret string) string {
 
 // startIPA runs IPA 2023.1 from src with the test's hardware manager
 // (whose NIC has mac and whose install device is device), listening on
-// 127.0.0.1:port, and stops it (by PID) when t ends. Its
+// 127.0.0.1:port, with extra options after the test's, and stops it (by PID) when t ends. Its
 // settings travel as command-line options; the agent token is never one
 // of them (IPA obtains it by lookup).
-func startIPA(t testing.TB, src, python, pyDir, apiURL, device, mac string, port int) *ipaProcess {
+func startIPA(t testing.TB, src, python, pyDir, apiURL, device, mac string, port int, extra ...string) *ipaProcess {
 	t.Helper()
 	home := filepath.Join(filepath.Dir(device), "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
@@ -212,6 +212,7 @@ func startIPA(t testing.TB, src, python, pyDir, apiURL, device, mac string, port
 		"--hardware_initialization_delay", "0",
 		"--image_download_connection_retries", "0",
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(python, args...)
 	cmd.Dir = filepath.Dir(device)
 	// A minimal environment: no proxy may send the agent's traffic
