@@ -22,6 +22,7 @@ from oslo_log import log
 from ironic_python_agent.extensions import base as ext_base
 from ironic_python_agent.extensions import standby
 from ironic_python_agent import hardware
+from ironic_python_agent import netutils
 from ironic_python_agent import tls_utils
 
 LOG = log.getLogger(__name__)
@@ -58,9 +59,18 @@ class AnvilTestHardwareManager(hardware.HardwareManager):
         return None
 
     def generate_tls_certificate(self, ip_address):
-        # IPA's auto-TLS, as the generic manager does it (files in a
-        # temporary directory of IPA's).
-        return tls_utils.generate_tls_certificate(ip_address)
+        # IPA's auto-TLS, as the generic manager does it, but with the
+        # files beside the test's install device: IPA's own location
+        # (/run/ironic-python-agent) is one per host, and the agents of
+        # one test run side by side on one host, as machines never do.
+        root = os.path.join(os.path.dirname(_device()), 'tls')
+        os.makedirs(root, exist_ok=True)
+        cert_path = os.path.join(root, 'agent.crt')
+        key_path = os.path.join(root, 'agent.key')
+        content = tls_utils._generate_tls_certificate(
+            cert_path, key_path, netutils.get_hostname(), ip_address,
+            valid_for_days=90)
+        return tls_utils.TlsCertificate(content, cert_path, key_path)
 
     def get_os_install_device(self, permit_refresh=False):
         return _device()
