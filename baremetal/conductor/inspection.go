@@ -315,6 +315,9 @@ func (b agentBackend) ContinueInspection(ctx context.Context, data agentclient.I
 	}
 	c.history(ctx, n.UUID, "inspection data received", "inspection",
 		fmt.Sprintf("inspection data received from the ramdisk (%d bytes of inventory); processing queued", len(raw)), baremetal.HistoryInfo)
+	// The inspection ramdisk's first contact is this post, not a
+	// heartbeat: its boot is a span of the inspection's trace.
+	c.traceBoot(ctx, n)
 	handed = true
 	c.submit(job{uuid: n.UUID, kind: jobIntent, node: n})
 	return nil
