@@ -133,6 +133,21 @@ func heartbeatAllowed(s statemachine.State, fastTrack bool) bool {
 	return false
 }
 
+// heartbeatPending reports whether a heartbeat of node uuid's agent,
+// received after since, waits in this conductor for a worker to process
+// it, in a state whose wait a heartbeat continues.
+func (c *Conductor) heartbeatPending(uuid string, state statemachine.State, since time.Time) bool {
+	switch state {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:
+	default:
+		return false
+	}
+	c.hbMu.Lock()
+	hb, ok := c.pendingHB[uuid]
+	c.hbMu.Unlock()
+	return ok && hb.ReceivedAt.After(since)
+}
+
 // processHeartbeat records the latest heartbeat of a node and continues
 // whatever waits for it (reference §7.2).
 func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
