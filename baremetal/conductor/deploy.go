@@ -166,16 +166,20 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) error {
 	switch step {
 	case "prepare_instance_boot":
-		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if b := d.Boot(); b != nil {
-				if err := b.PrepareInstance(ctx, v); err != nil {
-					return err
+		// It reads the node's ports: a database outage delays it rather
+		// than failing the step.
+		return c.retryStoreCall(ctx, t, "preparing the instance's boot", func() error {
+			return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+				if b := d.Boot(); b != nil {
+					if err := b.PrepareInstance(ctx, v); err != nil {
+						return err
+					}
 				}
-			}
-			if m := d.Management(); m != nil {
-				return m.SetBootDevice(ctx, v, driver.BootDisk, true)
-			}
-			return nil
+				if m := d.Management(); m != nil {
+					return m.SetBootDevice(ctx, v, driver.BootDisk, true)
+				}
+				return nil
+			})
 		})
 	case "tear_down_agent":
 		if t.node.DisablePowerOff {
