@@ -275,7 +275,9 @@ func (c *Conductor) checkBootStalls(ctx context.Context, now time.Time, checks [
 				continue
 			}
 			c.log.Warn("network boot stalled", "node", n.UUID, "state", chk.state, "last_stage", stall.Last.Stage, "waiting_for", stall.Waiting)
-			c.timeoutNode(ctx, n.UUID, chk.state, fmt.Sprintf(chk.msg, n.UUID)+": boot stalled: "+stall.Message)
+			// Any heartbeat waiting for a worker shows the boot reached
+			// its agent.
+			c.timeoutNode(ctx, n.UUID, chk.state, time.Time{}, fmt.Sprintf(chk.msg, n.UUID)+": boot stalled: "+stall.Message)
 		}
 	}
 }

@@ -61,11 +61,15 @@ func (c *Conductor) doDeploy(ctx context.Context, t *task, in intent) error {
 		return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to prepare to deploy: %s", describeErr(err)), false)
 	}
 	c.dropStaleAgent(ctx, t)
-	err := callIface(ctx, t, driver.KindDeploy, "prepare to deploy", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
-		if err := dep.Validate(ctx, v); err != nil {
-			return err
-		}
-		return dep.Prepare(ctx, v)
+	// Preparing reads the node's ports: a database outage delays it
+	// rather than failing the deploy.
+	err := c.retryStoreCall(ctx, t, "preparing to deploy", func() error {
+		return callIface(ctx, t, driver.KindDeploy, "prepare to deploy", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
+			if err := dep.Validate(ctx, v); err != nil {
+				return err
+			}
+			return dep.Prepare(ctx, v)
+		})
 	})
 	if err != nil {
 		return c.stepsFailed(ctx, t, steps.Deploy, fmt.Sprintf("Failed to prepare to deploy: %s", describeErr(err)), false)
@@ -92,7 +96,7 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 	if url, _ := n.DriverInternalInfo[driver.InternalAgentURL].(string); url != "" && n.PowerState == driver.PowerOn && !n.DisablePowerOff {
 		// An agent still runs (a failed deploy): shut it down in
 		// Ironic's order before the node is torn down and rebooted.
-		if err := c.powerOffAgent(ctx, t); err != nil {
+		if err := c.retryStoreCall(ctx, t, "shutting the agent down", func() error { return c.powerOffAgent(ctx, t) }); err != nil {
 			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
 			t.fail(ctx, msg, false)
 			return err
@@ -104,22 +108,26 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 		// instance without an agent would pass for a fast-track agent
 		// soon after an inspection, and cleaning would wait for its
 		// heartbeat.
-		if err := c.powerAction(ctx, t, driver.PowerOff, 0); err != nil {
+		if err := c.retryStoreCall(ctx, t, "powering the instance off", func() error { return c.powerAction(ctx, t, driver.PowerOff, 0) }); err != nil {
 			msg := fmt.Sprintf("Failed to tear down. Error: %s", describeErr(err))
 			t.fail(ctx, msg, false)
 			return err
 		}
 	}
-	err := callIface(ctx, t, driver.KindDeploy, "tear down", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
-		if err := dep.TearDown(ctx, v); err != nil {
-			return err
-		}
-		if b := d.Boot(); b != nil {
-			if err := b.CleanUpInstance(ctx, v); err != nil {
+	// The tear-down reads the node's ports: a database outage delays it
+	// (the node stays held) rather than failing the node.
+	err := c.retryStoreCall(ctx, t, "tearing the instance down", func() error {
+		return callIface(ctx, t, driver.KindDeploy, "tear down", func(d *driver.Driver, dep driver.DeployInterface, v *driver.Task) error {
+			if err := dep.TearDown(ctx, v); err != nil {
 				return err
 			}
-		}
-		return dep.CleanUp(ctx, v)
+			if b := d.Boot(); b != nil {
+				if err := b.CleanUpInstance(ctx, v); err != nil {
+					return err
+				}
+			}
+			return dep.CleanUp(ctx, v)
+		})
 	})
 	if err == nil && n.DisablePowerOff && (c.agentBased(t) || c.ramdiskDeploy(t)) {
 		// The node could not be powered off above: it is rebooted once
@@ -158,16 +166,20 @@ func (c *Conductor) doTearDown(ctx context.Context, t *task) error {
 func (c *Conductor) assistDeployStep(ctx context.Context, t *task, step string) error {
 	switch step {
 	case "prepare_instance_boot":
-		return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if b := d.Boot(); b != nil {
-				if err := b.PrepareInstance(ctx, v); err != nil {
-					return err
+		// It reads the node's ports: a database outage delays it rather
+		// than failing the step.
+		return c.retryStoreCall(ctx, t, "preparing the instance's boot", func() error {
+			return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+				if b := d.Boot(); b != nil {
+					if err := b.PrepareInstance(ctx, v); err != nil {
+						return err
+					}
 				}
-			}
-			if m := d.Management(); m != nil {
-				return m.SetBootDevice(ctx, v, driver.BootDisk, true)
-			}
-			return nil
+				if m := d.Management(); m != nil {
+					return m.SetBootDevice(ctx, v, driver.BootDisk, true)
+				}
+				return nil
+			})
 		})
 	case "tear_down_agent":
 		if t.node.DisablePowerOff {

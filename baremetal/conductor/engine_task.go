@@ -154,6 +154,38 @@ func (c *Conductor) retryUnavailable(ctx context.Context, t *task, write func() 
 	}
 }
 
+// retryStoreCall runs call, an action safe to run again (a tear-down of
+// a ramdisk boot, say), and, in the conductor's own work
+// (withStoreRetry), runs it again with a growing pause (up to
+// storeRetryMax) while it fails because the database is unavailable,
+// until ctx ends or the conductor stops. The node stays held meanwhile,
+// so an outage delays the action instead of failing the node.
+func (c *Conductor) retryStoreCall(ctx context.Context, t *task, what string, call func() error) error {
+	err := call()
+	if err == nil || ctx.Value(storeRetryKey{}) == nil || !baremetal.IsStoreUnavailable(err) {
+		return err
+	}
+	c.log.Warn(what+" failed: the database is unavailable; retrying until it answers", "node", t.node.UUID, "error", err)
+	pause := c.storeRetryPause
+	for attempt := 2; ; attempt++ {
+		c.resv.unavailable()
+		select {
+		case <-ctx.Done():
+			return err
+		case <-c.stopCh:
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, storeRetryMax)
+		if err = call(); err == nil || !baremetal.IsStoreUnavailable(err) {
+			if err == nil {
+				c.log.Info(what+" succeeded after the database came back", "node", t.node.UUID, "attempts", attempt)
+			}
+			return err
+		}
+	}
+}
+
 // landed reports whether the stored node shows that a write of n made
 // from version landed although its answer was lost: the stored version
 // is the next one, with n's provision state and target, and n is brought

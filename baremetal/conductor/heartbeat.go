@@ -77,12 +77,26 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 		return false, err
 	}
 	t := c.newTask(n)
-	defer t.release()
 	if tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string); tok != "" {
+		t.release()
 		return false, nil
 	}
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[driver.InternalAgentToken] = candidate
+	if rs, ok := c.store.(baremetal.ReleasingNodeStore); ok {
+		// The token is written and the node released in one statement,
+		// so the answer disclosing the token follows its commit at once:
+		// a token is disclosed once, and a conductor that dies between
+		// the commit and the answer locks the agent out for good (as in
+		// Ironic), so that window is kept as short as it can be.
+		if err := rs.UpdateNodeReleasing(ctx, n, c.host, nil); err != nil {
+			t.release()
+			return false, err
+		}
+		c.resv.released(n.UUID)
+		return true, nil
+	}
+	defer t.release()
 	if err := t.save(ctx); err != nil {
 		return false, err
 	}
@@ -131,6 +145,21 @@ func heartbeatAllowed(s statemachine.State, fastTrack bool) bool {
 		return fastTrack
 	}
 	return false
+}
+
+// heartbeatPending reports whether a heartbeat of node uuid's agent,
+// received after since, waits in this conductor for a worker to process
+// it, in a state whose wait a heartbeat continues.
+func (c *Conductor) heartbeatPending(uuid string, state statemachine.State, since time.Time) bool {
+	switch state {
+	case statemachine.DeployWait, statemachine.CleanWait, statemachine.ServiceWait, statemachine.RescueWait:
+	default:
+		return false
+	}
+	c.hbMu.Lock()
+	hb, ok := c.pendingHB[uuid]
+	c.hbMu.Unlock()
+	return ok && hb.ReceivedAt.After(since)
 }
 
 // processHeartbeat records the latest heartbeat of a node and continues

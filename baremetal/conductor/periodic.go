@@ -169,12 +169,22 @@ func (c *Conductor) checkTimeouts(ctx context.Context) {
 		}
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].ProvisionUpdatedAt.Before(nodes[j].ProvisionUpdatedAt) })
 		for _, n := range nodes {
-			c.timeoutNode(ctx, n.UUID, chk.state, fmt.Sprintf(chk.msg, n.UUID)+c.bootSummary(ctx, n))
+			c.timeoutNode(ctx, n.UUID, chk.state, now.Add(-chk.timeout), fmt.Sprintf(chk.msg, n.UUID)+c.bootSummary(ctx, n))
 		}
 	}
 }
 
-func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemachine.State, msg string) {
+// timeoutNode fails node uuid waiting in state for its callback with
+// msg, unless a heartbeat of its agent received after heardSince waits
+// for a worker of this conductor: the callback came, only its processing
+// is late (every worker busy), and failing the node would blame the
+// agent for the conductor's backlog. Processing the heartbeat renews the
+// wait; the next check sees the node again.
+func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemachine.State, heardSince time.Time, msg string) {
+	if c.heartbeatPending(uuid, state, heardSince) {
+		c.log.Info("callback timeout check: a heartbeat of the node's agent waits for a worker; not failing it", "node", uuid, "state", state)
+		return
+	}
 	// Periodic tasks skip a locked node silently, as Ironic's do; the next
 	// run sees it again.
 	locked, err := c.reserve(ctx, uuid)
@@ -403,7 +413,11 @@ func (c *Conductor) cacheHealth(ctx context.Context, t *task) {
 	if string(h) == shared.Health {
 		return
 	}
-	locked, err := c.store.ReserveNode(ctx, shared.UUID, c.host)
+	// Through c.reserve, as every reservation of this conductor: its
+	// release is counted off the reservation book, and an uncounted
+	// hold would take the count of the next holder, whose reservation
+	// the phantom sweep could then release under it.
+	locked, err := c.reserve(ctx, shared.UUID)
 	if err != nil {
 		return
 	}

@@ -419,11 +419,16 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 	}
 	delete(n.DriverInternalInfo, stepsFinishedKey(kind))
 	if kind != steps.Deploy {
-		err := t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
-				return sp.TearDownSteps(ctx, v, kind)
-			}
-			return nil
+		// Tearing the steps' boot down reads the node's ports and
+		// records boot stages: a database outage delays it rather than
+		// failing the node.
+		err := c.retryStoreCall(ctx, t, "tearing down the "+kindVerb(kind)+" boot", func() error {
+			return t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
+				if sp, ok := driver.As[driver.StepPreparer](d.Deploy()); ok {
+					return sp.TearDownSteps(ctx, v, kind)
+				}
+				return nil
+			})
 		})
 		switch {
 		case err != nil:
@@ -432,7 +437,7 @@ func (c *Conductor) finishSteps(ctx context.Context, t *task, kind steps.Kind) e
 			// tear_down_inband_service).
 			err = c.leaveServicing(ctx, t, ramdiskDisabled)
 		case c.agentBased(t) && !c.fastTrackable(t) && !ramdiskDisabled:
-			err = c.shutdownRamdisk(ctx, t, kind)
+			err = c.retryStoreCall(ctx, t, "shutting the "+kindVerb(kind)+" ramdisk down", func() error { return c.shutdownRamdisk(ctx, t, kind) })
 			if err == nil && n.DisablePowerOff {
 				// Not powered off: reset out of the ramdisk, whose
 				// boot is gone (Ironic's tear_down_inband_cleaning).

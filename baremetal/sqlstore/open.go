@@ -114,10 +114,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		params.Add("_pragma", "journal_mode(WAL)")
 		dsn = "file:" + path + "?" + params.Encode()
 	}
-	w, err := sqlx.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: opening sqlite %s: %w", path, err)
-	}
+	w := openSQLite(dsn)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -131,11 +128,7 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		rp := url.Values{}
 		rp.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 		rp.Add("_pragma", "query_only(1)")
-		r, err = sqlx.Open("sqlite", "file:"+path+"?"+rp.Encode())
-		if err != nil {
-			_ = w.Close()
-			return nil, fmt.Errorf("sqlstore: opening sqlite %s for reading: %w", path, err)
-		}
+		r = openSQLite("file:" + path + "?" + rp.Encode())
 		n := opts.MaxReadConns
 		if n <= 0 {
 			n = 4

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/url"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/internal/clusterlab"
+	"github.com/anvilmetal/anvil/internal/faultlab"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -33,7 +35,30 @@ const (
 	// takeoverPoll is the pause between two reads of a killed
 	// conductor's reservations.
 	takeoverPoll = 20 * time.Millisecond
+	// dbCut is how long the conductors' database connections are cut
+	// once (every conductor at once, as a database restart looks to
+	// them): half the heartbeat timeout, so that the cut alone makes no
+	// live conductor look dead to its peers (a keepalive older than the
+	// heartbeat timeout means a dead conductor, as in Ironic; longer
+	// cuts of a single conductor are faultlab's outage tests).
+	dbCut = heartbeatTimeout / 2
 )
+
+// failureTarget is issue 31's target for how many nodes of n may end in
+// a failure state: 2 of 300, scaled with the fleet, each one a failure
+// Ironic's rules call for (justifiedFailure). The test reports whether a
+// run met it; it does not hold on a loaded shared machine yet (agents
+// locked out by lookup answers lost to a SIGKILL, nodes whose agent a
+// takeover could not reach), so what the test enforces is
+// failureGuard.
+func failureTarget(n int) int { return max(2, (2*n+299)/300) }
+
+// failureGuard is how many nodes of n may end failed before the test
+// fails: one in twenty. A run before the lab's machines powered off on
+// their agent's standby.power_off (every tear-down then waited 30 s,
+// holding a worker while heartbeats queued) failed a fifth to a quarter
+// of the fleet.
+func failureGuard(n int) int { return n / 20 }
 
 func chaosDSN(t *testing.T) string {
 	t.Helper()
@@ -150,34 +175,43 @@ type takeoverSample struct {
 }
 
 // TestChaos runs three conductor processes on PostgreSQL over 300 nodes
-// with simulated agents going through provide, deploy and undeploy, while
-// a conductor is SIGKILLed and restarted three times and, once, the driver
-// plugin process serving a conductor's power (plugins/fake, through the
-// driver/plugin host) is SIGKILLed. It asserts that the host restarted the
-// plugin, and that every
-// node ends available or in a failure state with last_error, that none is
-// left reserved, that no accepted verb is lost (every wait after an
-// accepted verb ends), that no agent step ran twice in one boot or
-// overlapped another step of the node, and that a killed conductor's
+// with simulated agents going through provide, deploy and undeploy. Once
+// every node is available, a conductor is SIGKILLed and restarted three
+// times; once, the driver plugin process serving a conductor's power
+// (plugins/fake, through the driver/plugin host) is SIGKILLed; and once
+// the conductors' database connections are cut (dbCut) through a proxy of
+// the test's own (faultlab). It asserts that the host restarted the
+// plugin, that every conductor's keepalive lands again after the cut,
+// that every node ends available or in a failure state with last_error,
+// that none is left reserved, that no accepted verb is lost (every wait
+// after an accepted verb ends), that no agent step ran twice in one boot
+// or overlapped another step of the node, that a killed conductor's
 // reservations move on within heartbeat timeout + one check interval of
-// the SIGKILL (no scheduling slack). It logs the takeover times (p50, max,
-// from the SIGKILL and from the victim's last keepalive) and how many
-// interrupted operations were resumed, finished (every step had
-// finished), left waiting for their agent, restarted, or failed. Set
-// ANVIL_CHAOS_NODES to change the fleet size and ANVIL_CHAOS_LOG to keep
-// the conductors' logs.
+// the SIGKILL (no scheduling slack), and that at most failureGuard nodes
+// end failed. Each failed node is logged with its history, its boots and
+// whether Ironic's rules call for its failure (justifiedFailure); the
+// run says whether issue 31's target (failureTarget) was met. It logs the
+// takeover times (p50, max, from the SIGKILL and from the victim's last
+// keepalive) and how many interrupted operations were resumed, finished
+// (every step had finished), left waiting for their agent, restarted, or
+// failed. Set ANVIL_CHAOS_NODES to change the fleet size and
+// ANVIL_CHAOS_LOG to keep the conductors' logs.
 func TestChaos(t *testing.T) {
 	dsn := chaosDSN(t)
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
 	}
+	// 300 nodes by default: the CI runs the test under -race on two
+	// shared cores, where 500 (ANVIL_CHAOS_NODES=500) overload the
+	// machine (the provide alone takes minutes, takeovers miss their
+	// bound).
 	nodes := 300
 	if s := os.Getenv("ANVIL_CHAOS_NODES"); s != "" {
 		fmt.Sscan(s, &nodes)
 	}
 	bin := buildConductor(t)
 	pluginDir := buildPlugin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	store, err := sqlstore.OpenPostgres(ctx, dsn, sqlstore.Options{})
 	if err != nil {
@@ -205,9 +239,25 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logs.Close()
-	pcfg := clusterlab.ProcessConfig{Binary: bin, DSN: dsn, LabURL: lab.URL(), Stderr: logs, Args: []string{
+	// The conductors reach PostgreSQL through a proxy of the test's own,
+	// which the chaos cuts once; the test's store and the lab's router
+	// go straight to it.
+	upstream, err := faultlab.Upstream(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultlab.Listen(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxied, err := faultlab.RewriteDSN(dsn, proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := clusterlab.ProcessConfig{Binary: bin, DSN: proxied, LabURL: lab.URL(), Stderr: logs, Args: []string{
 		"-heartbeat-timeout", heartbeatTimeout.String(), "-keepalive", keepalive.String(),
-		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-callback-timeout", "20s", "-log-level", logLevel(),
+		"-orphan-check", orphanCheck.String(), "-ring-reset", "1s", "-intent-poll", "1s", "-sync-power", "2s", "-power-off-poll", "200ms", "-callback-timeout", "20s", "-log-level", logLevel(),
 		"-plugin-dir", pluginDir}}
 	hosts := []string{"c1", "c2", "c3"}
 	procs := make([]*clusterlab.Process, len(hosts))
@@ -244,10 +294,16 @@ func TestChaos(t *testing.T) {
 	stopChaos := make(chan struct{})
 	var samples []takeoverSample
 	var killed []string
-	var pluginKill string
+	var pluginKill, cutNote string
 	start := time.Now()
+	// The chaos acts on a cycling fleet: it starts once every node is
+	// available (enrolled, managed and provided, or failed trying).
+	var provided sync.WaitGroup
+	provided.Add(len(uuids))
+	var events chaosEvents
 	go func() {
 		defer chaosDone.Done()
+		provided.Wait()
 		for round := 0; round < 3; round++ {
 			if round == 1 {
 				// Once, between two conductor kills: the plugin process of
@@ -262,6 +318,16 @@ func TestChaos(t *testing.T) {
 					t.Log(pluginKill)
 				}
 			}
+			if round == 2 {
+				// Once, between two conductor kills: the database goes
+				// away for every conductor, and comes back.
+				if note, err := cutDatabase(ctx, proxy, store, procs, start, &events); err != nil {
+					t.Errorf("database cut: %v", err)
+				} else {
+					cutNote = note
+					t.Log(note)
+				}
+			}
 			select {
 			case <-time.After(time.Duration(3000+randN(3000)) * time.Millisecond):
 			case <-ctx.Done():
@@ -272,6 +338,7 @@ func TestChaos(t *testing.T) {
 			victim.Kill()
 			killedAt := time.Now()
 			killed = append(killed, victim.Host)
+			events.add(killedAt, killedAt, "SIGKILL of "+victim.Host)
 			// The victim's last keepalive: its row can no longer change.
 			// Its updated_at was stamped by the victim's clock, the same
 			// system clock as this process's.
@@ -348,13 +415,17 @@ func TestChaos(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runs[i] = driveNode(ctx, verbs, snap, id, stopChaos)
+			runs[i] = driveNode(ctx, verbs, snap, id, stopChaos, provided.Done)
 		}()
 	}
 	wg.Wait()
 	chaosDone.Wait()
 	elapsed := time.Since(start)
 	stopPoll()
+	// The checks read the database on a context of their own: a run that
+	// used up the test's time still reports what it left.
+	ctx, cancelChecks := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelChecks()
 
 	// Invariants.
 	final, err := store.ListNodes(ctx, baremetal.NodeFilter{}, baremetal.Page{})
@@ -389,7 +460,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("node %s ended in %s (target %q, last error %q)", n.UUID, n.ProvisionState, n.TargetProvisionState, n.LastError)
 		}
 	}
-	cycles, failedNodes := 0, 0
+	cycles, failedNodes, justified := 0, 0, 0
 	for i, r := range runs {
 		cycles += r.cycles
 		if r.stuck != "" {
@@ -398,9 +469,15 @@ func TestChaos(t *testing.T) {
 		}
 		if r.failed != "" {
 			failedNodes++
-			// A documented failure, not a test failure: its last history
-			// entries and boots say how the node got there.
-			t.Logf("node %s ended %s:", uuids[i], r.failed)
+			// Its last history entries and boots say how the node got
+			// there, and whether Ironic's rules call for the failure.
+			why, ok := justifiedFailure(ctx, store, lab, &events, uuids[i])
+			if ok {
+				justified++
+				t.Logf("node %s ended %s, as Ironic's rules require: %s; last error %q", uuids[i], r.failed, why, r.lastErr)
+			} else {
+				t.Logf("node %s ended %s, which no takeover rule calls for: last error %q", uuids[i], r.failed, r.lastErr)
+			}
 			dumpNode(ctx, t, store, lab, uuids[i])
 		}
 		for _, e := range r.verbErrs {
@@ -445,20 +522,141 @@ func TestChaos(t *testing.T) {
 				s.node, s.latency, s.noted, bound)
 		}
 	}
+	target := failureTarget(len(uuids))
+	met := "met"
+	if failedNodes > target || justified < failedNodes {
+		met = "NOT met"
+	}
+	t.Logf("failed nodes: %d of %d, %d of them as Ironic's rules require, %d not; issue 31's target (at most %d, each required by a rule) %s",
+		failedNodes, len(uuids), justified, failedNodes-justified, target, met)
+	if guard := failureGuard(len(uuids)); failedNodes > guard {
+		t.Errorf("%d of %d nodes ended failed, want at most %d", failedNodes, len(uuids), guard)
+	}
+	if cutNote == "" {
+		t.Errorf("the database was not cut")
+	}
 	if pluginKill == "" {
 		t.Errorf("the plugin process was not killed and restarted")
 	}
 	if len(killed) != 3 {
 		t.Errorf("%d conductors killed, want 3", len(killed))
 	}
-	if elapsed > 3*time.Minute {
-		t.Errorf("chaos test took %s, want under 3 minutes", elapsed)
+	if elapsed > 5*time.Minute {
+		t.Errorf("chaos test took %s, want under 5 minutes", elapsed)
 	}
+}
+
+// cutDatabase cuts proxy (every conductor's way to the database) for
+// dbCut, restores it, and waits until every conductor of procs has
+// written a keepalive again; it says when the cut was and how long after
+// the restore the keepalives resumed.
+func cutDatabase(ctx context.Context, proxy *faultlab.Proxy, store baremetal.Store, procs []*clusterlab.Process, start time.Time, events *chaosEvents) (string, error) {
+	at := time.Since(start)
+	cutAt := time.Now()
+	proxy.Cut()
+	select {
+	case <-time.After(dbCut):
+	case <-ctx.Done():
+		proxy.Restore()
+		return "", ctx.Err()
+	}
+	length := proxy.Restore()
+	restored := time.Now()
+	events.add(cutAt, restored, "the database cut")
+	pending := map[string]bool{}
+	for _, p := range procs {
+		pending[p.Host] = true
+	}
+	for len(pending) > 0 {
+		for h := range pending {
+			if rec, err := store.GetConductor(ctx, h); err == nil && rec.UpdatedAt.After(restored) {
+				delete(pending, h)
+			}
+		}
+		if time.Since(restored) > 10*heartbeatTimeout {
+			return "", fmt.Errorf("conductors %v wrote no keepalive within %s of the database's return", slices.Sorted(maps.Keys(pending)), 10*heartbeatTimeout)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return fmt.Sprintf("cut the conductors' database for %.2fs at %.1fs; every conductor's keepalive landed again %.2fs after the restore",
+		length.Seconds(), at.Seconds(), time.Since(restored).Seconds()), nil
+}
+
+// chaosEvents are the chaos test's faults: each conductor SIGKILL (an
+// instant) and the database cut (a window).
+type chaosEvents struct {
+	mu   sync.Mutex
+	list []chaosEvent
+}
+
+type chaosEvent struct {
+	from, to time.Time
+	what     string
+}
+
+func (e *chaosEvents) add(from, to time.Time, what string) {
+	e.mu.Lock()
+	e.list = append(e.list, chaosEvent{from, to, what})
+	e.mu.Unlock()
+}
+
+// within returns the first event that overlaps [from, to].
+func (e *chaosEvents) within(from, to time.Time) (chaosEvent, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.list {
+		if !ev.to.Before(from) && !ev.from.After(to) {
+			return ev, true
+		}
+	}
+	return chaosEvent{}, false
+}
+
+// justifiedFailure says whether node's failure is one Ironic's rules
+// call for, and why:
+//   - a conductor died while a step of the node ran that is not safe to
+//     run again, so the conductor taking the node over failed it ("was
+//     interrupted and cannot be resumed", baremetal/conductor
+//     takeover.go), as Ironic fails a node whose conductor died mid-step;
+//   - the node's last agent locked itself out (its lookup answered the
+//     masked token) after a lookup's answer carrying its token was lost
+//     to a conductor SIGKILL or the database cut between the boot and
+//     the lockout: Ironic discloses an agent token once, so the agent
+//     cannot get it again, and the node fails at its callback timeout.
+func justifiedFailure(ctx context.Context, store baremetal.Store, lab *clusterlab.Lab, events *chaosEvents, node string) (string, bool) {
+	hs, err := store.ListHistory(ctx, node, 0)
+	if err != nil {
+		return "", false
+	}
+	for i := len(hs) - 1; i >= 0; i-- {
+		h := hs[i]
+		if strings.Contains(h.Message, "was interrupted and cannot be resumed") {
+			return fmt.Sprintf("[%s] %s", h.Conductor, h.Message), true
+		}
+		if strings.Contains(h.Message, "-> available") {
+			// Only the node's last run counts.
+			break
+		}
+	}
+	if boots := lab.Boots(node); len(boots) > 0 {
+		b := boots[len(boots)-1]
+		if out, at := b.LockedOut(); out {
+			if ev, ok := events.within(b.At, at); ok {
+				return fmt.Sprintf("its agent (booted %s) locked itself out at %s: a lookup answer carrying its token was lost to %s (%s), and a token is disclosed once",
+					b.At.Format("15:04:05.000"), at.Format("15:04:05.000"), ev.what, ev.from.Format("15:04:05.000")), true
+			}
+		}
+	}
+	return "", false
 }
 
 // driveNode takes one node to available, then through deploy and undeploy
 // until the chaos is over; it stops at a failure state.
-func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterlab.Snapshot, id string, stop <-chan struct{}) nodeRun {
+func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterlab.Snapshot, id string, stop <-chan struct{}, provided func()) nodeRun {
 	var r nodeRun
 	step := func(verb string, want statemachine.State) bool {
 		if _, err := verbs.Call(ctx, id, verb, 30*time.Second); err != nil {
@@ -500,7 +698,9 @@ func driveNode(ctx context.Context, verbs *clusterlab.VerbClient, snap *clusterl
 		r.stuck = fmt.Sprintf("%s accepted, node still %s (target %s, reserved by %q) and unchanged for 60s", verb, n.ProvisionState, n.TargetProvisionState, n.Reservation)
 		return false
 	}
-	if !step("manage", "manageable") || !step("provide", "available") {
+	ok := step("manage", "manageable") && step("provide", "available")
+	provided()
+	if !ok {
 		return r
 	}
 	for {
@@ -637,9 +837,17 @@ func dumpNode(ctx context.Context, t *testing.T, store baremetal.Store, lab *clu
 		t.Logf("  %s history %s [%s] %s: %s", id[:8], h.CreatedAt.Format("15:04:05.000"), h.Conductor, h.Event, h.Message)
 	}
 	boots := lab.Boots(id)
-	t.Logf("  %s: %d boots, router owner %s", id[:8], len(boots), lab.Owner(id))
-	if len(boots) > 0 {
-		b := boots[len(boots)-1]
-		t.Logf("  %s: last boot at %s: %+v", id[:8], b.At.Format("15:04:05.000"), b.Stats())
+	refusals, why := lab.Refusals(id)
+	t.Logf("  %s: %d boots, router owner %s, %d agent requests answered by the router itself (last: %s)", id[:8], len(boots), lab.Owner(id), refusals, why)
+	for i, b := range boots[max(0, len(boots)-3):] {
+		lockout := ""
+		if out, at := b.LockedOut(); out {
+			lockout = " (agent locked out at " + at.Format("15:04:05.000") + ")"
+		}
+		t.Logf("  %s: boot %d at %s%s: %+v", id[:8], len(boots)-min(3, len(boots))+i+1, b.At.Format("15:04:05.000"), lockout, b.Stats())
+	}
+	if n, err := store.GetNode(ctx, id); err == nil {
+		_, tok := n.DriverInternalInfo["agent_secret_token"]
+		t.Logf("  %s: power %s, agent token stored %v, reservation %q", id[:8], n.PowerState, tok, n.Reservation)
 	}
 }

@@ -59,7 +59,7 @@ func NewPower(labURL, conductor string) *Power {
 // state under fake.PowerStateKey.
 func NewPowerWith(inner driver.PowerInterface, labURL, conductor string) *Power {
 	return &Power{PowerInterface: inner, lab: labURL, conductor: conductor,
-		hc: &http.Client{Timeout: 10 * time.Second}}
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: fleetTransport()}}
 }
 
 func (p *Power) follow(ctx context.Context, t *driver.Task) error {
@@ -83,6 +83,38 @@ func (p *Power) follow(ctx context.Context, t *driver.Task) error {
 		return fmt.Errorf("power/lab: BMC of node %s answered %s", t.NodeUUID, resp.Status)
 	}
 	return nil
+}
+
+// GetPowerState reads the power state kept by the inner interface, except
+// that a machine the lab's BMC reads as off (its agent powered it off
+// with standby.power_off, as IPA does) reads power off, and the inner
+// state follows.
+func (p *Power) GetPowerState(ctx context.Context, t *driver.Task) (driver.PowerState, error) {
+	got, err := p.PowerInterface.GetPowerState(ctx, t)
+	if err != nil || got != driver.PowerOn {
+		return got, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, p.lab+"/bmc/"+t.NodeUUID, nil)
+	if err != nil {
+		return driver.PowerUnknown, err
+	}
+	resp, err := p.hc.Do(hr)
+	if err != nil {
+		return driver.PowerUnknown, fmt.Errorf("power/lab: BMC of node %s: %w", t.NodeUUID, err)
+	}
+	defer resp.Body.Close()
+	var st bmcState
+	if resp.StatusCode != http.StatusOK {
+		return driver.PowerUnknown, fmt.Errorf("power/lab: BMC of node %s answered %s", t.NodeUUID, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return driver.PowerUnknown, fmt.Errorf("power/lab: BMC of node %s: %w", t.NodeUUID, err)
+	}
+	if st.Known && !st.On {
+		t.SetDriverInternalInfo(fake.PowerStateKey, string(driver.PowerOff))
+		return driver.PowerOff, nil
+	}
+	return got, nil
 }
 
 // SetPowerState sets the power and boots or halts the ramdisk.
@@ -124,6 +156,10 @@ type ConductorConfig struct {
 	RingReset           time.Duration
 	IntentPoll          time.Duration
 	SyncPower           time.Duration
+	// PowerOffPoll is how often the power state is read while a node
+	// whose agent was asked to power it off (standby.power_off) goes off;
+	// 0 means the conductor's default (Ironic's 5 s).
+	PowerOffPoll time.Duration
 	// CallbackTimeout bounds every wait for an agent (deploy, clean,
 	// rescue, service, inspect); 0 means Ironic's 1800 s.
 	CallbackTimeout time.Duration
@@ -291,7 +327,7 @@ func RunConductor(ctx context.Context, cfg ConductorConfig) error {
 		return err
 	}
 	c, err := conductor.New(store, reg, conductor.Options{
-		Agent:                  conductor.AgentSettings{Client: client},
+		Agent:                  conductor.AgentSettings{Client: client, PowerOffPollInterval: cfg.PowerOffPoll},
 		Hostname:               cfg.Hostname,
 		Workers:                cfg.Workers,
 		Logger:                 log,

@@ -33,6 +33,7 @@ func MainConductor(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.RingReset, "ring-reset", 15*time.Second, "hash ring reset interval")
 	fs.DurationVar(&cfg.IntentPoll, "intent-poll", 10*time.Second, "intent poll interval")
 	fs.DurationVar(&cfg.SyncPower, "sync-power", 120*time.Second, "power sync interval")
+	fs.DurationVar(&cfg.PowerOffPoll, "power-off-poll", 0, "power state poll interval while an agent powers its node off (0: the conductor's 5 s)")
 	fs.DurationVar(&cfg.CallbackTimeout, "callback-timeout", 1800*time.Second, "deploy/clean/rescue/service/inspect callback timeout")
 	fs.IntVar(&cfg.Workers, "workers", 0, "worker pool size (0: default)")
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "", "driver plugin directory holding anvil-driver-fake; the lab power then keeps its state through the plugin")

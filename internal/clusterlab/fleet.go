@@ -283,7 +283,7 @@ type VerbClient struct {
 
 // NewVerbClient returns a client over procs (updated with SetProcesses).
 func NewVerbClient(procs []*Process) *VerbClient {
-	return &VerbClient{hc: &http.Client{Timeout: 20 * time.Second}, procs: procs}
+	return &VerbClient{hc: &http.Client{Timeout: 20 * time.Second, Transport: fleetTransport()}, procs: procs}
 }
 
 // SetProcesses replaces the processes verbs are sent to.

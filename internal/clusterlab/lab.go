@@ -22,6 +22,7 @@ package clusterlab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,6 +70,23 @@ type Boot struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	stopped time.Time
+	// runErr and ended are how and when the ramdisk's run ended, set
+	// before done closes.
+	runErr error
+	ended  time.Time
+}
+
+// LockedOut reports whether the boot's agent locked itself out (its
+// lookup answered the masked token while it had none, as IPA does when
+// the token was disclosed to a lookup whose answer it never received),
+// and when.
+func (b *Boot) LockedOut() (bool, time.Time) {
+	select {
+	case <-b.done:
+	default:
+		return false, time.Time{}
+	}
+	return errors.Is(b.runErr, agenttest.ErrTokenLockout), b.ended
 }
 
 // Stats returns the boot's ramdisk counters.
@@ -96,16 +114,32 @@ type Lab struct {
 	ln     net.Listener
 	srv    *http.Server
 	hc     *http.Client
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// agentHC is the agents' HTTP client and proxyTransport the
+	// router's way to the conductors: shared, each keeping enough idle
+	// connections for a whole fleet, so that hundreds of agents
+	// heartbeating every second do not open a connection per request
+	// (and exhaust the loopback's ephemeral ports with TIME_WAIT).
+	agentHC        *http.Client
+	proxyTransport *http.Transport
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
 
 	mu         sync.Mutex
 	conductors map[string]*url.URL
 	running    map[string]*Boot
 	boots      map[string][]*Boot
 	power      []PowerCall
-	routed     map[string]int
-	closed     bool
+	// machines is each node's power as its BMC reads it, known once a
+	// conductor set it: on, or off (set off, or powered off by its
+	// agent's standby.power_off, as IPA does).
+	machines map[string]bool
+	routed   map[string]int
+	// refusals counts, per node, the agent requests the router answered
+	// itself (no live conductor, or the conductor unreachable), with the
+	// last reason.
+	refusals    map[string]int
+	lastRefusal map[string]string
+	closed      bool
 }
 
 // NewLab starts the lab's HTTP server on a free loopback port.
@@ -143,10 +177,15 @@ func NewLab(cfg LabConfig) (*Lab, error) {
 		return nil, err
 	}
 	l := &Lab{cfg: cfg, log: log, agents: agents, own: own, ln: ln,
-		hc:         &http.Client{Timeout: 10 * time.Second},
-		conductors: map[string]*url.URL{}, running: map[string]*Boot{}, boots: map[string][]*Boot{}, routed: map[string]int{}}
+		hc:             &http.Client{Timeout: 10 * time.Second},
+		agentHC:        &http.Client{Timeout: 30 * time.Second, Transport: fleetTransport()},
+		proxyTransport: fleetTransport(),
+		conductors:     map[string]*url.URL{}, running: map[string]*Boot{}, boots: map[string][]*Boot{}, routed: map[string]int{},
+		refusals: map[string]int{}, lastRefusal: map[string]string{},
+		machines: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /bmc/{node}", l.serveBMC)
+	mux.HandleFunc("GET /bmc/{node}", l.serveBMCState)
 	// Agent API requests reach serveAgentAPI without a ServeMux in front,
 	// which would redirect paths such as /v1/heartbeat/. instead of
 	// passing them on to the conductor's handler.
@@ -231,6 +270,7 @@ func (l *Lab) serveBMC(w http.ResponseWriter, r *http.Request) {
 	}
 	l.mu.Lock()
 	l.power = append(l.power, PowerCall{Node: node, Conductor: req.Conductor, On: req.On, Ramdisk: req.Ramdisk, At: time.Now()})
+	l.machines[node] = req.On
 	l.mu.Unlock()
 	l.halt(node)
 	if req.On && req.Ramdisk {
@@ -242,11 +282,45 @@ func (l *Lab) serveBMC(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// bmcState is what GET /bmc/<node> answers: whether the lab knows the
+// machine's power (a conductor set it), and whether it is on.
+type bmcState struct {
+	Known bool `json:"known"`
+	On    bool `json:"on"`
+}
+
+func (l *Lab) serveBMCState(w http.ResponseWriter, r *http.Request) {
+	node := strings.ToLower(r.PathValue("node"))
+	l.mu.Lock()
+	on, known := l.machines[node]
+	l.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(bmcState{Known: known, On: on})
+}
+
+// MachineOn reports whether node's machine is powered on, as its BMC reads
+// it, and whether the lab knows (a conductor set its power).
+func (l *Lab) MachineOn(node string) (on, known bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	on, known = l.machines[strings.ToLower(node)]
+	return on, known
+}
+
+// fleetTransport is an HTTP transport for the traffic of a whole fleet to
+// a few loopback addresses.
+func fleetTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 2048
+	tr.MaxIdleConnsPerHost = 1024
+	return tr
+}
+
 func (l *Lab) boot(node string, macs []string) error {
 	agent := agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: l.cfg.CommandDelay})
 	ri := l.cfg.RetryInterval
 	rd, err := agenttest.NewRamdisk(agenttest.RamdiskConfig{
-		APIURL: l.URL(), MACs: macs, NodeUUID: node, Agent: agent, Server: l.agents,
+		APIURL: l.URL(), MACs: macs, NodeUUID: node, Agent: agent, Server: l.agents, HTTPClient: l.agentHC,
 		LookupInterval: l.cfg.LookupInterval, LookupMaxInterval: 4 * l.cfg.LookupInterval, LookupTimeout: 10 * time.Minute,
 		LookupConflictBackoff: []time.Duration{ri, ri, 2 * ri}, HeartbeatInterval: l.cfg.HeartbeatInterval,
 		HeartbeatRetryMin: ri, HeartbeatRetryMax: 2 * ri, MinForcedInterval: l.cfg.LookupInterval,
@@ -270,9 +344,46 @@ func (l *Lab) boot(node string, macs []string) error {
 	go func() {
 		defer l.wg.Done()
 		defer close(b.done)
-		_ = rd.Run(ctx)
+		b.runErr = rd.Run(ctx)
+		b.ended = time.Now()
+	}()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.followAgent(ctx, b)
 	}()
 	return nil
+}
+
+// followAgent powers the machine of boot b off when its agent powered it
+// off (standby.power_off succeeded), as IPA does: the agent runs
+// poweroff, so the BMC reads power off from then on and the ramdisk is
+// gone. It returns when b ends (halted by a power action) or its agent
+// went away otherwise (run_image, lockdown, finalize_rescue), which leaves
+// the machine on.
+func (l *Lab) followAgent(ctx context.Context, b *Boot) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-b.agent.Gone():
+	}
+	if b.agent.CommandRuns(agentclient.CmdPowerOff) == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.running[b.Node] != b {
+		// A power action replaced or halted this boot meanwhile: the BMC
+		// reads what that action set.
+		l.mu.Unlock()
+		return
+	}
+	delete(l.running, b.Node)
+	l.machines[b.Node] = false
+	l.mu.Unlock()
+	b.cancel()
+	<-b.done
+	_ = b.rd.Close()
+	b.stopped = time.Now()
 }
 
 func (l *Lab) halt(node string) {
@@ -298,13 +409,16 @@ func (l *Lab) serveAgentAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	target := l.route(node)
 	if target == nil {
+		l.refused(node, r.URL.Path+": no conductor available")
 		http.Error(w, `{"error_message": "no conductor available for the node"}`, http.StatusServiceUnavailable)
 		return
 	}
 	p := &httputil.ReverseProxy{
-		Rewrite:  func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = target.Host },
-		ErrorLog: nil,
+		Transport: l.proxyTransport,
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = target.Host },
+		ErrorLog:  nil,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			l.refused(node, r.URL.Path+": "+target.Host+": "+err.Error())
 			http.Error(w, `{"error_message": "conductor unreachable"}`, http.StatusServiceUnavailable)
 		},
 	}
@@ -352,6 +466,26 @@ func (l *Lab) PowerCalls() []PowerCall {
 	return append([]PowerCall(nil), l.power...)
 }
 
+func (l *Lab) refused(node, why string) {
+	if node == "" {
+		return
+	}
+	l.mu.Lock()
+	l.refusals[node]++
+	l.lastRefusal[node] = why
+	l.mu.Unlock()
+}
+
+// Refusals returns how many of node's agent requests the router answered
+// itself (no conductor, or the conductor unreachable), and the last
+// reason.
+func (l *Lab) Refusals(node string) (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	node = strings.ToLower(node)
+	return l.refusals[node], l.lastRefusal[node]
+}
+
 // Routed returns how many agent requests went to each conductor.
 func (l *Lab) Routed() map[string]int {
 	l.mu.Lock()
@@ -387,6 +521,8 @@ func (l *Lab) Close() error {
 	defer cancel()
 	err := l.srv.Shutdown(ctx)
 	l.wg.Wait()
+	l.agentHC.CloseIdleConnections()
+	l.proxyTransport.CloseIdleConnections()
 	if cerr := l.agents.Close(); err == nil {
 		err = cerr
 	}

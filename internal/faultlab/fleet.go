@@ -44,27 +44,39 @@ func StartFleet(ctx context.Context, cfg FleetConfig) (f Fleet, stop func(), err
 	if err != nil {
 		return f, nil, err
 	}
-	var closers []func()
-	stop = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	closers = append(closers, func() { _ = p.Close() })
 	pdsn, err := RewriteDSN(cfg.DSN, p.Addr())
 	if err != nil {
-		stop()
+		_ = p.Close()
 		return f, nil, err
 	}
 	store, err := sqlstore.OpenPostgres(ctx, pdsn, sqlstore.Options{})
 	if err != nil {
-		stop()
+		_ = p.Close()
 		return f, nil, err
 	}
-	closers = append(closers, func() { _ = store.Close() })
+	f, stopFleet, err := StartFleetOn(ctx, store, p, cfg)
+	if err != nil {
+		_ = store.Close()
+		_ = p.Close()
+		return f, nil, err
+	}
+	f.Proxy = p
+	return f, func() {
+		p.Restore()
+		stopFleet()
+		_ = store.Close()
+		_ = p.Close()
+	}, nil
+}
+
+// StartFleetOn is StartFleet on a store of the caller's (cfg.DSN is not
+// used), with fault as what Run cuts and restores: a conductor with fake
+// hardware on store, the nodes and the spare enrolled and made available.
+// stop restores the fault and stops the conductor; the store stays the
+// caller's to close.
+func StartFleetOn(ctx context.Context, store baremetal.Store, fault Fault, cfg FleetConfig) (f Fleet, stop func(), err error) {
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	if err := reg.Register(builtin.Bundle(fake.Config{Delays: map[string]time.Duration{"*": cfg.Delay}})); err != nil {
-		stop()
 		return f, nil, err
 	}
 	log := cfg.Logger
@@ -73,20 +85,18 @@ func StartFleet(ctx context.Context, cfg FleetConfig) (f Fleet, stop func(), err
 	}
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: fmt.Sprintf("faultlab-%d", time.Now().UnixNano()), Logger: log})
 	if err != nil {
-		stop()
 		return f, nil, err
 	}
 	if err := c.Launch(ctx); err != nil {
-		stop()
 		return f, nil, err
 	}
-	closers = append(closers, func() {
-		p.Restore()
+	stop = func() {
+		fault.Restore()
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = c.Stop(sctx)
-	})
-	f = Fleet{Conductor: c, Store: store, Proxy: p}
+	}
+	f = Fleet{Conductor: c, Store: store, Fault: fault}
 	uuids := make([]string, cfg.Nodes+1)
 	for i := range uuids {
 		n, err := c.Enroll(ctx, &baremetal.Node{Name: fmt.Sprintf("faultlab-%d", i), Driver: builtin.FakeHardware})

@@ -14,15 +14,25 @@ import (
 )
 
 // Fleet is what an outage scenario drives: a conductor whose store
-// reaches its database through Proxy, the nodes the verb runs on, and a
-// spare node (not in Nodes, in a stable state) the write probe toggles
-// maintenance on.
+// reaches its database through Proxy (PostgreSQL) or suffers Fault (a
+// storage fault of the caller's, such as a full disk under SQLite), the
+// nodes the verb runs on, and a spare node (not in Nodes, in a stable
+// state) the write probe toggles maintenance on.
 type Fleet struct {
 	Conductor *conductor.Conductor
 	Store     baremetal.Store
 	Proxy     *Proxy
-	Nodes     []string
-	Spare     string
+	// Fault is what Run cuts and restores; StartFleet sets it to Proxy.
+	Fault Fault
+	Nodes []string
+	Spare string
+}
+
+// Fault is an outage Run starts (Cut) and ends (Restore, which returns
+// how long it lasted). *Proxy is one.
+type Fault interface {
+	Cut()
+	Restore() time.Duration
 }
 
 // Cut describes one outage: the verb started on every node, how long
@@ -56,6 +66,9 @@ type Report struct {
 	// SlowestCall is the longest a read or write probe took during the
 	// cut (each probe fails, but none may hang).
 	SlowestCall time.Duration `json:"slowest_call_during_cut_s"`
+	// FailedWrites counts the write probes during the cut that failed:
+	// more than zero shows the fault reached the database.
+	FailedWrites int `json:"failed_writes_during_cut"`
 	// SlowestVerb is the longest one call of Cut.Verb took (the verbs
 	// answer their caller; none may wait for the database's return).
 	SlowestVerb time.Duration `json:"slowest_verb_s"`
@@ -138,17 +151,26 @@ func Run(ctx context.Context, f Fleet, c Cut) (Report, error) {
 		return rep, ctx.Err()
 	case <-time.After(c.After):
 	}
-	f.Proxy.Cut()
+	fault := f.Fault
+	if fault == nil {
+		fault = f.Proxy
+	}
+	fault.Cut()
 	cutEnd := time.Now().Add(c.Length)
 	for time.Now().Before(cutEnd) {
-		rep.SlowestCall = max(rep.SlowestCall, probe(ctx, f, false), probe(ctx, f, true))
+		read, _ := probe(ctx, f, false)
+		write, werr := probe(ctx, f, true)
+		if werr != nil {
+			rep.FailedWrites++
+		}
+		rep.SlowestCall = max(rep.SlowestCall, read, write)
 		select {
 		case <-ctx.Done():
 			return rep, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	rep.Cut = f.Proxy.Restore()
+	rep.Cut = fault.Restore()
 	restored := time.Now()
 
 	deadline := restored.Add(c.Settle)
@@ -230,17 +252,18 @@ func Run(ctx context.Context, f Fleet, c Cut) (Report, error) {
 }
 
 // probe makes one read or one write during the cut and returns how long
-// it took; its error is expected.
-func probe(ctx context.Context, f Fleet, write bool) time.Duration {
+// it took and its error (expected, for a write).
+func probe(ctx context.Context, f Fleet, write bool) (time.Duration, error) {
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	var err error
 	if write {
-		_ = toggleMaintenance(pctx, f)
+		err = toggleMaintenance(pctx, f)
 	} else {
-		_, _ = f.Store.GetNode(pctx, f.Spare)
+		_, err = f.Store.GetNode(pctx, f.Spare)
 	}
-	return time.Since(start)
+	return time.Since(start), err
 }
 
 // toggleMaintenance is the write probe: maintenance on the spare node,

@@ -1,0 +1,119 @@
+package conductor
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/sqlstore"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
+	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// heldProbe is a store that records, at each node write, how many
+// reservations of the node the conductor counts as held.
+type heldProbe struct {
+	baremetal.Store
+	c *Conductor
+
+	mu   sync.Mutex
+	seen map[string][]int // health written -> held counts at those writes
+}
+
+func (p *heldProbe) UpdateNode(ctx context.Context, n *baremetal.Node, host string) error {
+	p.c.resv.mu.Lock()
+	held := p.c.resv.held[n.UUID]
+	p.c.resv.mu.Unlock()
+	p.mu.Lock()
+	p.seen[n.Health] = append(p.seen[n.Health], held)
+	p.mu.Unlock()
+	return p.Store.UpdateNode(ctx, n, host)
+}
+
+// TestHealthSyncCountsItsReservation: the power sync's health write holds
+// the node's reservation as every operation does, counted in the
+// conductor's reservation book. It used to reserve the store directly,
+// uncounted, and its release then took one count from whoever reserved
+// the node next: with a node left a suspect (a reserve that met the
+// health sync's hold), the phantom sweep released the reservation of the
+// operation that then ran (seen in the chaos test as "released a
+// reservation no operation of this conductor held" right after a "health
+// changed" entry, the operation's saves refused and its node taken over
+// while it still ran).
+func TestHealthSyncCountsItsReservation(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
+		t.Fatal(err)
+	}
+	probe := &heldProbe{Store: st, seen: map[string][]int{}}
+	c, err := New(probe, reg, Options{Hostname: "health-host", SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.c = c
+	if err := c.Launch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(sctx)
+	}()
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: "health-1", Driver: builtin.FakeHardware,
+		DriverInfo: map[string]any{fake.HealthKey: string(driver.HealthWarning)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Manage(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		cur, err := st.GetNode(ctx, n.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.ProvisionState == statemachine.Manageable && cur.Reservation == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not manageable: %s, reserved by %q", n.UUID, cur.ProvisionState, cur.Reservation)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.syncPowerStates(ctx)
+	got, err := st.GetNode(ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Health != string(driver.HealthWarning) {
+		t.Fatalf("health %q after the sync, want %q", got.Health, driver.HealthWarning)
+	}
+	probe.mu.Lock()
+	counts := probe.seen[string(driver.HealthWarning)]
+	probe.mu.Unlock()
+	if len(counts) == 0 {
+		t.Fatal("the health write was not seen")
+	}
+	for _, h := range counts {
+		if h != 1 {
+			t.Fatalf("the health write held %d counted reservations of the node, want 1", h)
+		}
+	}
+	c.resv.mu.Lock()
+	left := c.resv.held[n.UUID]
+	c.resv.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d reservations of the node still counted after the sync", left)
+	}
+}
