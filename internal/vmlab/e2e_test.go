@@ -85,6 +85,8 @@ type e2eBMC struct {
 	// extra, when set, runs after the common phases (the node
 	// available), timing its phases with phase.
 	extra func(t *testing.T, lab *e2eLab, phase func(name string, from time.Time))
+	// firmware is the machine's (LabOptions.Firmware); "" is BIOS.
+	firmware Firmware
 }
 
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
@@ -116,6 +118,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	}
 	lab, err := StartLab(context.Background(), LabOptions{
 		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
+		Firmware: bmc.firmware,
 	})
 	var mf *netboot.MissingFileError
 	if errors.Is(err, ErrUnavailable) || errors.As(err, &mf) {

@@ -2,6 +2,7 @@ package vmlab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,8 @@ func IPMILabBMC() LabBMC {
 		Start: func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
 			m, err := StartBMCMachine(ctx, lab.n, BMCMachineOptions{
 				Name: "vm-ipmi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-1", Disks: disks, Logger: logger,
+				// UEFI: OVMF's own PXE asks for iPXE by its architecture.
+				Firmware: lab.firmware, NoROM: lab.firmware == UEFI,
 			})
 			if err != nil {
 				return nil, err
@@ -184,6 +187,10 @@ type LabOptions struct {
 	// Began is when the caller's run began (zero: StartLab's call); the
 	// images phase is timed from it.
 	Began time.Time
+	// Firmware is the machine's: BIOS (default) or UEFI. A UEFI lab
+	// also serves the UEFI OS image (BuildUEFIOSImage), and its node
+	// has the boot_mode:uefi capability and deploys that image.
+	Firmware Firmware
 }
 
 // Lab is one machine of the lab ready to provision: the provisioning
@@ -209,6 +216,8 @@ type Lab struct {
 	began     time.Time
 	node      string
 	images    *imagecache.Cache // the conductor's image cache (labimages.go)
+	firmware  Firmware
+	uefiImg   UEFIOSImage // a UEFI lab's image
 
 	closeOnce                // its mu guards closers
 	closers   []func() error // run in reverse by Close
@@ -343,7 +352,10 @@ func (lab *Lab) Close() error {
 // *netboot.MissingFileError, returned unwrapped. On an error (or a
 // Prepare that exits its goroutine) everything started is stopped.
 func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
-	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began}
+	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began, firmware: cmp.Or(o.Firmware, BIOS)}
+	if lab.firmware != BIOS && lab.firmware != UEFI {
+		return nil, fmt.Errorf("vmlab: lab firmware %q: want %q or %q", o.Firmware, BIOS, UEFI)
+	}
 	if lab.began.IsZero() {
 		lab.began = time.Now()
 	}
@@ -386,6 +398,18 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
+	if lab.firmware == UEFI {
+		cache, err := DefaultCache()
+		if err != nil {
+			return nil, err
+		}
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+		lab.uefiImg, err = BuildUEFIOSImage(bctx, cache, lab.img)
+		bcancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "vme2e-") // short: Unix socket paths
 	if err != nil {
 		return nil, err
@@ -396,7 +420,8 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v)", time.Since(lab.began).Seconds(), rd.Built, lab.img.Built)
+	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v, firmware %s, UEFI OS image built now: %v)",
+		time.Since(lab.began).Seconds(), rd.Built, lab.img.Built, lab.firmware, lab.uefiImg.Built)
 	serverIP := n.ServerAddr().String()
 
 	// The disks: vda the root disk the hints name (6 GiB), holding an
@@ -420,7 +445,11 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 
 	// The image server.
 	images := http.NewServeMux()
-	for name, path := range map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2} {
+	imageFiles := map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2}
+	if lab.uefiImg.Raw != "" {
+		imageFiles["/disk-uefi.raw"] = lab.uefiImg.Raw
+	}
+	for name, path := range imageFiles {
 		images.HandleFunc("GET "+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
 	}
 	imgLn, err := listenIn(n, net.JoinHostPort(serverIP, e2eImageHTTP))
@@ -509,7 +538,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{o.BMC.HardwareType},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindBoot:    {o.BMC.Boot},
+			driver.KindBoot:    bootInterfaces(o),
 			driver.KindDeploy:  {agentdeploy.Name},
 			driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
 			driver.KindConsole: {o.BMC.Console, driver.NoConsole},
@@ -543,6 +572,8 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The boot mode of nodes without one, as the boot interface's.
+	deployOpts.DefaultBootMode = netboot.BIOS
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, deployOpts)); err != nil {
 		return nil, err
 	}
@@ -621,6 +652,16 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	return lab, nil
 }
 
+// bootInterfaces are the lab's enabled boot interfaces: the BMC's, and
+// on a UEFI machine with a network boot interface http-ipxe too (UEFI
+// HTTP boot of iPXE).
+func bootInterfaces(o LabOptions) []string {
+	if o.Firmware == UEFI && o.BMC.Boot == pxe.NameIPXE {
+		return []string{pxe.NameIPXE, pxe.NameHTTPIPXE}
+	}
+	return []string{o.BMC.Boot}
+}
+
 // loadPlugin discovers the plugin executable binary under a plugin host
 // of its own (a directory holding only it), registers what it serves
 // into reg and checks reg; Close closes the host, stopping the plugin.
@@ -683,6 +724,10 @@ func (lab *Lab) NewNode() *baremetal.Node {
 		Properties:   map[string]any{"root_device": map[string]any{"serial": e2eRootDisk}},
 		InstanceInfo: lab.RawInstanceInfo(lab.img.RawSHA256),
 	}
+	if lab.firmware == UEFI {
+		node.Properties["capabilities"] = "boot_mode:uefi"
+		node.InstanceInfo = lab.UEFIInstanceInfo()
+	}
 	lab.kind.Node(lab, node)
 	return node
 }
@@ -707,6 +752,21 @@ func (lab *Lab) RawInstanceInfo(sha256 string) map[string]any {
 	return map[string]any{
 		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
 		"image_os_hash_algo": "sha256", "image_os_hash_value": sha256,
+	}
+}
+
+// Firmware is the machine's firmware.
+func (lab *Lab) Firmware() Firmware { return lab.firmware }
+
+// UEFIImage is the UEFI OS image a UEFI lab serves.
+func (lab *Lab) UEFIImage() UEFIOSImage { return lab.uefiImg }
+
+// UEFIInstanceInfo is the instance_info of a deploy of the UEFI OS image
+// (a UEFI lab's).
+func (lab *Lab) UEFIInstanceInfo() map[string]any {
+	return map[string]any{
+		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk-uefi.raw", "image_disk_format": "raw",
+		"image_os_hash_algo": "sha256", "image_os_hash_value": lab.uefiImg.RawSHA256,
 	}
 }
 

@@ -132,3 +132,71 @@ const buildStopGrace = ramdisk.StopGrace
 func runBuildScript(ctx context.Context, script, dir string, args ...string) error {
 	return ramdisk.RunScript(ctx, script, dir, nil, args...)
 }
+
+// The UEFI OS image's build script, part of its cache key.
+//
+//go:embed ipa/build-image-gpt.sh
+var buildGPTImageScript string
+
+// UEFIOSImage is the whole-disk image for UEFI machines: a GPT disk (96
+// MiB) whose EFI System Partition holds the OS image's kernel and
+// initramfs (the same marker) and two GRUB loaders, the one IPA's
+// install_bootloader makes a boot entry for (EFI/anvil/grubx64.efi,
+// named by EFI/anvil/BOOTX64.CSV with the label UEFIBootLabel) and the
+// removable-media fallback (EFI/BOOT/BOOTX64.EFI); each prints which
+// one it is (UEFILoaderLine) before it boots the kernel.
+type UEFIOSImage struct {
+	Raw, RawSHA256, RawSHA512 string
+	Built                     bool
+}
+
+// UEFIBootLabel is the label of the boot entry IPA makes from the UEFI
+// OS image's BOOTX64.CSV.
+const UEFIBootLabel = "anvil-os"
+
+// The lines the UEFI OS image's loaders print: the installed loader the
+// boot entry names, and the removable-media fallback.
+const (
+	UEFILoaderLine   = "anvil-grub: started "
+	UEFIEntryLoader  = UEFILoaderLine + "installed-entry"
+	UEFIFallbackLoad = UEFILoaderLine + "removable-fallback"
+)
+
+// BuildUEFIOSImage returns the UEFI OS image, built from the OS image
+// (BuildOSImage) with Debian's grub-efi-amd64-bin, dosfstools, mtools and
+// fdisk, or taken from the cache (keyed by the OS image's SHA-256, the
+// GRUB package's version and the script). Missing tools wrap
+// ErrUnavailable.
+func BuildUEFIOSImage(ctx context.Context, c Cache, osImg OSImage) (UEFIOSImage, error) {
+	for _, tool := range []string{"grub-mkimage", "mkfs.vfat", "mcopy", "sfdisk", "iconv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return UEFIOSImage{}, fmt.Errorf("%w: no %s to build the UEFI OS image (Debian packages grub-efi-amd64-bin dosfstools mtools fdisk)", ErrUnavailable, tool)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/grub/x86_64-efi/linux.mod"); err != nil {
+		return UEFIOSImage{}, fmt.Errorf("%w: no GRUB EFI modules (Debian package grub-efi-amd64-bin)", ErrUnavailable)
+	}
+	grubVersion, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Version}", "grub-efi-amd64-bin").Output()
+	if err != nil {
+		return UEFIOSImage{}, fmt.Errorf("%w: grub-efi-amd64-bin is not installed: %v", ErrUnavailable, err)
+	}
+	in := Inputs{"kind": "os-image-uefi", "os-image": osImg.RawSHA256, "grub": string(grubVersion), "script": buildGPTImageScript}
+	dir, built, err := c.Get(in, func(dir string) error {
+		return runBuildScript(ctx, buildGPTImageScript, dir, osImg.Raw, dir)
+	})
+	if err != nil {
+		return UEFIOSImage{}, err
+	}
+	img := UEFIOSImage{Raw: filepath.Join(dir, "disk.raw"), Built: built}
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{img.Raw + ".sha256", &img.RawSHA256}, {img.Raw + ".sha512", &img.RawSHA512}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return UEFIOSImage{}, fmt.Errorf("vmlab: UEFI OS image: %w", err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return img, nil
+}
