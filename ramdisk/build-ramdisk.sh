@@ -61,7 +61,7 @@ kver=$(ls "$work/kernel/lib/modules" | head -n1)
 depmod -b "$work/kernel" "$kver"
 mods=(virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng sd_mod sr_mod ata_piix ahci nvme
   ext4 vfat iso9660 squashfs loop isofs ipmi_si ipmi_devintf ipmi_ssif e1000 e1000e
-  efivarfs md_mod raid0 raid1 raid10)
+  efivarfs md_mod raid0 raid1 raid10 nls_cp437 nls_utf8 nls_iso8859_1 nls_ascii)
 for m in "${mods[@]}"; do
   modprobe --show-depends -d "$work/kernel" -S "$kver" "$m" 2>/dev/null || true
 done | awk '$1 == "insmod" {print $2}' | sort -u | while read -r ko; do

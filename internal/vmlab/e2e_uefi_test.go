@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/pxe"
+	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -61,12 +64,61 @@ func TestVMProvisionUEFI(t *testing.T) {
 	}
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
 	bmc := ipmiBMC()
-	bmc.firmware = UEFI
+	bmc.firmware, bmc.partition = UEFI, true
 	lab := startE2ELab(t, n, tarball, bmc)
-	lab.runUEFI(t)
+	lab.runUEFI(t, true)
 }
 
-func (lab *e2eLab) runUEFI(t *testing.T) {
+// TestVMProvisionUEFIRedfish is TestVMProvisionUEFI's first phases on a
+// UEFI machine whose BMC is the lab's Redfish service (RedfishMachine)
+// with the real plugins/redfish: the boot override to Pxe (persistent
+// Hdd at the end, with BootSourceOverrideMode UEFI as the plugin sets
+// it) instead of IPMI's boot device; manage, inspect with ipxe over
+// UEFI PXE, provide, and the GPT image deployed and booted from its
+// disk through the boot entry IPA made.
+func TestVMProvisionUEFIRedfish(t *testing.T) {
+	if os.Getenv(EnvVME2E) != "1" {
+		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
+	}
+	tarball := os.Getenv(IPATarballEnv)
+	if tarball == "" {
+		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
+	}
+	for _, f := range []string{OVMFCode, OVMFVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no %s (Debian package ovmf): the UEFI test is skipped", f)
+		}
+	}
+	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
+	bmc := e2eBMC{plugin: redfishPlugin, firmware: UEFI, LabBMC: LabBMC{
+		HardwareType: rfdriver.HardwareType, Boot: pxe.NameIPXE, Console: driver.NoConsole,
+		Start: func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+			m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
+				Name: "vm-redfish-uefi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-3", Disks: disks, Logger: logger,
+				Firmware: UEFI, NoROM: true,
+			})
+			if err != nil {
+				return nil, err
+			}
+			lab.bmcInfo = map[string]any{
+				"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
+				"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID,
+			}
+			return m, nil
+		},
+		Node: func(lab *Lab, nd *baremetal.Node) {
+			redfishNode(lab, nd)
+			nd.BootInterface = pxe.NameIPXE
+		},
+	}}
+	lab := startE2ELab(t, n, tarball, bmc)
+	lab.runUEFI(t, false)
+}
+
+// runUEFI runs the UEFI phases; full adds the http-ipxe undeploy (the
+// machine must be a *BMCMachine, whose firmware setting it changes) and
+// the partition image.
+func (lab *e2eLab) runUEFI(t *testing.T, full bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var total []string
@@ -76,10 +128,6 @@ func (lab *e2eLab) runUEFI(t *testing.T) {
 	defer func() {
 		t.Logf("phases: %s; whole test %.1fs", strings.Join(total, ", "), time.Since(lab.began).Seconds())
 	}()
-	m, ok := lab.m.(*BMCMachine)
-	if !ok {
-		t.Fatalf("the UEFI lab's machine is a %T, want *BMCMachine", lab.m)
-	}
 
 	start := time.Now()
 	nd, err := lab.EnrollNode(ctx)
@@ -103,7 +151,7 @@ func (lab *e2eLab) runUEFI(t *testing.T) {
 	if got := fmt.Sprint(nd.Properties["cpu_arch"]); got != "x86_64" {
 		lab.fail(t, "inspected cpu_arch %q, want x86_64", got)
 	}
-	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64)", "TFTP snponly.efi sent", "boot script", "ramdisk downloaded"}, []string{"undionly"})
+	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64)", "TFTP snponly.efi sent", "boot script", "ramdisk downloaded"}, nil)
 	phase("inspect (UEFI PXE, ipxe)", start)
 
 	start = time.Now()
@@ -127,6 +175,13 @@ func (lab *e2eLab) runUEFI(t *testing.T) {
 	lab.checkBootedFromDisk(t, start, marker)
 	lab.checkGPTWritten(t)
 	phase("deploy-gpt (install_bootloader, disk boot)", start)
+	if !full {
+		return
+	}
+	m, ok := lab.m.(*BMCMachine)
+	if !ok {
+		t.Fatalf("the UEFI lab's machine is a %T, want *BMCMachine", lab.m)
+	}
 
 	// Undeploy with http-ipxe: the firmware boots the NIC by UEFI HTTP
 	// boot only, and gets the iPXE binary's URL.
@@ -145,10 +200,69 @@ func (lab *e2eLab) runUEFI(t *testing.T) {
 	lab.checkErased(t, "after undeploy")
 	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64-http)", "/ipxe/snponly.efi", "boot script", "ramdisk downloaded"}, []string{"TFTP"})
 	phase("undeploy (UEFI HTTP boot, http-ipxe)", start)
+
+	// The partition image: the agent (still up: fast track) partitions
+	// the disk (EFI System Partition, root, config drive), writes the
+	// root file system, and install_bootloader runs grub-install and
+	// grub-mkconfig in it; the machine boots that GRUB from its disk.
+	start = time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.InstanceInfo = lab.PartitionInstanceInfo()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, "e2e-part-uefi")}); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Active, 25*time.Minute)
+	marker = lab.osMarker(t, start, "e2e-part-uefi", 10*time.Minute)
+	t.Logf("partition image active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
+	lab.checkPartitionBoot(t, start, marker)
+	phase("deploy-partition (UEFI, grub-install)", start)
+}
+
+// checkPartitionBoot checks that the partition image's OS came up from
+// the disk through the GRUB that install_bootloader installed: after
+// the machine's last power on, the console shows the menu entry
+// grub-mkconfig wrote ("Loading Linux") before the marker, and the boot
+// server recorded nothing; the disk has a partition table IPA wrote.
+func (lab *e2eLab) checkPartitionBoot(t *testing.T, from time.Time, marker Line) {
+	t.Helper()
+	starts := lab.m.Starts()
+	if len(starts) == 0 || starts[len(starts)-1].Before(from) {
+		lab.fail(t, "the machine was not powered on during the deploy")
+	}
+	last := starts[len(starts)-1]
+	var entry Line
+	for _, l := range lab.m.serial().Lines() {
+		if !l.At.Before(last) && !l.At.After(marker.At) && strings.Contains(l.Text, "Loading Linux") && entry.Text == "" {
+			entry = l
+		}
+	}
+	if entry.Text == "" {
+		lab.fail(t, "no GRUB menu entry (\"Loading Linux\", from grub-mkconfig) on the console between the last power on and the marker")
+	}
+	for _, e := range lab.tl.between(last, marker.At) {
+		if e.Source == "netboot" {
+			lab.fail(t, "the boot server recorded %q between the last power on and the OS marker", e.What)
+		}
+	}
+	if lab.firmware == UEFI {
+		if hdr, _ := readAt(lab.rootImg, 512, 8); string(hdr) != "EFI PART" {
+			lab.fail(t, "no GPT on the root disk after the partition deploy: %q", hdr)
+		}
+	} else if b, _ := readAt(lab.rootImg, 510, 2); !bytes.Equal(b, []byte{0x55, 0xaa}) {
+		lab.fail(t, "no MBR on the root disk after the partition deploy: %x", b)
+	}
+	t.Logf("partition image booted from disk: %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
+		entry.Text, entry.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
 }
 
 // checkNetboot checks the boot server's records between from and to:
-// each of want appears in one, in order, and none holds any of not.
+// each of want appears in one, in order, and none holds any of not. (The
+// ramdisk's own DHCP client sends no option 93: the server takes it for
+// BIOS and offers undionly.kpxe, which it never fetches.)
 func (lab *e2eLab) checkNetboot(t *testing.T, from, to time.Time, want, not []string) {
 	t.Helper()
 	var seen []string

@@ -191,6 +191,9 @@ type LabOptions struct {
 	// also serves the UEFI OS image (BuildUEFIOSImage), and its node
 	// has the boot_mode:uefi capability and deploys that image.
 	Firmware Firmware
+	// PartitionImage: also serve the partition image
+	// (BuildPartitionImage) for PartitionInstanceInfo.
+	PartitionImage bool
 }
 
 // Lab is one machine of the lab ready to provision: the provisioning
@@ -218,6 +221,7 @@ type Lab struct {
 	images    *imagecache.Cache // the conductor's image cache (labimages.go)
 	firmware  Firmware
 	uefiImg   UEFIOSImage // a UEFI lab's image
+	partImg   PartitionImage
 
 	closeOnce                // its mu guards closers
 	closers   []func() error // run in reverse by Close
@@ -410,6 +414,18 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
+	if o.PartitionImage {
+		cache, err := DefaultCache()
+		if err != nil {
+			return nil, err
+		}
+		bctx, bcancel := context.WithTimeout(ctx, 20*time.Minute)
+		lab.partImg, err = BuildPartitionImage(bctx, cache, lab.img)
+		bcancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "vme2e-") // short: Unix socket paths
 	if err != nil {
 		return nil, err
@@ -448,6 +464,11 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	imageFiles := map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2}
 	if lab.uefiImg.Raw != "" {
 		imageFiles["/disk-uefi.raw"] = lab.uefiImg.Raw
+	}
+	if lab.partImg.QCOW2 != "" {
+		imageFiles["/root.qcow2"] = lab.partImg.QCOW2
+		imageFiles["/vmlinuz"] = lab.partImg.Kernel
+		imageFiles["/initrd"] = lab.partImg.Ramdisk
 	}
 	for name, path := range imageFiles {
 		images.HandleFunc("GET "+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
@@ -769,6 +790,22 @@ func (lab *Lab) UEFIInstanceInfo() map[string]any {
 		"image_os_hash_algo": "sha256", "image_os_hash_value": lab.uefiImg.RawSHA256,
 	}
 }
+
+// PartitionInstanceInfo is the instance_info of a deploy of the
+// partition image (LabOptions.PartitionImage): qcow2, with its kernel and
+// ramdisk, a 1 GiB root partition.
+func (lab *Lab) PartitionInstanceInfo() map[string]any {
+	base := "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP)
+	return map[string]any{
+		"image_source": base + "/root.qcow2", "image_disk_format": "qcow2", "image_type": "partition",
+		"image_os_hash_algo": "sha512", "image_os_hash_value": lab.partImg.QCOW2SHA512,
+		"kernel": base + "/vmlinuz", "ramdisk": base + "/initrd", "root_gb": 1,
+	}
+}
+
+// PartitionImage is the partition image the lab serves, when
+// LabOptions.PartitionImage asked for it.
+func (lab *Lab) PartitionImage() PartitionImage { return lab.partImg }
 
 // ConfigDrive is a config drive giving the machine LabHostname and a
 // user_data whose anvil-marker the OS image prints.

@@ -200,3 +200,71 @@ func BuildUEFIOSImage(ctx context.Context, c Cache, osImg OSImage) (UEFIOSImage,
 	}
 	return img, nil
 }
+
+// The partition image's build script, part of its cache key.
+//
+//go:embed ipa/build-image-partition.sh
+var buildPartitionImageScript string
+
+// PartitionImage is the lab's partition image (image_type partition): an
+// ext4 root file system of Debian 12 packages with GRUB for BIOS and
+// UEFI and no boot loader installed, whose /boot holds the OS image's
+// kernel and initramfs (the same marker), as qcow2 with its checksums;
+// Kernel and Ramdisk are the same kernel and initramfs as files, which
+// instance_info names as Ironic requires for partition images. IPA's
+// install_bootloader installs GRUB from it (grub-install, grub-mkconfig
+// in a chroot); PartitionGRUBEntry is what GRUB's menu shows.
+type PartitionImage struct {
+	QCOW2, QCOW2SHA256, QCOW2SHA512 string
+	Kernel, Ramdisk                 string
+	Built                           bool
+}
+
+// PartitionGRUBDistributor is the partition image's GRUB_DISTRIBUTOR:
+// grub-mkconfig's menu entry and grub-install's EFI directory name it.
+const PartitionGRUBDistributor = "anvil-partition"
+
+// BuildPartitionImage returns the partition image, building it (debootstrap,
+// minutes) when the cache has none for its inputs: the OS image, the
+// kernel package, the Debian suite and mirror and the script. It needs
+// root and Debian's debootstrap, e2fsprogs, mtools and qemu-utils;
+// without them the error wraps ErrUnavailable.
+func BuildPartitionImage(ctx context.Context, c Cache, osImg OSImage) (PartitionImage, error) {
+	if os.Geteuid() != 0 {
+		return PartitionImage{}, fmt.Errorf("%w: building the partition image needs root (debootstrap)", ErrUnavailable)
+	}
+	for _, tool := range []string{"debootstrap", "mkfs.ext4", "mcopy", "qemu-img"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return PartitionImage{}, fmt.Errorf("%w: no %s to build the partition image (Debian packages debootstrap e2fsprogs mtools qemu-utils)", ErrUnavailable, tool)
+		}
+	}
+	kernel, err := DebianKernel(ctx, c)
+	if err != nil {
+		return PartitionImage{}, err
+	}
+	in := Inputs{"kind": "os-image-partition", "os-image": osImg.RawSHA256, "kernel": kernel.Package + "=" + kernel.Version,
+		"suite": ramdisk.DefaultSuite, "mirror": ramdisk.DefaultMirror, "script": buildPartitionImageScript}
+	dir, built, err := c.Get(in, func(dir string) error {
+		if err := runBuildScript(ctx, buildPartitionImageScript, dir, kernel.Deb, osImg.Raw, dir); err != nil {
+			return err
+		}
+		// The kernel and initramfs instance_info names, as files.
+		return exec.CommandContext(ctx, "mcopy", "-i", osImg.Raw+"@@1048576", "::vmlinuz", "::initrd", dir).Run()
+	})
+	if err != nil {
+		return PartitionImage{}, err
+	}
+	img := PartitionImage{QCOW2: filepath.Join(dir, "root.qcow2"), Kernel: filepath.Join(dir, "vmlinuz"),
+		Ramdisk: filepath.Join(dir, "initrd"), Built: built}
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{img.QCOW2 + ".sha256", &img.QCOW2SHA256}, {img.QCOW2 + ".sha512", &img.QCOW2SHA512}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return PartitionImage{}, fmt.Errorf("vmlab: partition image: %w", err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return img, nil
+}

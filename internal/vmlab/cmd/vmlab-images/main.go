@@ -5,7 +5,8 @@
 // build (the IPA ramdisk's debootstrap takes minutes, more under load).
 //
 // It gets, in order, the Debian kernel, the marker initramfs (the boot
-// server tests), the OS image and its UEFI (GPT) form, and with an IPA source tarball the IPA
+// server tests), the OS image, its UEFI (GPT) form and the partition
+// image, and with an IPA source tarball the IPA
 // ramdisk and its ISO (the real-machine tests), printing one line for
 // each: built now or from the cache, the wall time and the path. An image
 // the machine cannot build (not root, a tool or Debian package missing)
@@ -95,6 +96,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			img, err := vmlab.BuildUEFIOSImage(ctx, cache, osImg)
 			return img.Raw, img.Built, err
+		}},
+		{"os-image-part", func(ctx context.Context) (string, bool, error) {
+			if !haveOS {
+				return "", false, fmt.Errorf("%w: no OS image to take the kernel and initramfs of", vmlab.ErrUnavailable)
+			}
+			img, err := vmlab.BuildPartitionImage(ctx, cache, osImg)
+			return img.QCOW2, img.Built, err
 		}},
 	}
 	if *tarball != "" {
