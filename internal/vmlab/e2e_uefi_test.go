@@ -36,12 +36,17 @@ import (
 //     the image's BOOTX64.CSV, and the boot interface's local-boot path
 //     sets the boot device to disk persistently. The proof that the OS
 //     came from the disk through that entry: after the machine's last
-//     power on, the console shows the installed loader (not the
+//     power on, OVMF's boot manager loads the boot option IPA made
+//     (label anvil-os), the console shows the installed loader (not the
 //     removable-media fallback) and then the OS marker with the config
 //     drive's hostname, and the boot server recorded nothing;
 //   - undeploy with the http-ipxe boot interface: the machine's firmware
 //     set to UEFI HTTP boot (PXE off), the boot server hands OVMF the
-//     iPXE binary's URL and cleaning erases the disk.
+//     iPXE binary's URL and cleaning erases the disk;
+//   - deploy the partition image (BuildPartitionImage) with the agent
+//     still up: IPA partitions the disk, writes the root file system and
+//     the config drive, install_bootloader runs grub-install and
+//     grub-mkconfig in it, and the machine boots that GRUB from its disk.
 //
 // It logs every phase's wall time with its boot stages and steps.
 func TestVMProvisionUEFI(t *testing.T) {
@@ -299,7 +304,7 @@ func (lab *e2eLab) checkBootedFromDisk(t *testing.T, from time.Time, marker Line
 		lab.fail(t, "the machine was not powered on during the deploy")
 	}
 	last := starts[len(starts)-1]
-	var loader Line
+	var loader, entry Line
 	for _, l := range lab.m.serial().Lines() {
 		if l.At.Before(last) || l.At.After(marker.At) {
 			continue
@@ -307,6 +312,13 @@ func (lab *e2eLab) checkBootedFromDisk(t *testing.T, from time.Time, marker Line
 		if strings.Contains(l.Text, UEFILoaderLine) && loader.Text == "" {
 			loader = l
 		}
+		// OVMF's boot manager names the boot option it loads.
+		if strings.Contains(l.Text, "BdsDxe: loading Boot") && entry.Text == "" {
+			entry = l
+		}
+	}
+	if !strings.Contains(entry.Text, `"`+UEFIBootLabel+`"`) {
+		lab.fail(t, "since the last power on OVMF first loaded %q, want the boot option %q IPA made", entry.Text, UEFIBootLabel)
 	}
 	if !strings.Contains(loader.Text, UEFIEntryLoader) {
 		lab.fail(t, "since the last power on the console shows loader line %q, want %q (the boot entry IPA made)", loader.Text, UEFIEntryLoader)
@@ -322,8 +334,8 @@ func (lab *e2eLab) checkBootedFromDisk(t *testing.T, from time.Time, marker Line
 	if _, err := lab.m.serial().WaitForAfter(ctx, from, "with label "+UEFIBootLabel); err != nil {
 		lab.fail(t, "IPA never logged adding the boot entry %q: %v", UEFIBootLabel, err)
 	}
-	t.Logf("booted from disk: %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
-		loader.Text, loader.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
+	t.Logf("booted from disk: %q, %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
+		truncate(entry.Text, 120), loader.Text, loader.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
 }
 
 // checkGPTWritten checks the root disk holds the UEFI image: its GPT

@@ -634,8 +634,13 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	lookup := agentclient.DefaultLookupConfig()
+	// A partition image needs grub-install, which IPA refuses unless
+	// the lookup answer enables it (its enable_bios_bootloader_install,
+	// off by default since a CVE mitigation).
+	lookup.EnableBIOSBootloaderInstall = o.PartitionImage
 	h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{
-		HeartbeatTimeout: e2eHeartbeatTimeout, Logger: logger.With("component", "agentapi")})
+		HeartbeatTimeout: e2eHeartbeatTimeout, Logger: logger.With("component", "agentapi"), Lookup: &lookup})
 	if err != nil {
 		return nil, err
 	}
