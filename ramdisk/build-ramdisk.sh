@@ -74,6 +74,21 @@ for f in modules.order modules.builtin modules.builtin.modinfo; do
 done
 depmod -b "$root" "$kver"
 
+# partprobe, then wait for udev to have processed the partitions it
+# re-read: IPA reads a new partition's UUID from lsblk (udev's database)
+# right after partprobe and "udevadm settle", which returns before udev
+# has even read the kernel's events on a slow (TCG) machine, and then
+# records an empty root UUID for a partition image. "udevadm trigger
+# --settle" waits for its own events, which udev handles after those.
+mkdir -p "$root/usr/local/sbin"
+cat >"$root/usr/local/sbin/partprobe" <<'PARTPROBE'
+#!/bin/sh
+/usr/sbin/partprobe "$@" || exit $?
+udevadm trigger --settle --subsystem-match=block --action=change >/dev/null 2>&1 || udevadm settle --timeout=60
+exit 0
+PARTPROBE
+chmod 0755 "$root/usr/local/sbin/partprobe"
+
 cat >"$root/init" <<'INIT'
 #!/bin/sh
 # PID 1 of the IPA ramdisk: mount the kernel file systems, load the
