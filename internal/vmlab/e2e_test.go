@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
+	"github.com/anvilmetal/anvil/internal/otlptest"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -105,6 +108,10 @@ func ipmiBMC() e2eBMC {
 type e2eLab struct {
 	*Lab
 	bmc e2eBMC
+	// traces receives the conductor's and the plugin's spans, tp the
+	// conductor's.
+	traces *otlptest.Collector
+	tp     *sdktrace.TracerProvider
 }
 
 // startE2ELab starts the Lab on n (StartLab), skipping where tools or
@@ -121,9 +128,12 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 			return nil
 		}
 	}
+	traces := otlptest.Start(t)
+	tp := traces.Provider(t, "anvil-conductor")
 	lab, err := StartLab(context.Background(), LabOptions{
 		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
 		Firmware: bmc.firmware, PartitionImage: bmc.partition,
+		TracerProvider: tp, PluginEnv: traces.PluginEnv(),
 	})
 	var mf *netboot.MissingFileError
 	if errors.Is(err, ErrUnavailable) || errors.As(err, &mf) {
@@ -137,7 +147,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 			t.Error(err)
 		}
 	})
-	return &e2eLab{Lab: lab, bmc: bmc}
+	return &e2eLab{Lab: lab, bmc: bmc, traces: traces, tp: tp}
 }
 
 // report logs the phase's wall time, the boot stages, requests, steps
@@ -282,6 +292,7 @@ func (lab *e2eLab) run(t *testing.T) {
 	deployRaw("e2e-raw")
 	phase("deploy-raw (heartbeats)", start)
 	lab.checkTimelineInBrowser(t)
+	lab.checkDeployTrace(t)
 	if lab.bmc.sol {
 		// Timed apart, so that the two raw deploys compare.
 		start = time.Now()
