@@ -206,7 +206,7 @@ func (c *Client) ExecuteServiceStep(ctx context.Context, a Agent, step steps.Ste
 // without it, as Ironic does for old agents.
 func (c *Client) InstallBootloader(ctx context.Context, a Agent, args InstallBootloaderArgs) (*CommandResult, error) {
 	p := map[string]any{
-		"root_uuid":            args.RootUUID,
+		"root_uuid":            nullable(args.RootUUID), // none for a whole-disk image
 		"efi_system_part_uuid": nullable(args.EFISystemPartUUID),
 		"prep_boot_part_uuid":  nullable(args.PRePBootPartUUID),
 	}

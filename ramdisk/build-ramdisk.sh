@@ -60,7 +60,8 @@ kver=$(ls "$work/kernel/lib/modules" | head -n1)
 # The package has no modules.dep (its postinst runs depmod).
 depmod -b "$work/kernel" "$kver"
 mods=(virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng sd_mod sr_mod ata_piix ahci nvme
-  ext4 vfat iso9660 squashfs loop isofs ipmi_si ipmi_devintf ipmi_ssif e1000 e1000e)
+  ext4 vfat iso9660 squashfs loop isofs ipmi_si ipmi_devintf ipmi_ssif e1000 e1000e
+  efivarfs md_mod raid0 raid1 raid10 nls_cp437 nls_utf8 nls_iso8859_1 nls_ascii)
 for m in "${mods[@]}"; do
   modprobe --show-depends -d "$work/kernel" -S "$kver" "$m" 2>/dev/null || true
 done | awk '$1 == "insmod" {print $2}' | sort -u | while read -r ko; do
@@ -72,6 +73,21 @@ for f in modules.order modules.builtin modules.builtin.modinfo; do
   [ -f "$work/kernel/lib/modules/$kver/$f" ] && cp "$work/kernel/lib/modules/$kver/$f" "$root/lib/modules/$kver/"
 done
 depmod -b "$root" "$kver"
+
+# partprobe, then wait for udev to have processed the partitions it
+# re-read: IPA reads a new partition's UUID from lsblk (udev's database)
+# right after partprobe and "udevadm settle", which returns before udev
+# has even read the kernel's events on a slow (TCG) machine, and then
+# records an empty root UUID for a partition image. "udevadm trigger
+# --settle" waits for its own events, which udev handles after those.
+mkdir -p "$root/usr/local/sbin"
+cat >"$root/usr/local/sbin/partprobe" <<'PARTPROBE'
+#!/bin/sh
+/usr/sbin/partprobe "$@" || exit $?
+udevadm trigger --settle --subsystem-match=block --action=change >/dev/null 2>&1 || udevadm settle --timeout=60
+exit 0
+PARTPROBE
+chmod 0755 "$root/usr/local/sbin/partprobe"
 
 cat >"$root/init" <<'INIT'
 #!/bin/sh
@@ -120,6 +136,12 @@ trap 'down reboot' TERM
 trap 'down halt' USR1
 modprobe -a virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng sd_mod sr_mod ahci nvme \
 	ipmi_si ipmi_devintf 2>/dev/null
+# UEFI: the firmware's variables, where efibootmgr (IPA's
+# install_bootloader) reads and writes the boot entries.
+if [ -d /sys/firmware/efi ]; then
+	modprobe efivarfs 2>/dev/null
+	mount -t efivarfs efivarfs /sys/firmware/efi/efivars && say "efivarfs mounted"
+fi
 /lib/systemd/systemd-udevd --daemon
 udevadm trigger --action=add --subsystem-match=net
 udevadm trigger --action=add --subsystem-nomatch=net

@@ -18,6 +18,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/agentdeploy/simfleet"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
+	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/anvilmetal/anvil/steps"
 )
@@ -68,6 +69,12 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 	var do agentdeploy.Options
 	if len(deploy) > 0 {
 		do = deploy[0]
+	}
+	if do.DefaultBootMode == "" {
+		// The harness's machines boot BIOS: a whole-disk image needs no
+		// install_bootloader (whose polling would add 6 s to every
+		// deploy); agentdeploy's tests cover UEFI and partition images.
+		do.DefaultBootMode = netboot.BIOS
 	}
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, do)); err != nil {
 		t.Fatal(err)

@@ -75,7 +75,11 @@ func imageOptions() []option {
 func startImages(ctx context.Context, cfg *Config, log *slog.Logger, d *daemon) (agentdeploy.Options, http.Handler, error) {
 	ic := cfg.Images
 	resolver := oci.NewResolver(oci.Options{PermitHTTPFallback: ic.OCIHTTPFallback, AuthenticationConfig: ic.OCIAuthConfig})
-	o := agentdeploy.Options{OCI: resolver, ImageDownloadSource: ic.DownloadSource, ForceRawImages: ic.ForceRaw}
+	// [deploy]default_boot_mode is the direct deploy's as well as the
+	// boot interfaces': it decides whether a whole-disk image gets
+	// install_bootloader (UEFI boot entries).
+	o := agentdeploy.Options{OCI: resolver, ImageDownloadSource: ic.DownloadSource, ForceRawImages: ic.ForceRaw,
+		DefaultBootMode: cfg.PXE.DefaultBootMode}
 	base := agentAPIURL(cfg)
 	if base == "" {
 		if ic.DownloadSource == agentdeploy.ImageDownloadLocal {

@@ -12,8 +12,10 @@ import (
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/imagecache"
 	"github.com/anvilmetal/anvil/imagecache/oci"
+	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/steps"
 )
 
@@ -81,6 +83,13 @@ type Options struct {
 	// ForceRawImages is [DEFAULT]force_raw_images: the image cache
 	// converts qcow2 images to raw before serving them.
 	ForceRawImages bool
+	// DefaultBootMode is [deploy]default_boot_mode, the boot mode of
+	// nodes that name none (pxe.BootMode's order): "uefi" when empty,
+	// as Ironic's default.
+	DefaultBootMode netboot.Mode
+	// BootloaderTimeout bounds the agent's image.install_bootloader;
+	// 15 minutes when zero.
+	BootloaderTimeout time.Duration
 }
 
 // New returns the direct deploy interface talking to agents through
@@ -94,6 +103,12 @@ func NewWithOptions(client *agentclient.Client, o Options) *Direct {
 	}
 	if o.OCI == nil {
 		o.OCI = oci.NewResolver(oci.Options{})
+	}
+	if o.DefaultBootMode == "" {
+		o.DefaultBootMode = netboot.UEFI
+	}
+	if o.BootloaderTimeout <= 0 {
+		o.BootloaderTimeout = 15 * time.Minute
 	}
 	return &Direct{client: client, o: o}
 }
@@ -234,7 +249,10 @@ func (d *Direct) ExecuteStep(ctx context.Context, t *driver.Task, kind steps.Kin
 	case StepPrepareInstanceBoot:
 		// The image is written: its URL expires now.
 		d.releaseImage(t)
-		return driver.StepResult{}, nil
+		if d.custom {
+			return driver.StepResult{}, nil
+		}
+		return driver.StepResult{}, d.installBootloader(ctx, t)
 	case StepSwitchToTenantNetwork, StepBootInstance:
 		return driver.StepResult{}, nil
 	case StepTearDownAgent:
@@ -591,6 +609,61 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 		out.AgentCommand = res.ID
 	}
 	return out, nil
+}
+
+// installBootloader is the agent's part of prepare_instance_boot, as
+// Ironic's AgentDeployMixin.configure_local_boot decides it: a partition
+// image gets its boot loader installed (image.install_bootloader with
+// the root and EFI system partition UUIDs the agent recorded while
+// writing it), and a whole-disk image in UEFI mode gets the firmware's
+// boot entries for the loaders on its EFI system partition (the same
+// command with no root UUID: IPA runs efibootmgr). A whole-disk image in
+// BIOS mode boots its own boot code: nothing to do. The boot mode is the
+// node's (pxe.BootMode, Options.DefaultBootMode), sent as
+// target_boot_mode.
+func (d *Direct) installBootloader(ctx context.Context, t *driver.Task) error {
+	typ, err := imageType(t)
+	if err != nil {
+		return err
+	}
+	mode, _, err := pxe.BootMode(t, Name, d.o.DefaultBootMode)
+	if err != nil {
+		return err
+	}
+	if typ == ImageTypeWholeDisk && mode != netboot.UEFI {
+		return nil
+	}
+	if d.client == nil {
+		return fmt.Errorf("deploy/direct: node %s: no agent client", t.NodeUUID)
+	}
+	url, _ := t.InternalString(driver.InternalAgentURL)
+	tok, _ := t.InternalString(driver.InternalAgentToken)
+	ca, _ := t.InternalString(driver.InternalAgentVerifyCA)
+	if url == "" {
+		return fmt.Errorf("deploy/direct: node %s: %w: no agent URL recorded for install_bootloader", t.NodeUUID, agentclient.ErrConnectionFailed)
+	}
+	a := agentclient.Agent{NodeUUID: t.NodeUUID, URL: url, Token: tok, VerifyCA: ca}
+	cctx, cancel := context.WithTimeout(ctx, d.o.BootloaderTimeout)
+	defer cancel()
+	args := agentclient.InstallBootloaderArgs{TargetBootMode: string(mode)}
+	if typ == ImageTypePartition {
+		uuids, err := d.client.GetPartitionUUIDs(cctx, a)
+		if err != nil {
+			return fmt.Errorf("deploy/direct: node %s: the partition UUIDs of the written image: %w", t.NodeUUID, err)
+		}
+		if uuids.Root == "" {
+			return fmt.Errorf("deploy/direct: node %s: the agent recorded no root partition UUID for the partition image", t.NodeUUID)
+		}
+		args.RootUUID, args.PRePBootPartUUID = uuids.Root, uuids.PReP
+		if mode == netboot.UEFI {
+			args.EFISystemPartUUID = uuids.EFISystemPartition
+		}
+		t.SetDriverInternalInfo("root_uuid_or_disk_id", uuids.Root)
+	}
+	if _, err := d.client.InstallBootloader(cctx, a, args); err != nil {
+		return fmt.Errorf("deploy/direct: node %s: install_bootloader (%s, %s image): %w", t.NodeUUID, mode, typ, err)
+	}
+	return nil
 }
 
 var (

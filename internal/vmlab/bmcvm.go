@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +50,12 @@ type BMCMachineOptions struct {
 	// Dir holds the BMC's and the machine's files; required, and short
 	// (Unix socket paths live in it).
 	Dir string
+	// Firmware is BIOS (default) or UEFI (OVMF with the machine's own
+	// variable store in Dir, kept across power cycles).
+	Firmware Firmware
+	// NoROM (UEFI): the NIC without iPXE's option ROM, so that OVMF's
+	// own PXE boots it (machineQEMU).
+	NoROM bool
 	// Logger: nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -101,7 +108,17 @@ type BMCMachine struct {
 	solConn   net.Conn // ipmi_sim's SOL connection
 	starts    []time.Time
 	events    []string
+
+	httpBoot atomic.Bool // SetHTTPBoot
 }
+
+// vars is the machine's UEFI variable store.
+func (m *BMCMachine) vars() string { return filepath.Join(m.dir, "OVMF_VARS.fd") }
+
+// SetHTTPBoot changes the UEFI machine's network boot, from its next
+// power on, to UEFI HTTP boot only (OVMF's PXE off), as an operator
+// changes a server's firmware setting; false is PXE again.
+func (m *BMCMachine) SetHTTPBoot(on bool) { m.httpBoot.Store(on) }
 
 // chassisHook is ipmi_sim's chassis_control program: "get" answers from
 // the files the harness keeps; "set boot" records the boot device;
@@ -204,6 +221,15 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 	}
 	if err := os.MkdirAll(filepath.Join(m.dir, "ack"), 0o755); err != nil {
 		return nil, err
+	}
+	switch o.Firmware {
+	case "", BIOS:
+	case UEFI:
+		if err := newUEFIVars(m.vars()); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("vmlab: firmware %q: want %q or %q", o.Firmware, BIOS, UEFI)
 	}
 	if err := unix.Mkfifo(filepath.Join(m.dir, "ctl"), 0o600); err != nil {
 		return nil, fmt.Errorf("vmlab: BMC control FIFO: %w", err)
@@ -457,7 +483,8 @@ func (m *BMCMachine) powerOn() error {
 		return nil
 	}
 	args := machineQEMUArgs(machineQEMU{Name: m.opts.Name, MemoryMB: m.opts.MemoryMB, CPUs: m.opts.CPUs,
-		Console: m.con.addr(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks})
+		Console: m.con.addr(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks,
+		Firmware: m.opts.Firmware, Vars: m.vars(), NoROM: m.opts.NoROM, NoPXE: m.httpBoot.Load()})
 	args = append(args,
 		"-chardev", "socket,id=ipmi0,path="+m.ipmiLn.Addr().String()+",reconnect=2",
 		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0",
@@ -632,14 +659,56 @@ type machineQEMU struct {
 	// Console is the Unix socket QEMU connects its serial port to.
 	Console  string
 	Tap, MAC string
-	// Order is QEMU's -boot order (c disk, d CD-ROM, n network).
+	// Order is the boot order (c disk, d CD-ROM, n network): QEMU's
+	// -boot order under SeaBIOS, the devices' bootindex under OVMF
+	// (which reads only those), devices the order leaves out after it.
 	Order string
 	Disks []Disk
+	// Firmware is BIOS (SeaBIOS, the default) or UEFI: OVMF's code
+	// read-only and Vars, the machine's own variable store (a copy of
+	// OVMFVars that lives as long as the machine, so that the boot
+	// entries an OS installer makes survive power cycles, as a real
+	// machine's NVRAM does).
+	Firmware Firmware
+	Vars     string
+	// NoROM (UEFI) drops the NIC's iPXE option ROM: OVMF's own PXE asks
+	// for a boot file by its client architecture (option 93), as a real
+	// machine's UEFI network stack does. NoPXE turns OVMF's PXE off, so
+	// that it boots the NIC by UEFI HTTP boot.
+	NoROM, NoPXE bool
 }
 
-// machineQEMUArgs are the QEMU arguments of a lab machine (TCG, SeaBIOS,
-// serial console to a socket, a virtio NIC on its tap, virtio disks), to
-// which a BMC adds its own devices.
+// newUEFIVars copies OVMF's variable store template to path, for a
+// machine's UEFI firmware; without OVMF the error wraps ErrUnavailable.
+func newUEFIVars(path string) error {
+	for _, f := range []string{OVMFCode, OVMFVars} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%w: %s (Debian package ovmf)", ErrUnavailable, f)
+		}
+	}
+	return copyFile(OVMFVars, path)
+}
+
+// bootIndex is the ",bootindex=N" of a device of kind c (disk), d
+// (CD-ROM) or n (network) under UEFI: its place in Order, the kinds the
+// order leaves out after it; "" under SeaBIOS or for a disk but the
+// first.
+func (q machineQEMU) bootIndex(kind byte) string {
+	if q.Firmware != UEFI {
+		return ""
+	}
+	order := q.Order
+	for _, k := range "cdn" {
+		if !strings.ContainsRune(order, k) {
+			order += string(k)
+		}
+	}
+	return ",bootindex=" + strconv.Itoa(strings.IndexByte(order, kind))
+}
+
+// machineQEMUArgs are the QEMU arguments of a lab machine (TCG, SeaBIOS
+// or OVMF, serial console to a socket, a virtio NIC on its tap, virtio
+// disks), to which a BMC adds its own devices.
 func machineQEMUArgs(q machineQEMU) []string {
 	args := []string{
 		"-name", q.Name,
@@ -651,14 +720,32 @@ func machineQEMUArgs(q machineQEMU) []string {
 		"-chardev", "socket,id=con0,path=" + q.Console,
 		"-serial", "chardev:con0",
 		"-netdev", "tap,id=net0,ifname=" + q.Tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=net0,mac=" + q.MAC,
-		"-boot", "order=" + q.Order,
 	}
+	nic := "virtio-net-pci,netdev=net0,mac=" + q.MAC + q.bootIndex('n')
+	if q.Firmware == UEFI {
+		if q.NoROM {
+			nic += ",romfile="
+		}
+		args = append(args,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+q.Vars)
+		if q.NoPXE {
+			args = append(args,
+				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+		}
+	} else {
+		args = append(args, "-boot", "order="+q.Order)
+	}
+	args = append(args, "-device", nic)
 	for i, d := range q.Disks {
 		id := "disk" + strconv.Itoa(i)
 		dev := "virtio-blk-pci,drive=" + id
 		if d.Serial != "" {
 			dev += ",serial=" + d.Serial
+		}
+		if i == 0 {
+			dev += q.bootIndex('c')
 		}
 		args = append(args, "-drive", "file="+d.Path+",format=raw,if=none,id="+id, "-device", dev)
 	}

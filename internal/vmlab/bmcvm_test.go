@@ -91,3 +91,62 @@ func TestBMCMachinePowerAndBootDevice(t *testing.T) {
 		}
 	}
 }
+
+// machineQEMUArgs: SeaBIOS gets QEMU's -boot order; OVMF, which reads
+// only bootindex, gets the order as the devices' bootindex (the kinds
+// the order leaves out after it, the first disk only), both pflash
+// drives with the machine's own variable store, the NIC without its
+// ROM when NoROM, and PXE off through fw_cfg when NoPXE.
+func TestMachineQEMUArgsFirmware(t *testing.T) {
+	base := machineQEMU{Name: "m", MemoryMB: 64, CPUs: 1, Console: "/c", Tap: "t0", MAC: "52:54:00:00:00:01",
+		Disks: []Disk{{Path: "/d0", Serial: "s0"}, {Path: "/d1"}}}
+	find := func(args []string, prefix string) []string {
+		var out []string
+		for _, a := range args {
+			if strings.HasPrefix(a, prefix) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	bios := base
+	bios.Order = "n"
+	args := strings.Join(machineQEMUArgs(bios), " ")
+	if !strings.Contains(args, "-boot order=n") || strings.Contains(args, "bootindex") || strings.Contains(args, "pflash") {
+		t.Fatalf("BIOS machine args: %s", args)
+	}
+	for _, tc := range []struct {
+		order          string
+		nic, disk0     string
+		noROM, noPXE   bool
+		wantROM, wantF bool
+	}{
+		{order: "n", nic: "bootindex=0", disk0: "bootindex=1"},
+		{order: "c", nic: "bootindex=2", disk0: "bootindex=0", noROM: true, wantROM: true},
+		{order: "cn", nic: "bootindex=1", disk0: "bootindex=0", noPXE: true, wantF: true},
+		{order: "d", nic: "bootindex=2", disk0: "bootindex=1"},
+	} {
+		q := base
+		q.Firmware, q.Vars, q.Order, q.NoROM, q.NoPXE = UEFI, "/vars.fd", tc.order, tc.noROM, tc.noPXE
+		a := machineQEMUArgs(q)
+		joined := strings.Join(a, " ")
+		nic := find(a, "virtio-net-pci,")
+		disks := find(a, "virtio-blk-pci,")
+		if len(nic) != 1 || !strings.HasSuffix(strings.TrimSuffix(nic[0], ",romfile="), ","+tc.nic) {
+			t.Errorf("order %q: NIC %q, want %s", tc.order, nic, tc.nic)
+		}
+		if len(disks) != 2 || !strings.HasSuffix(disks[0], ","+tc.disk0) || strings.Contains(disks[1], "bootindex") {
+			t.Errorf("order %q: disks %q, want the first with %s and the second without", tc.order, disks, tc.disk0)
+		}
+		if got := strings.HasSuffix(nic[0], ",romfile="); got != tc.wantROM {
+			t.Errorf("order %q: NIC ROM dropped %v, want %v", tc.order, got, tc.wantROM)
+		}
+		if got := strings.Contains(joined, "IPv4PXESupport,string=n"); got != tc.wantF {
+			t.Errorf("order %q: PXE off %v, want %v", tc.order, got, tc.wantF)
+		}
+		if strings.Contains(joined, "-boot ") || !strings.Contains(joined, "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode) ||
+			!strings.Contains(joined, "if=pflash,format=raw,unit=1,file=/vars.fd") {
+			t.Errorf("order %q: UEFI machine args: %s", tc.order, joined)
+		}
+	}
+}

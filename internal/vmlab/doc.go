@@ -136,5 +136,26 @@
 // the raw deploy to the OS marker 32 s, undeploy 142 s; the whole test
 // 6 minutes.
 //
+// # UEFI machines
+//
+// LabOptions.Firmware UEFI gives the lab's machine (either BMC) OVMF
+// with its own copy of the variable store, kept across power cycles as a
+// real machine's NVRAM, the boot order as bootindex (which OVMF reads),
+// and a NIC without the iPXE ROM, so that OVMF's own PXE asks the boot
+// server for a file by its architecture (option 93: snponly.efi over
+// TFTP); BMCMachine.SetHTTPBoot turns OVMF's PXE off for UEFI HTTP boot
+// (http-ipxe). The node gets boot_mode:uefi and the UEFI OS image
+// (BuildUEFIOSImage: GPT, an EFI System Partition with two GRUB loaders,
+// the one named by EFI/anvil/BOOTX64.CSV and the removable-media
+// fallback, each printing which it is). The direct deploy interface's
+// prepare_instance_boot asks the agent for install_bootloader, whose
+// efibootmgr makes the boot entry "anvil-os"; TestVMProvisionUEFI and
+// TestVMProvisionUEFIRedfish check that OVMF loads that entry after the
+// last power on and that the boot server saw nothing since.
+// LabOptions.PartitionImage serves BuildPartitionImage's root file
+// system (Debian packages with GRUB, no boot loader installed) for
+// image_type partition: IPA partitions the disk and install_bootloader
+// runs grub-install and grub-mkconfig in it.
+//
 // One VM at a time on a 2-core machine: TCG costs a host core per vCPU.
 package vmlab

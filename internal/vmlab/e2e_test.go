@@ -50,7 +50,9 @@ var ipmiPlugin = &plugintest.Plugin{Package: IPMIPluginPackage, Name: "ipmi"}
 // (AgentSettings.PollCommands), the first pair having moved on the
 // agent's heartbeats only, as Ironic does; a deploy with a wrong
 // checksum fails with IPA's error and recovers with undeploy; the qcow2
-// image deploys. Fast track keeps the agent up from inspection to the
+// image deploys; a rebuild onto the partition image (BIOS: IPA's
+// install_bootloader runs grub-install) boots GRUB from the disk. Fast
+// track keeps the agent up from inspection to the
 // first deploy, and from the undeploy's cleaning on. It logs the wall
 // time of every phase, the boot stages and steps inside it, and the
 // agent heartbeats each step waited for.
@@ -88,12 +90,17 @@ type e2eBMC struct {
 	// extra, when set, runs after the common phases (the node
 	// available), timing its phases with phase.
 	extra func(t *testing.T, lab *e2eLab, phase func(name string, from time.Time))
+	// firmware is the machine's (LabOptions.Firmware); "" is BIOS.
+	firmware Firmware
+	// partition: the lab serves the partition image too
+	// (LabOptions.PartitionImage).
+	partition bool
 }
 
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
 // ipmitool-socat console.
 func ipmiBMC() e2eBMC {
-	return e2eBMC{LabBMC: IPMILabBMC(), plugin: ipmiPlugin, sol: true, full: true}
+	return e2eBMC{LabBMC: IPMILabBMC(), plugin: ipmiPlugin, sol: true, full: true, partition: true}
 }
 
 // e2eLab is the shared Lab (the machine, the boot server, the image
@@ -125,6 +132,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	tp := traces.Provider(t, "anvil-conductor")
 	lab, err := StartLab(context.Background(), LabOptions{
 		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
+		Firmware: bmc.firmware, PartitionImage: bmc.partition,
 		TracerProvider: tp, PluginEnv: traces.PluginEnv(),
 	})
 	var mf *netboot.MissingFileError
@@ -379,6 +387,29 @@ func (lab *e2eLab) run(t *testing.T) {
 	t.Logf("qcow2 active (power %s); OS marker %.1fs after the deploy began", nd.PowerState, marker.At.Sub(start).Seconds())
 	lab.checkImageWritten(t)
 	phase("deploy-qcow2", start)
+
+	// 8. Rebuild onto the partition image (BIOS): the agent partitions
+	// the disk (MBR: root, config drive), writes the root file system,
+	// and install_bootloader runs grub-install to the disk's boot
+	// sector and grub-mkconfig in it; the machine boots that GRUB.
+	if lab.partImg.QCOW2 == "" {
+		return
+	}
+	start = time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.InstanceInfo = lab.PartitionInstanceInfo()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.cond.Rebuild(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, "e2e-part-bios")}); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Active, 25*time.Minute)
+	marker = lab.osMarker(t, start, "e2e-part-bios", 10*time.Minute)
+	t.Logf("partition image active (rebuild); OS marker %.1fs after the rebuild began", marker.At.Sub(start).Seconds())
+	lab.checkPartitionBoot(t, start, marker)
+	phase("rebuild-partition (BIOS, grub-install)", start)
 }
 
 // checkSoftPowerOff checks that the deploy since from ended the agent's

@@ -2,6 +2,7 @@ package vmlab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,6 +106,8 @@ func IPMILabBMC() LabBMC {
 		Start: func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
 			m, err := StartBMCMachine(ctx, lab.n, BMCMachineOptions{
 				Name: "vm-ipmi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-1", Disks: disks, Logger: logger,
+				// UEFI: OVMF's own PXE asks for iPXE by its architecture.
+				Firmware: lab.firmware, NoROM: lab.firmware == UEFI,
 			})
 			if err != nil {
 				return nil, err
@@ -186,6 +189,13 @@ type LabOptions struct {
 	// Began is when the caller's run began (zero: StartLab's call); the
 	// images phase is timed from it.
 	Began time.Time
+	// Firmware is the machine's: BIOS (default) or UEFI. A UEFI lab
+	// also serves the UEFI OS image (BuildUEFIOSImage), and its node
+	// has the boot_mode:uefi capability and deploys that image.
+	Firmware Firmware
+	// PartitionImage: also serve the partition image
+	// (BuildPartitionImage) for PartitionInstanceInfo.
+	PartitionImage bool
 	// TracerProvider, when set, traces the conductor's operations, the
 	// agent client's commands and the plugin calls (Options.TracerProvider
 	// of each); PluginEnv is added to the plugin process's environment
@@ -217,6 +227,9 @@ type Lab struct {
 	began     time.Time
 	node      string
 	images    *imagecache.Cache // the conductor's image cache (labimages.go)
+	firmware  Firmware
+	uefiImg   UEFIOSImage // a UEFI lab's image
+	partImg   PartitionImage
 
 	closeOnce                // its mu guards closers
 	closers   []func() error // run in reverse by Close
@@ -351,7 +364,10 @@ func (lab *Lab) Close() error {
 // *netboot.MissingFileError, returned unwrapped. On an error (or a
 // Prepare that exits its goroutine) everything started is stopped.
 func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
-	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began}
+	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began, firmware: cmp.Or(o.Firmware, BIOS)}
+	if lab.firmware != BIOS && lab.firmware != UEFI {
+		return nil, fmt.Errorf("vmlab: lab firmware %q: want %q or %q", o.Firmware, BIOS, UEFI)
+	}
 	if lab.began.IsZero() {
 		lab.began = time.Now()
 	}
@@ -394,6 +410,30 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
+	if lab.firmware == UEFI {
+		cache, err := DefaultCache()
+		if err != nil {
+			return nil, err
+		}
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+		lab.uefiImg, err = BuildUEFIOSImage(bctx, cache, lab.img)
+		bcancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.PartitionImage {
+		cache, err := DefaultCache()
+		if err != nil {
+			return nil, err
+		}
+		bctx, bcancel := context.WithTimeout(ctx, 20*time.Minute)
+		lab.partImg, err = BuildPartitionImage(bctx, cache, lab.img)
+		bcancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "vme2e-") // short: Unix socket paths
 	if err != nil {
 		return nil, err
@@ -404,7 +444,8 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v)", time.Since(lab.began).Seconds(), rd.Built, lab.img.Built)
+	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v, firmware %s, UEFI OS image built now: %v)",
+		time.Since(lab.began).Seconds(), rd.Built, lab.img.Built, lab.firmware, lab.uefiImg.Built)
 	serverIP := n.ServerAddr().String()
 
 	// The disks: vda the root disk the hints name (6 GiB), holding an
@@ -428,7 +469,16 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 
 	// The image server.
 	images := http.NewServeMux()
-	for name, path := range map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2} {
+	imageFiles := map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2}
+	if lab.uefiImg.Raw != "" {
+		imageFiles["/disk-uefi.raw"] = lab.uefiImg.Raw
+	}
+	if lab.partImg.QCOW2 != "" {
+		imageFiles["/root.qcow2"] = lab.partImg.QCOW2
+		imageFiles["/vmlinuz"] = lab.partImg.Kernel
+		imageFiles["/initrd"] = lab.partImg.Ramdisk
+	}
+	for name, path := range imageFiles {
 		images.HandleFunc("GET "+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
 	}
 	imgLn, err := listenIn(n, net.JoinHostPort(serverIP, e2eImageHTTP))
@@ -517,7 +567,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	reg := driver.NewRegistry(driver.Config{
 		EnabledHardwareTypes: []string{o.BMC.HardwareType},
 		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindBoot:    {o.BMC.Boot},
+			driver.KindBoot:    bootInterfaces(o),
 			driver.KindDeploy:  {agentdeploy.Name},
 			driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
 			driver.KindConsole: {o.BMC.Console, driver.NoConsole},
@@ -551,6 +601,8 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The boot mode of nodes without one, as the boot interface's.
+	deployOpts.DefaultBootMode = netboot.BIOS
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, deployOpts)); err != nil {
 		return nil, err
 	}
@@ -590,8 +642,13 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	lookup := agentclient.DefaultLookupConfig()
+	// A partition image needs grub-install, which IPA refuses unless
+	// the lookup answer enables it (its enable_bios_bootloader_install,
+	// off by default since a CVE mitigation).
+	lookup.EnableBIOSBootloaderInstall = o.PartitionImage
 	h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{
-		HeartbeatTimeout: e2eHeartbeatTimeout, Logger: logger.With("component", "agentapi")})
+		HeartbeatTimeout: e2eHeartbeatTimeout, Logger: logger.With("component", "agentapi"), Lookup: &lookup})
 	if err != nil {
 		return nil, err
 	}
@@ -627,6 +684,16 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	lab.m = m
 	ok = true
 	return lab, nil
+}
+
+// bootInterfaces are the lab's enabled boot interfaces: the BMC's, and
+// on a UEFI machine with a network boot interface http-ipxe too (UEFI
+// HTTP boot of iPXE).
+func bootInterfaces(o LabOptions) []string {
+	if o.Firmware == UEFI && o.BMC.Boot == pxe.NameIPXE {
+		return []string{pxe.NameIPXE, pxe.NameHTTPIPXE}
+	}
+	return []string{o.BMC.Boot}
 }
 
 // loadPlugin discovers the plugin executable binary under a plugin host
@@ -692,6 +759,10 @@ func (lab *Lab) NewNode() *baremetal.Node {
 		Properties:   map[string]any{"root_device": map[string]any{"serial": e2eRootDisk}},
 		InstanceInfo: lab.RawInstanceInfo(lab.img.RawSHA256),
 	}
+	if lab.firmware == UEFI {
+		node.Properties["capabilities"] = "boot_mode:uefi"
+		node.InstanceInfo = lab.UEFIInstanceInfo()
+	}
 	lab.kind.Node(lab, node)
 	return node
 }
@@ -718,6 +789,37 @@ func (lab *Lab) RawInstanceInfo(sha256 string) map[string]any {
 		"image_os_hash_algo": "sha256", "image_os_hash_value": sha256,
 	}
 }
+
+// Firmware is the machine's firmware.
+func (lab *Lab) Firmware() Firmware { return lab.firmware }
+
+// UEFIImage is the UEFI OS image a UEFI lab serves.
+func (lab *Lab) UEFIImage() UEFIOSImage { return lab.uefiImg }
+
+// UEFIInstanceInfo is the instance_info of a deploy of the UEFI OS image
+// (a UEFI lab's).
+func (lab *Lab) UEFIInstanceInfo() map[string]any {
+	return map[string]any{
+		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk-uefi.raw", "image_disk_format": "raw",
+		"image_os_hash_algo": "sha256", "image_os_hash_value": lab.uefiImg.RawSHA256,
+	}
+}
+
+// PartitionInstanceInfo is the instance_info of a deploy of the
+// partition image (LabOptions.PartitionImage): qcow2, with its kernel and
+// ramdisk, a 1 GiB root partition.
+func (lab *Lab) PartitionInstanceInfo() map[string]any {
+	base := "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP)
+	return map[string]any{
+		"image_source": base + "/root.qcow2", "image_disk_format": "qcow2", "image_type": "partition",
+		"image_os_hash_algo": "sha512", "image_os_hash_value": lab.partImg.QCOW2SHA512,
+		"kernel": base + "/vmlinuz", "ramdisk": base + "/initrd", "root_gb": 1,
+	}
+}
+
+// PartitionImage is the partition image the lab serves, when
+// LabOptions.PartitionImage asked for it.
+func (lab *Lab) PartitionImage() PartitionImage { return lab.partImg }
 
 // ConfigDrive is a config drive giving the machine LabHostname and a
 // user_data whose anvil-marker the OS image prints.

@@ -132,3 +132,139 @@ const buildStopGrace = ramdisk.StopGrace
 func runBuildScript(ctx context.Context, script, dir string, args ...string) error {
 	return ramdisk.RunScript(ctx, script, dir, nil, args...)
 }
+
+// The UEFI OS image's build script, part of its cache key.
+//
+//go:embed ipa/build-image-gpt.sh
+var buildGPTImageScript string
+
+// UEFIOSImage is the whole-disk image for UEFI machines: a GPT disk (96
+// MiB) whose EFI System Partition holds the OS image's kernel and
+// initramfs (the same marker) and two GRUB loaders, the one IPA's
+// install_bootloader makes a boot entry for (EFI/anvil/grubx64.efi,
+// named by EFI/anvil/BOOTX64.CSV with the label UEFIBootLabel) and the
+// removable-media fallback (EFI/BOOT/BOOTX64.EFI); each prints which
+// one it is (UEFILoaderLine) before it boots the kernel.
+type UEFIOSImage struct {
+	Raw, RawSHA256, RawSHA512 string
+	Built                     bool
+}
+
+// UEFIBootLabel is the label of the boot entry IPA makes from the UEFI
+// OS image's BOOTX64.CSV.
+const UEFIBootLabel = "anvil-os"
+
+// The lines the UEFI OS image's loaders print: the installed loader the
+// boot entry names, and the removable-media fallback.
+const (
+	UEFILoaderLine   = "anvil-grub: started "
+	UEFIEntryLoader  = UEFILoaderLine + "installed-entry"
+	UEFIFallbackLoad = UEFILoaderLine + "removable-fallback"
+)
+
+// BuildUEFIOSImage returns the UEFI OS image, built from the OS image
+// (BuildOSImage) with Debian's grub-efi-amd64-bin, dosfstools, mtools and
+// fdisk, or taken from the cache (keyed by the OS image's SHA-256, the
+// GRUB package's version and the script). Missing tools wrap
+// ErrUnavailable.
+func BuildUEFIOSImage(ctx context.Context, c Cache, osImg OSImage) (UEFIOSImage, error) {
+	for _, tool := range []string{"grub-mkimage", "mkfs.vfat", "mcopy", "sfdisk", "iconv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return UEFIOSImage{}, fmt.Errorf("%w: no %s to build the UEFI OS image (Debian packages grub-efi-amd64-bin dosfstools mtools fdisk)", ErrUnavailable, tool)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/grub/x86_64-efi/linux.mod"); err != nil {
+		return UEFIOSImage{}, fmt.Errorf("%w: no GRUB EFI modules (Debian package grub-efi-amd64-bin)", ErrUnavailable)
+	}
+	grubVersion, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Version}", "grub-efi-amd64-bin").Output()
+	if err != nil {
+		return UEFIOSImage{}, fmt.Errorf("%w: grub-efi-amd64-bin is not installed: %v", ErrUnavailable, err)
+	}
+	in := Inputs{"kind": "os-image-uefi", "os-image": osImg.RawSHA256, "grub": string(grubVersion), "script": buildGPTImageScript}
+	dir, built, err := c.Get(in, func(dir string) error {
+		return runBuildScript(ctx, buildGPTImageScript, dir, osImg.Raw, dir)
+	})
+	if err != nil {
+		return UEFIOSImage{}, err
+	}
+	img := UEFIOSImage{Raw: filepath.Join(dir, "disk.raw"), Built: built}
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{img.Raw + ".sha256", &img.RawSHA256}, {img.Raw + ".sha512", &img.RawSHA512}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return UEFIOSImage{}, fmt.Errorf("vmlab: UEFI OS image: %w", err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return img, nil
+}
+
+// The partition image's build script, part of its cache key.
+//
+//go:embed ipa/build-image-partition.sh
+var buildPartitionImageScript string
+
+// PartitionImage is the lab's partition image (image_type partition): an
+// ext4 root file system of Debian 12 packages with GRUB for BIOS and
+// UEFI and no boot loader installed, whose /boot holds the OS image's
+// kernel and initramfs (the same marker), as qcow2 with its checksums;
+// Kernel and Ramdisk are the same kernel and initramfs as files, which
+// instance_info names as Ironic requires for partition images. IPA's
+// install_bootloader installs GRUB from it (grub-install, grub-mkconfig
+// in a chroot); PartitionGRUBEntry is what GRUB's menu shows.
+type PartitionImage struct {
+	QCOW2, QCOW2SHA256, QCOW2SHA512 string
+	Kernel, Ramdisk                 string
+	Built                           bool
+}
+
+// PartitionGRUBDistributor is the partition image's GRUB_DISTRIBUTOR:
+// grub-mkconfig's menu entry and grub-install's EFI directory name it.
+const PartitionGRUBDistributor = "anvil-partition"
+
+// BuildPartitionImage returns the partition image, building it (debootstrap,
+// minutes) when the cache has none for its inputs: the OS image, the
+// kernel package, the Debian suite and mirror and the script. It needs
+// root and Debian's debootstrap, e2fsprogs, mtools and qemu-utils;
+// without them the error wraps ErrUnavailable.
+func BuildPartitionImage(ctx context.Context, c Cache, osImg OSImage) (PartitionImage, error) {
+	if os.Geteuid() != 0 {
+		return PartitionImage{}, fmt.Errorf("%w: building the partition image needs root (debootstrap)", ErrUnavailable)
+	}
+	for _, tool := range []string{"debootstrap", "mkfs.ext4", "mcopy", "qemu-img"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return PartitionImage{}, fmt.Errorf("%w: no %s to build the partition image (Debian packages debootstrap e2fsprogs mtools qemu-utils)", ErrUnavailable, tool)
+		}
+	}
+	kernel, err := DebianKernel(ctx, c)
+	if err != nil {
+		return PartitionImage{}, err
+	}
+	in := Inputs{"kind": "os-image-partition", "os-image": osImg.RawSHA256, "kernel": kernel.Package + "=" + kernel.Version,
+		"suite": ramdisk.DefaultSuite, "mirror": ramdisk.DefaultMirror, "script": buildPartitionImageScript}
+	dir, built, err := c.Get(in, func(dir string) error {
+		if err := runBuildScript(ctx, buildPartitionImageScript, dir, kernel.Deb, osImg.Raw, dir); err != nil {
+			return err
+		}
+		// The kernel and initramfs instance_info names, as files.
+		return exec.CommandContext(ctx, "mcopy", "-i", osImg.Raw+"@@1048576", "::vmlinuz", "::initrd", dir).Run()
+	})
+	if err != nil {
+		return PartitionImage{}, err
+	}
+	img := PartitionImage{QCOW2: filepath.Join(dir, "root.qcow2"), Kernel: filepath.Join(dir, "vmlinuz"),
+		Ramdisk: filepath.Join(dir, "initrd"), Built: built}
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{img.QCOW2 + ".sha256", &img.QCOW2SHA256}, {img.QCOW2 + ".sha512", &img.QCOW2SHA512}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return PartitionImage{}, fmt.Errorf("vmlab: partition image: %w", err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return img, nil
+}

@@ -41,6 +41,11 @@ type RedfishMachineOptions struct {
 	// Dir holds the BMC's and the machine's files; required, and short
 	// (Unix socket paths live in it).
 	Dir string
+	// Firmware is BIOS (default) or UEFI (OVMF with the machine's own
+	// variable store in Dir, kept across power cycles); NoROM (UEFI):
+	// the NIC without iPXE's option ROM (machineQEMU).
+	Firmware Firmware
+	NoROM    bool
 	// Logger: nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -139,7 +144,17 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	}
 	m.Console, m.ConsoleLog = m.con.console, m.con.logPath
 	m.hw = &qemuHardware{n: n, log: log, qmp: filepath.Join(o.Dir, "qmp.sock"), wg: &m.wg,
-		q: machineQEMU{Name: o.Name, MemoryMB: o.MemoryMB, CPUs: o.CPUs, Console: m.con.addr(), Tap: m.Tap, MAC: o.MAC, Disks: o.Disks}}
+		q: machineQEMU{Name: o.Name, MemoryMB: o.MemoryMB, CPUs: o.CPUs, Console: m.con.addr(), Tap: m.Tap, MAC: o.MAC, Disks: o.Disks,
+			Firmware: o.Firmware, Vars: filepath.Join(o.Dir, "OVMF_VARS.fd"), NoROM: o.NoROM}}
+	switch o.Firmware {
+	case "", BIOS:
+	case UEFI:
+		if err := newUEFIVars(m.hw.q.Vars); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("vmlab: firmware %q: want %q or %q", o.Firmware, BIOS, UEFI)
+	}
 	m.svc = newRFService(bctx, m.hw, rfServiceOptions{Name: o.Name, SystemID: o.SystemID, UUID: m.UUID,
 		Username: o.Username, Password: o.Password, MediaDir: mediaDir, MaxMediaSize: o.MaxMediaSize,
 		MediaFetchTimeout: o.MediaFetchTimeout, Logger: log})
@@ -244,7 +259,7 @@ func (h *qemuHardware) start(target, medium string) error {
 	}
 	os.Remove(h.qmp)
 	args := append(machineQEMUArgs(q),
-		"-drive", drive, "-device", "ide-cd,drive=cd0,id="+rfCdDevice+",bus=ide.1,unit=0",
+		"-drive", drive, "-device", "ide-cd,drive=cd0,id="+rfCdDevice+",bus=ide.1,unit=0"+q.bootIndex('d'),
 		"-qmp", "unix:"+h.qmp+",server=on,wait=off")
 	cmd := h.n.Command(QEMUBinary, args...)
 	stderr := &boundedBuffer{max: 16 << 10}

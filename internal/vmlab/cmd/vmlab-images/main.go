@@ -5,7 +5,8 @@
 // build (the IPA ramdisk's debootstrap takes minutes, more under load).
 //
 // It gets, in order, the Debian kernel, the marker initramfs (the boot
-// server tests), the OS image, and with an IPA source tarball the IPA
+// server tests), the OS image, its UEFI (GPT) form and the partition
+// image, and with an IPA source tarball the IPA
 // ramdisk and its ISO (the real-machine tests), printing one line for
 // each: built now or from the cache, the wall time and the path. An image
 // the machine cannot build (not root, a tool or Debian package missing)
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	var rd vmlab.IPARamdisk
 	haveRamdisk := false
+	var osImg vmlab.OSImage
+	haveOS := false
 	images := []image{
 		{"kernel", func(ctx context.Context) (string, bool, error) {
 			// The cache does not say whether the kernel was downloaded
@@ -84,7 +87,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}},
 		{"os-image", func(ctx context.Context) (string, bool, error) {
 			img, err := vmlab.BuildOSImage(ctx, cache)
+			osImg, haveOS = img, err == nil
 			return img.Raw, img.Built, err
+		}},
+		{"os-image-uefi", func(ctx context.Context) (string, bool, error) {
+			if !haveOS {
+				return "", false, fmt.Errorf("%w: no OS image to make the UEFI image of", vmlab.ErrUnavailable)
+			}
+			img, err := vmlab.BuildUEFIOSImage(ctx, cache, osImg)
+			return img.Raw, img.Built, err
+		}},
+		{"os-image-part", func(ctx context.Context) (string, bool, error) {
+			if !haveOS {
+				return "", false, fmt.Errorf("%w: no OS image to take the kernel and initramfs of", vmlab.ErrUnavailable)
+			}
+			img, err := vmlab.BuildPartitionImage(ctx, cache, osImg)
+			return img.QCOW2, img.Built, err
 		}},
 	}
 	if *tarball != "" {

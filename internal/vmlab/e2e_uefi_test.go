@@ -1,0 +1,373 @@
+package vmlab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/pxe"
+	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
+	"github.com/anvilmetal/anvil/statemachine"
+)
+
+// TestVMProvisionUEFI provisions one UEFI machine (OVMF, its own
+// variable store kept across power cycles) whose BMC is ipmi_sim,
+// through the conductor's public API with the real plugins/ipmi and the
+// stock IPA ramdisk, one machine through every phase (TCG is slow):
+//   - manage;
+//   - inspect: the ipxe boot interface; the NIC has no iPXE ROM, so
+//     OVMF's own PXE asks for a boot file with client architecture 7
+//     (option 93) and Anvil's boot server hands it the UEFI iPXE binary
+//     over TFTP, which fetches the node's script over HTTP;
+//   - provide: automated cleaning by the same agent (fast track);
+//   - deploy the GPT whole-disk image with an EFI System Partition
+//     (BuildUEFIOSImage): the agent writes it, the direct interface's
+//     prepare_instance_boot asks the agent for install_bootloader in
+//     UEFI mode, IPA's efibootmgr makes the firmware's boot entry from
+//     the image's BOOTX64.CSV, and the boot interface's local-boot path
+//     sets the boot device to disk persistently. The proof that the OS
+//     came from the disk through that entry: after the machine's last
+//     power on, OVMF's boot manager loads the boot option IPA made
+//     (label anvil-os), the console shows the installed loader (not the
+//     removable-media fallback) and then the OS marker with the config
+//     drive's hostname, and the boot server recorded nothing;
+//   - undeploy with the http-ipxe boot interface: the machine's firmware
+//     set to UEFI HTTP boot (PXE off), the boot server hands OVMF the
+//     iPXE binary's URL and cleaning erases the disk;
+//   - deploy the partition image (BuildPartitionImage) with the agent
+//     still up: IPA partitions the disk, writes the root file system and
+//     the config drive, install_bootloader runs grub-install and
+//     grub-mkconfig in it, and the machine boots that GRUB from its disk.
+//
+// It logs every phase's wall time with its boot stages and steps.
+func TestVMProvisionUEFI(t *testing.T) {
+	if os.Getenv(EnvVME2E) != "1" {
+		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
+	}
+	tarball := os.Getenv(IPATarballEnv)
+	if tarball == "" {
+		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
+	}
+	for _, b := range []string{IPMISimBinary, "ipmitool"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skip(b + " not installed (Debian packages openipmi, ipmitool): VM end-to-end provisioning test skipped")
+		}
+	}
+	for _, f := range []string{OVMFCode, OVMFVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no %s (Debian package ovmf): the UEFI test is skipped", f)
+		}
+	}
+	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
+	bmc := ipmiBMC()
+	bmc.firmware, bmc.partition = UEFI, true
+	lab := startE2ELab(t, n, tarball, bmc)
+	lab.runUEFI(t, true)
+}
+
+// TestVMProvisionUEFIRedfish is TestVMProvisionUEFI's first phases on a
+// UEFI machine whose BMC is the lab's Redfish service (RedfishMachine)
+// with the real plugins/redfish: the boot override to Pxe (persistent
+// Hdd at the end, with BootSourceOverrideMode UEFI as the plugin sets
+// it) instead of IPMI's boot device; manage, inspect with ipxe over
+// UEFI PXE, provide, and the GPT image deployed and booted from its
+// disk through the boot entry IPA made.
+func TestVMProvisionUEFIRedfish(t *testing.T) {
+	if os.Getenv(EnvVME2E) != "1" {
+		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
+	}
+	tarball := os.Getenv(IPATarballEnv)
+	if tarball == "" {
+		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
+	}
+	for _, f := range []string{OVMFCode, OVMFVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no %s (Debian package ovmf): the UEFI test is skipped", f)
+		}
+	}
+	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
+	bmc := e2eBMC{plugin: redfishPlugin, firmware: UEFI, LabBMC: LabBMC{
+		HardwareType: rfdriver.HardwareType, Boot: pxe.NameIPXE, Console: driver.NoConsole,
+		Start: func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+			m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
+				Name: "vm-redfish-uefi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-3", Disks: disks, Logger: logger,
+				Firmware: UEFI, NoROM: true,
+			})
+			if err != nil {
+				return nil, err
+			}
+			lab.bmcInfo = map[string]any{
+				"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
+				"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID,
+			}
+			return m, nil
+		},
+		Node: func(lab *Lab, nd *baremetal.Node) {
+			redfishNode(lab, nd)
+			nd.BootInterface = pxe.NameIPXE
+		},
+	}}
+	lab := startE2ELab(t, n, tarball, bmc)
+	lab.runUEFI(t, false)
+}
+
+// runUEFI runs the UEFI phases; full adds the http-ipxe undeploy (the
+// machine must be a *BMCMachine, whose firmware setting it changes) and
+// the partition image.
+func (lab *e2eLab) runUEFI(t *testing.T, full bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var total []string
+	phase := func(name string, from time.Time) {
+		total = append(total, fmt.Sprintf("%s %.1fs", name, lab.report(t, name, from).Seconds()))
+	}
+	defer func() {
+		t.Logf("phases: %s; whole test %.1fs", strings.Join(total, ", "), time.Since(lab.began).Seconds())
+	}()
+
+	start := time.Now()
+	nd, err := lab.EnrollNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go lab.trackSteps(ctx)
+	if err := lab.cond.Manage(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	lab.waitState(t, statemachine.Manageable, 2*time.Minute)
+	phase("manage", start)
+
+	// Inspect: OVMF's PXE (no iPXE ROM) gets the UEFI iPXE binary by
+	// its architecture, over TFTP.
+	start = time.Now()
+	if err := lab.cond.Inspect(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Manageable, 25*time.Minute)
+	if got := fmt.Sprint(nd.Properties["cpu_arch"]); got != "x86_64" {
+		lab.fail(t, "inspected cpu_arch %q, want x86_64", got)
+	}
+	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64)", "TFTP snponly.efi sent", "boot script", "ramdisk downloaded"}, nil)
+	phase("inspect (UEFI PXE, ipxe)", start)
+
+	start = time.Now()
+	if err := lab.cond.Provide(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Available, 20*time.Minute)
+	lab.checkErased(t, "after provide")
+	phase("provide", start)
+
+	// Deploy the GPT image; IPA's install_bootloader makes the boot
+	// entry; the machine boots it from the disk.
+	start = time.Now()
+	if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, "e2e-uefi")}); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Active, 20*time.Minute)
+	marker := lab.osMarker(t, start, "e2e-uefi", 10*time.Minute)
+	t.Logf("active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
+	lab.checkStepsRan(t, start, "deploy_step=deploy.prepare_instance_boot")
+	lab.checkBootedFromDisk(t, start, marker)
+	lab.checkGPTWritten(t)
+	phase("deploy-gpt (install_bootloader, disk boot)", start)
+	if !full {
+		return
+	}
+	m, ok := lab.m.(*BMCMachine)
+	if !ok {
+		t.Fatalf("the UEFI lab's machine is a %T, want *BMCMachine", lab.m)
+	}
+
+	// Undeploy with http-ipxe: the firmware boots the NIC by UEFI HTTP
+	// boot only, and gets the iPXE binary's URL.
+	start = time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.BootInterface = pxe.NameHTTPIPXE
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m.SetHTTPBoot(true)
+	if err := lab.cond.Undeploy(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	lab.waitState(t, statemachine.Available, 25*time.Minute)
+	lab.checkErased(t, "after undeploy")
+	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64-http)", "/ipxe/snponly.efi", "boot script", "ramdisk downloaded"}, []string{"TFTP"})
+	phase("undeploy (UEFI HTTP boot, http-ipxe)", start)
+
+	// The partition image: the agent (still up: fast track) partitions
+	// the disk (EFI System Partition, root, config drive), writes the
+	// root file system, and install_bootloader runs grub-install and
+	// grub-mkconfig in it; the machine boots that GRUB from its disk.
+	start = time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.InstanceInfo = lab.PartitionInstanceInfo()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.cond.Deploy(ctx, nd.UUID, conductor.DeployOptions{ConfigDrive: configDrive(t, "e2e-part-uefi")}); err != nil {
+		t.Fatal(err)
+	}
+	nd = lab.waitState(t, statemachine.Active, 25*time.Minute)
+	marker = lab.osMarker(t, start, "e2e-part-uefi", 10*time.Minute)
+	t.Logf("partition image active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
+	lab.checkPartitionBoot(t, start, marker)
+	phase("deploy-partition (UEFI, grub-install)", start)
+}
+
+// checkPartitionBoot checks that the partition image's OS came up from
+// the disk through the GRUB that install_bootloader installed: after
+// the machine's last power on, the console shows the menu entry
+// grub-mkconfig wrote ("Loading Linux") before the marker, and the boot
+// server recorded nothing; the disk has a partition table IPA wrote.
+func (lab *e2eLab) checkPartitionBoot(t *testing.T, from time.Time, marker Line) {
+	t.Helper()
+	starts := lab.m.Starts()
+	if len(starts) == 0 || starts[len(starts)-1].Before(from) {
+		lab.fail(t, "the machine was not powered on during the deploy")
+	}
+	last := starts[len(starts)-1]
+	var entry Line
+	for _, l := range lab.m.serial().Lines() {
+		if !l.At.Before(last) && !l.At.After(marker.At) && strings.Contains(l.Text, "Loading Linux") && entry.Text == "" {
+			entry = l
+		}
+	}
+	if entry.Text == "" {
+		lab.fail(t, "no GRUB menu entry (\"Loading Linux\", from grub-mkconfig) on the console between the last power on and the marker")
+	}
+	for _, e := range lab.tl.between(last, marker.At) {
+		if e.Source == "netboot" {
+			lab.fail(t, "the boot server recorded %q between the last power on and the OS marker", e.What)
+		}
+	}
+	if lab.firmware == UEFI {
+		if hdr, _ := readAt(lab.rootImg, 512, 8); string(hdr) != "EFI PART" {
+			lab.fail(t, "no GPT on the root disk after the partition deploy: %q", hdr)
+		}
+	} else if b, _ := readAt(lab.rootImg, 510, 2); !bytes.Equal(b, []byte{0x55, 0xaa}) {
+		lab.fail(t, "no MBR on the root disk after the partition deploy: %x", b)
+	}
+	t.Logf("partition image booted from disk: %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
+		entry.Text, entry.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
+}
+
+// checkNetboot checks the boot server's records between from and to:
+// each of want appears in one, in order, and none holds any of not. (The
+// ramdisk's own DHCP client sends no option 93: the server takes it for
+// BIOS and offers undionly.kpxe, which it never fetches.)
+func (lab *e2eLab) checkNetboot(t *testing.T, from, to time.Time, want, not []string) {
+	t.Helper()
+	var seen []string
+	i := 0
+	for _, e := range lab.tl.between(from, to) {
+		if e.Source != "netboot" {
+			continue
+		}
+		seen = append(seen, e.What)
+		for _, bad := range not {
+			if strings.Contains(e.What, bad) {
+				lab.fail(t, "the boot server recorded %q (want none with %q); records: %q", e.What, bad, seen)
+			}
+		}
+		if i < len(want) && strings.Contains(e.What, want[i]) {
+			i++
+		}
+	}
+	if i < len(want) {
+		lab.fail(t, "the boot server never recorded %q (in order %q); records: %q", want[i], want, seen)
+	}
+}
+
+// checkBootedFromDisk checks that the OS marker came from the disk
+// through the boot entry IPA made: the machine was powered on once more
+// after install_bootloader, and since that last power on the console
+// shows the installed loader (not the removable-media fallback) before
+// the marker, and the boot server recorded nothing (no DHCP, TFTP or
+// HTTP: the firmware never tried the network).
+func (lab *e2eLab) checkBootedFromDisk(t *testing.T, from time.Time, marker Line) {
+	t.Helper()
+	starts := lab.m.Starts()
+	if len(starts) == 0 || starts[len(starts)-1].Before(from) {
+		lab.fail(t, "the machine was not powered on during the deploy")
+	}
+	last := starts[len(starts)-1]
+	var loader, entry Line
+	for _, l := range lab.m.serial().Lines() {
+		if l.At.Before(last) || l.At.After(marker.At) {
+			continue
+		}
+		if strings.Contains(l.Text, UEFILoaderLine) && loader.Text == "" {
+			loader = l
+		}
+		// OVMF's boot manager names the boot option it loads.
+		if strings.Contains(l.Text, "BdsDxe: loading Boot") && entry.Text == "" {
+			entry = l
+		}
+	}
+	if !strings.Contains(entry.Text, `"`+UEFIBootLabel+`"`) {
+		lab.fail(t, "since the last power on OVMF first loaded %q, want the boot option %q IPA made", entry.Text, UEFIBootLabel)
+	}
+	if !strings.Contains(loader.Text, UEFIEntryLoader) {
+		lab.fail(t, "since the last power on the console shows loader line %q, want %q (the boot entry IPA made)", loader.Text, UEFIEntryLoader)
+	}
+	for _, e := range lab.tl.between(last, marker.At) {
+		if e.Source == "netboot" {
+			lab.fail(t, "the boot server recorded %q between the last power on and the OS marker: the OS did not come from the disk alone", e.What)
+		}
+	}
+	// IPA logs the entry it adds (efi_utils), with the CSV's label.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := lab.m.serial().WaitForAfter(ctx, from, "with label "+UEFIBootLabel); err != nil {
+		lab.fail(t, "IPA never logged adding the boot entry %q: %v", UEFIBootLabel, err)
+	}
+	t.Logf("booted from disk: %q, %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
+		truncate(entry.Text, 120), loader.Text, loader.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
+}
+
+// checkGPTWritten checks the root disk holds the UEFI image: its GPT
+// header and its EFI System Partition byte for byte (IPA adds the
+// config drive partition at the disk's end), and the spare disk
+// untouched.
+func (lab *e2eLab) checkGPTWritten(t *testing.T) {
+	t.Helper()
+	raw, err := os.ReadFile(lab.uefiImg.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := readAt(lab.rootImg, 512, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(hdr) != "EFI PART" {
+		lab.fail(t, "the root disk has no GPT header after the deploy: %q", hdr)
+	}
+	const espFrom, espTo = 1 << 20, 65 << 20
+	got, err := readAt(lab.rootImg, espFrom, espTo-espFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, raw[espFrom:espTo]) {
+		lab.fail(t, "the root disk's EFI System Partition differs from the image's")
+	}
+	spare, err := readAt(lab.spare, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !allZero(spare) {
+		lab.fail(t, "the spare disk (no hint names it) was written")
+	}
+}
