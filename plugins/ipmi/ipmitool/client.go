@@ -334,8 +334,8 @@ loop:
 			}
 			return strings.TrimSpace(stdout), nil
 		}
-		if ctx.Err() != nil { // the caller gave up: not the BMC's fault
-			return "", &CommandError{Op: op, Endpoint: c.Endpoint(), Output: c.scrub(quiet(stderr + "\n" + stdout)), Attempts: attempts, Waited: time.Since(start), Err: ctx.Err()}
+		if cerr := callerGaveUp(ctx); cerr != nil { // not the BMC's fault
+			return "", &CommandError{Op: op, Endpoint: c.Endpoint(), Output: c.scrub(quiet(stderr + "\n" + stdout)), Attempts: attempts, Waited: time.Since(start), Err: cerr}
 		}
 		output := c.scrub(stderr + "\n" + stdout)
 		class, line := Classify(output, rctx.Err() != nil)
@@ -369,6 +369,21 @@ loop:
 		return c.scrub(lastStdout), last
 	}
 	return "", last
+}
+
+// callerGaveUp is ctx's error, or context.DeadlineExceeded once ctx's
+// deadline has passed even if its timer has not fired yet (on a loaded
+// machine it fires late, and an attempt that ended after the caller's
+// deadline would otherwise be blamed on the BMC); nil while the caller
+// still waits.
+func callerGaveUp(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // scrub removes the password from text, in case a BMC echoes it.
