@@ -441,7 +441,14 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	defer ln.Close()
 	srv := agentclient.NewServer(nil, agentclient.ServerConfig{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 	defer srv.Close()
-	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 60 * time.Second})
+	ccfg := agentclient.ClientConfig{CommandTimeout: 60 * time.Second}
+	if cfg.fastAgents {
+		// Polled commands (image.install_bootloader, which a whole-disk
+		// deploy in the default UEFI boot mode runs) are checked at the
+		// fast agents' pace, not every 6 s as Ironic checks IPA's.
+		ccfg.CommandWaitInterval = 200 * time.Millisecond
+	}
+	client, err := agentclient.NewClient(ccfg)
 	if err != nil {
 		return nil, err
 	}

@@ -49,10 +49,19 @@ func TestScalebenchTiny(t *testing.T) {
 	if rep.SyncBoundSec != 0.18 {
 		t.Errorf("sync bound %v s, want 0.18", rep.SyncBoundSec)
 	}
+	// Each run takes at least the BMC time, and its within_interval says
+	// whether it fitted the interval. Whether it does fit is the
+	// machine's speed, not the report's sanity: at load 20 the first run
+	// took 3.6 s against a 3 s interval.
+	all := true
 	for i, r := range rep.SyncRuns {
-		if r.WallSec < 0.18 || r.WallSec > cfg.interval.Seconds() || !r.WithinSched {
-			t.Errorf("sync run %d: %+v", i, r)
+		if r.WallSec < 0.18 || r.Unfinished || r.WithinSched != (r.WallSec <= cfg.interval.Seconds()) {
+			t.Errorf("sync run %d: %+v (interval %v)", i, r, cfg.interval)
 		}
+		all = all && r.WithinSched
+	}
+	if rep.AllRunsInTime != all {
+		t.Errorf("all_sync_runs_within_interval %v, but the runs say %v", rep.AllRunsInTime, all)
 	}
 	if rep.PowerSync["match"] < 2*24 {
 		t.Errorf("power sync outcomes %v: want at least %d matches", rep.PowerSync, 2*24)
