@@ -85,6 +85,8 @@ type e2eBMC struct {
 	// extra, when set, runs after the common phases (the node
 	// available), timing its phases with phase.
 	extra func(t *testing.T, lab *e2eLab, phase func(name string, from time.Time))
+	// options, when set, adjusts the lab's options before it starts.
+	options func(o *LabOptions)
 }
 
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
@@ -114,9 +116,11 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 			return nil
 		}
 	}
-	lab, err := StartLab(context.Background(), LabOptions{
-		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
-	})
+	o := LabOptions{Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began}
+	if bmc.options != nil {
+		bmc.options(&o)
+	}
+	lab, err := StartLab(context.Background(), o)
 	var mf *netboot.MissingFileError
 	if errors.Is(err, ErrUnavailable) || errors.As(err, &mf) {
 		t.Skip(err.Error())
