@@ -185,9 +185,9 @@ func TestVMMetal3Redfish(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/images/ironic-python-agent.kernel", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, rd.Kernel.Path) })
-	mux.HandleFunc("/images/ironic-python-agent.initramfs", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, rd.Initramfs) })
-	mux.HandleFunc("/images/live.iso", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, filepath.Join(images, "live.iso")) })
+	mux.HandleFunc("/html/ironic-python-agent.kernel", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, rd.Kernel.Path) })
+	mux.HandleFunc("/html/ironic-python-agent.initramfs", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, rd.Initramfs) })
+	mux.HandleFunc("/html/live.iso", func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, filepath.Join(images, "live.iso")) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -228,8 +228,8 @@ func TestVMMetal3Redfish(t *testing.T) {
 	}
 	info := lab.BMCInfo()
 	delete(info, "redfish_deploy_iso")
-	info["deploy_kernel"] = httpURL + "/images/ironic-python-agent.kernel"
-	info["deploy_ramdisk"] = httpURL + "/images/ironic-python-agent.initramfs"
+	info["deploy_kernel"] = httpURL + "/html/ironic-python-agent.kernel"
+	info["deploy_ramdisk"] = httpURL + "/html/ironic-python-agent.initramfs"
 	if code, _ := api.do(http.MethodGet, "/v1/nodes/metal3~vm-redfish", nil); code != http.StatusNotFound {
 		lab.fail(t, "GET the node by name before it exists: %d, want 404", code)
 	}
@@ -364,7 +364,7 @@ func TestVMMetal3Redfish(t *testing.T) {
 	api.must(http.StatusOK, http.MethodPatch, "/v1/nodes/"+node, []map[string]any{
 		{"op": "add", "path": "/deploy_interface", "value": "ramdisk"},
 		{"op": "add", "path": "/automated_clean", "value": false},
-		{"op": "add", "path": "/instance_info/boot_iso", "value": httpURL + "/images/live.iso"},
+		{"op": "add", "path": "/instance_info/boot_iso", "value": httpURL + "/html/live.iso"},
 	})
 	api.provision(node, map[string]any{"target": "active"})
 	api.waitProvision(node, "active", 10*time.Minute)
