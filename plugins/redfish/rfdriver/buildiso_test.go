@@ -329,10 +329,11 @@ func TestVirtualMediaBuildsTheBootISOFromKernelAndRamdisk(t *testing.T) {
 // TestVirtualMediaBootsARamdiskInstance checks a ramdisk deploy's
 // instance boot (Metal3's live ISO): PrepareInstance inserts
 // instance_info boot_iso as it is and makes the CD the persistent boot
-// device; CleanUpInstance ejects it.
+// device; CleanUpInstance ejects it. With instance_info kernel and
+// ramdisk instead, the instance ISO is built from them.
 func TestVirtualMediaBootsARamdiskInstance(t *testing.T) {
 	l, _ := testLoaders(t)
-	s, d, _, web := vmediaSetup(t, Options{BootLoaders: l})
+	s, d, dir, web := vmediaSetup(t, Options{BootLoaders: l})
 	ctx := context.Background()
 	tk := kernelTask(s, nil)
 	tk.Interfaces = map[driver.Kind]string{driver.KindDeploy: RamdiskDeploy}
@@ -355,6 +356,34 @@ func TestVirtualMediaBootsARamdiskInstance(t *testing.T) {
 	if cd := s.Resource(sys + "/VirtualMedia/CD1"); cd["Inserted"] != false {
 		t.Fatalf("CD not ejected: %v", cd)
 	}
+	// instance_info kernel and ramdisk: an instance ISO built from them
+	// with instance_info kernel_append_params, published, inserted, and
+	// removed again by CleanUpInstance.
+	if err := os.WriteFile(filepath.Join(dir, "live.kernel"), []byte("live kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "live.initrd"), []byte("live initrd"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk.InstanceInfo = map[string]any{"kernel": web.URL + "/live.kernel", "ramdisk": web.URL + "/live.initrd", "kernel_append_params": "live=1 console=ttyS0"}
+	if err := b.PrepareInstance(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	cd := s.Resource(sys + "/VirtualMedia/CD1")
+	if cd["Inserted"] != true || cd["Image"] != web.URL+"/"+instanceISOName(tk.NodeUUID) {
+		t.Fatalf("the instance ISO is not in the CD: %v", cd)
+	}
+	lines := kernelLines(t, s.MediaContent(sys+"/VirtualMedia/CD1"))
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], " live=1 console=ttyS0") || !strings.HasSuffix(lines[1], " live=1 console=ttyS0") {
+		t.Fatalf("instance ISO kernel lines %q", lines)
+	}
+	if err := b.CleanUpInstance(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, instanceISOName(tk.NodeUUID))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the instance ISO is still published: %v", err)
+	}
+
 	// Neither boot_iso nor kernel and ramdisk.
 	tk.InstanceInfo = map[string]any{"kernel": web.URL + "/k"}
 	var miss *driver.MissingParameterError
