@@ -45,6 +45,12 @@ type Port struct {
 	// Vendor and Category describe the NIC.
 	Vendor   string
 	Category string
+	// NotForDynamicPortgroup keeps the port out of the port groups a
+	// network interface forms by itself (Ironic's
+	// available_for_dynamic_portgroup, API 1.111, inverted so that the
+	// zero value is Ironic's default: available). Anvil forms no dynamic
+	// port groups; the flag is kept for the clients that set it.
+	NotForDynamicPortgroup bool
 	// CreatedAt and UpdatedAt are stamped by the store.
 	CreatedAt time.Time
 	UpdatedAt time.Time

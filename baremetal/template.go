@@ -1,6 +1,7 @@
 package baremetal
 
 import (
+	"slices"
 	"time"
 
 	"github.com/anvilmetal/anvil/internal/jsonmap"
@@ -61,15 +62,25 @@ func (t *DeployTemplate) Clone() *DeployTemplate {
 
 // Runbook is a named, ordered list of clean or service steps (Ironic's
 // runbook, API 1.92) that an operator runs on a node instead of giving
-// the steps by hand. Its Name is a trait, like a deploy template's;
-// names are unique.
+// the steps by hand. Names are unique. A runbook runs on a node that has
+// one of its Traits (Ironic's API 1.112); before 1.112 Ironic's API
+// required the name to be one of the node's traits instead.
 type Runbook struct {
 	// ID is the store's internal key.
 	ID int64
 	// UUID is the runbook's public identity; generated when empty.
 	UUID string
-	// Name is a valid trait name, at most 255 characters.
+	// Name is a logical name (letters, digits, '-', '.', '_', '~'), at
+	// most 255 characters, and not UUID-like. Ironic's API before 1.112
+	// takes only trait names.
 	Name string
+	// Description is free text of at most 255 characters (API 1.112).
+	Description string
+	// Traits approve the runbook for the nodes that have one of them
+	// (API 1.112): valid trait names, each at most once. The store keeps
+	// them sorted. A runbook stored before traits existed got its name as
+	// its one trait, as Ironic's data migration gives it.
+	Traits []string
 	// Steps are the steps, at least one, run in Order.
 	Steps []RunbookStep
 	// DisableRamdisk runs the steps without booting the agent ramdisk.
@@ -107,6 +118,7 @@ func (r *Runbook) Clone() *Runbook {
 	}
 	c := *r
 	c.Extra = jsonmap.Clone(r.Extra)
+	c.Traits = slices.Clone(r.Traits)
 	if r.Steps != nil {
 		c.Steps = make([]RunbookStep, len(r.Steps))
 		for i, s := range r.Steps {

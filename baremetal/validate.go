@@ -161,14 +161,29 @@ func (t *DeployTemplate) Validate() error {
 	return nil
 }
 
-// Validate checks r as Ironic's runbook API does: the name is a valid
-// trait; there are 1 to MaxSteps steps, each with a known interface, a
-// step name, args and an order of 0 or more that no other step has; the
-// owner has at most 255 characters.
+// Validate checks r as Ironic's runbook API does (1.112): the name is a
+// logical name of at most 255 characters; the description has at most
+// 255; every trait is a valid trait name, none twice; there are 1 to
+// MaxSteps steps, each with a known interface, a step name, args and an
+// order of 0 or more that no other step has; the owner has at most 255
+// characters.
 func (r *Runbook) Validate() error {
 	id := ident(r.UUID, r.Name)
-	if !steps.ValidTraitName(r.Name) {
-		return &InvalidFieldError{Kind: "runbook", Ident: id, Field: "name", Expected: "a valid trait name (upper-case letters, digits and underscores, e.g. CUSTOM_FIRMWARE), at most 255 characters"}
+	if p := nodeNameProblem(r.Name); p != "" {
+		return &InvalidFieldError{Kind: "runbook", Ident: id, Field: "name", Expected: p}
+	}
+	if err := checkLen("runbook", id, "description", r.Description, 255); err != nil {
+		return err
+	}
+	seenTrait := map[string]bool{}
+	for _, t := range r.Traits {
+		if !steps.ValidTraitName(t) {
+			return &InvalidFieldError{Kind: "runbook", Ident: id, Field: "traits", Expected: fmt.Sprintf("valid trait names (upper-case letters, digits and underscores, e.g. CUSTOM_FIRMWARE), at most 255 characters; %q is not", t)}
+		}
+		if seenTrait[t] {
+			return &InvalidFieldError{Kind: "runbook", Ident: id, Field: "traits", Expected: fmt.Sprintf("each trait at most once (%s repeats)", t)}
+		}
+		seenTrait[t] = true
 	}
 	if len(r.Steps) == 0 || len(r.Steps) > MaxSteps {
 		return &InvalidFieldError{Kind: "runbook", Ident: id, Field: "steps", Expected: fmt.Sprintf("1 to %d steps", MaxSteps)}

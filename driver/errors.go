@@ -99,6 +99,10 @@ func absentHint(k Kind, name string) string {
 	return ""
 }
 
+// Hint says why the implementation is absent when Anvil leaves out one
+// that Ironic has (cinder), else "".
+func (e *InterfaceNotFoundError) Hint() string { return absentHint(e.Kind, e.Name) }
+
 // Is matches ErrInterfaceNotFound.
 func (e *InterfaceNotFoundError) Is(target error) bool { return target == ErrInterfaceNotFound }
 

@@ -234,6 +234,13 @@ type FirmwareComponent struct {
 	InitialVersion     string `json:"initial_version"`
 	CurrentVersion     string `json:"current_version"`
 	LastVersionFlashed string `json:"last_version_flashed,omitempty"`
+	// Vendor, Model and SerialNumber identify the hardware the firmware
+	// runs on (Ironic's API 1.114), when the BMC reports them: for a NIC
+	// its adapter's manufacturer, model and serial number; for the BMC
+	// its model alone; none for the BIOS.
+	Vendor       string `json:"vendor,omitempty"`
+	Model        string `json:"model,omitempty"`
+	SerialNumber string `json:"serial_number,omitempty"`
 }
 
 // FirmwareInterface reads firmware versions. Updating them is done through

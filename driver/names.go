@@ -13,3 +13,8 @@ const (
 	NoRescue   = "no-rescue"
 	NoVendor   = "no-vendor"
 )
+
+// Flat is the name of Ironic's "flat" network implementation (one shared
+// network for provisioning and tenants), which package driver/noop
+// implements for Anvil, where no Neutron port needs binding.
+const Flat = "flat"

@@ -253,7 +253,7 @@ func TestAllocationBackfillAndDelete(t *testing.T) {
 func TestCleanWithStoredRunbook(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, openStore(t, false), fake.Config{}, conductor.Options{DisableAutomatedClean: true})
-	rb := &baremetal.Runbook{Name: "CUSTOM_RESET", Steps: []baremetal.RunbookStep{
+	rb := &baremetal.Runbook{Name: "CUSTOM_RESET", Traits: []string{"CUSTOM_RACK1", "CUSTOM_RESET"}, Steps: []baremetal.RunbookStep{
 		{Interface: "bios", Step: "factory_reset", Args: map[string]any{}, Order: 2},
 		{Interface: "bios", Step: "apply_configuration", Args: map[string]any{"settings": []any{map[string]any{"name": "a", "value": "b"}}}, Order: 1},
 	}}
@@ -278,7 +278,22 @@ func TestCleanWithStoredRunbook(t *testing.T) {
 	}
 	h.waitFor(n.UUID, statemachine.Manageable)
 
-	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.Traits = []string{"CUSTOM_RESET"}; return nil }))
+	// One shared trait is enough; by the rule before 1.112 the name must
+	// be a trait.
+	h.must2(h.c.Update(h.ctx, n.UUID, func(n *baremetal.Node) error { n.Traits = []string{"CUSTOM_RACK1"}; return nil }))
+	if err := h.c.Clean(h.ctx, n.UUID, nil, conductor.CleanOptions{Runbook: rb.UUID, RunbookByName: true}); !errors.Is(err, conductor.ErrVerbRefused) {
+		t.Fatalf("Clean(runbook by name, name not a trait) = %v, want refused", err)
+	}
+	h.waitFor(n.UUID, statemachine.Manageable)
+	// A runbook without traits runs nowhere (1.112).
+	bare := &baremetal.Runbook{Name: "no-traits", Steps: rb.Steps}
+	if err := h.store.CreateRunbook(h.ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Clean(h.ctx, n.UUID, nil, conductor.CleanOptions{Runbook: bare.Name}); !errors.Is(err, conductor.ErrVerbRefused) {
+		t.Fatalf("Clean(runbook without traits) = %v, want refused", err)
+	}
+	h.waitFor(n.UUID, statemachine.Manageable)
 	h.must(h.c.Clean(h.ctx, n.UUID, nil, conductor.CleanOptions{Runbook: rb.UUID}))
 	h.waitFor(n.UUID, statemachine.Manageable)
 	hist, err := h.store.ListHistory(h.ctx, n.UUID, 0)

@@ -12,6 +12,8 @@ import (
 // runbookPlan is a stored runbook resolved for a clean or service verb.
 type runbookPlan struct {
 	name           string
+	traits         []string
+	byName         bool
 	verb           string
 	steps          []steps.Step
 	disableRamdisk bool
@@ -19,7 +21,8 @@ type runbookPlan struct {
 
 // runbookSteps resolves the runbook named by ident (empty: none) into
 // the steps of the verb; given steps and a runbook together are refused.
-func (c *Conductor) runbookSteps(ctx context.Context, node, verb string, given []steps.Step, ident string) (*runbookPlan, error) {
+// byName selects the rule of Ironic's API before 1.112 (see check).
+func (c *Conductor) runbookSteps(ctx context.Context, node, verb string, given []steps.Step, ident string, byName bool) (*runbookPlan, error) {
 	if ident == "" {
 		return nil, nil
 	}
@@ -31,7 +34,7 @@ func (c *Conductor) runbookSteps(ctx context.Context, node, verb string, given [
 	if err != nil {
 		return nil, err
 	}
-	p := &runbookPlan{name: rb.Name, verb: verb, disableRamdisk: rb.DisableRamdisk}
+	p := &runbookPlan{name: rb.Name, traits: rb.Traits, byName: byName, verb: verb, disableRamdisk: rb.DisableRamdisk}
 	for _, s := range rb.SortedSteps() {
 		p.steps = append(p.steps, steps.Step{Interface: s.Interface, Name: s.Step, Args: s.Args})
 	}
@@ -39,11 +42,28 @@ func (c *Conductor) runbookSteps(ctx context.Context, node, verb string, given [
 }
 
 // check applies Ironic's rule under the node's lock: a runbook runs only
-// on a node that has the runbook's name among its traits.
+// on a node that has one of the runbook's traits (1.112), or, by the
+// rule before 1.112, that has the runbook's name among its traits.
 func (p *runbookPlan) check(t *task) error {
-	if p == nil || slices.Contains(t.node.Traits, p.name) {
+	if p == nil {
 		return nil
 	}
-	return &VerbError{Verb: p.verb, Node: t.node.UUID, State: t.node.ProvisionState,
-		Reason: fmt.Sprintf("the node does not have the trait %s that runbook %s requires", p.name, p.name)}
+	refuse := func(reason string) error {
+		return &VerbError{Verb: p.verb, Node: t.node.UUID, State: t.node.ProvisionState, Reason: reason}
+	}
+	if p.byName {
+		if slices.Contains(t.node.Traits, p.name) {
+			return nil
+		}
+		return refuse(fmt.Sprintf("the node does not have the trait %s that runbook %s requires", p.name, p.name))
+	}
+	if len(p.traits) == 0 {
+		return refuse(fmt.Sprintf("runbook %s has no traits, so it is approved for no node", p.name))
+	}
+	for _, tr := range p.traits {
+		if slices.Contains(t.node.Traits, tr) {
+			return nil
+		}
+	}
+	return refuse(fmt.Sprintf("the node has none of the traits %v of runbook %s", p.traits, p.name))
 }

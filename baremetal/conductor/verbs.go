@@ -48,7 +48,10 @@ type VerbError struct {
 	State statemachine.State
 	// Reason says what would have been accepted.
 	Reason string
-	kind   error
+	// Allowed are the provision states the verb is accepted in, when the
+	// node's state alone refused it (a delete outside them).
+	Allowed []statemachine.State
+	kind    error
 }
 
 func (e *VerbError) Error() string {
@@ -303,7 +306,7 @@ func (c *Conductor) Delete(ctx context.Context, ident string) error {
 		if !c.opts.RefuseDeletingAvailable {
 			allowed = append(allowed, statemachine.Available)
 		}
-		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused,
+		return &VerbError{Verb: "delete", Node: n.UUID, State: n.ProvisionState, kind: ErrDeleteRefused, Allowed: allowed,
 			Reason: fmt.Sprintf("valid provision states to perform deletion are %v, or set the node into maintenance mode", allowed)}
 	}
 	if n.ConsoleEnabled {
@@ -478,9 +481,12 @@ type CleanOptions struct {
 	DisableRamdisk bool
 	// Runbook names a stored runbook (UUID or name) whose steps run, in
 	// their order, instead of the given steps, which must then be empty
-	// (API 1.92). As in Ironic the node must have a trait equal to the
-	// runbook's name, and the runbook's disable_ramdisk applies.
+	// (API 1.92). As in Ironic (1.112) the node must have one of the
+	// runbook's traits, and the runbook's disable_ramdisk applies.
 	Runbook string
+	// RunbookByName applies the rule of Ironic's API before 1.112
+	// instead: the node must have a trait equal to the runbook's name.
+	RunbookByName bool
 }
 
 // Clean runs a manual clean of the given steps (in their order) on a
@@ -488,7 +494,7 @@ type CleanOptions struct {
 // *ConcurrentActionLimitError (ErrConcurrentActionLimit) while
 // Options.MaxConcurrentClean nodes are deleting or cleaning.
 func (c *Conductor) Clean(ctx context.Context, ident string, cleanSteps []steps.Step, o CleanOptions) error {
-	rb, err := c.runbookSteps(ctx, ident, "clean", cleanSteps, o.Runbook)
+	rb, err := c.runbookSteps(ctx, ident, "clean", cleanSteps, o.Runbook, o.RunbookByName)
 	if err != nil {
 		return err
 	}
@@ -518,11 +524,13 @@ type ServiceOptions struct {
 	// Runbook names a stored runbook whose steps run instead of the
 	// given ones, as CleanOptions.Runbook.
 	Runbook string
+	// RunbookByName is CleanOptions.RunbookByName.
+	RunbookByName bool
 }
 
 // Service runs service steps on an active node, which returns to active.
 func (c *Conductor) Service(ctx context.Context, ident string, serviceSteps []steps.Step, o ServiceOptions) error {
-	rb, err := c.runbookSteps(ctx, ident, "service", serviceSteps, o.Runbook)
+	rb, err := c.runbookSteps(ctx, ident, "service", serviceSteps, o.Runbook, o.RunbookByName)
 	if err != nil {
 		return err
 	}

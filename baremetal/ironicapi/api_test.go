@@ -66,8 +66,8 @@ func TestVersionNegotiation(t *testing.T) {
 	}{
 		{"none is the minimum", "", 200, "1.1", ""},
 		{"exact", "1.78", 200, "1.78", ""},
-		{"latest is the maximum", "latest", 200, "1.110", ""},
-		{"above the maximum", "1.999", 406, "", "Version 1.999 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.110]."},
+		{"latest is the maximum", "latest", 200, "1.115", ""},
+		{"above the maximum", "1.999", 406, "", "Version 1.999 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.115]."},
 		{"other major", "2.0", 406, "", "Mutually exclusive versions requested."},
 		{"garbage", "one.two", 406, "", "Invalid value for X-OpenStack-Ironic-API-Version header"},
 	}
@@ -77,7 +77,7 @@ func TestVersionNegotiation(t *testing.T) {
 			if st != tc.status {
 				t.Fatalf("status %d, want %d: %s", st, tc.status, body)
 			}
-			if hdr.Get("X-OpenStack-Ironic-API-Minimum-Version") != "1.1" || hdr.Get("X-OpenStack-Ironic-API-Maximum-Version") != "1.110" {
+			if hdr.Get("X-OpenStack-Ironic-API-Minimum-Version") != "1.1" || hdr.Get("X-OpenStack-Ironic-API-Maximum-Version") != "1.115" {
 				t.Fatalf("min/max headers %v", hdr)
 			}
 			if tc.version != "" && hdr.Get("X-OpenStack-Ironic-API-Version") != tc.version {
@@ -116,7 +116,7 @@ func TestRootDocuments(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &root); err != nil {
 		t.Fatal(err)
 	}
-	if root.Name != "OpenStack Ironic API" || root.DefaultVersion.ID != "v1" || root.DefaultVersion.Version != "1.110" {
+	if root.Name != "OpenStack Ironic API" || root.DefaultVersion.ID != "v1" || root.DefaultVersion.Version != "1.115" {
 		t.Fatalf("root %+v", root)
 	}
 	_, _, v1 := do(t, "GET", l.srv.URL+"/v1/", "1.52", "")

@@ -8,14 +8,22 @@
 //
 // # Microversions
 //
-// The handler offers 1.1 to 1.110 (MinVersion, MaxVersion). A request
+// The handler offers 1.1 to 1.115 (MinVersion, MaxVersion). A request
 // names its version with "OpenStack-API-Version: baremetal 1.x" or the
 // legacy "X-OpenStack-Ironic-API-Version: 1.x" ("latest" is the maximum);
 // without either it is served at 1.1 with 1.1's behaviour, as Ironic
 // does. A version out of range is a 406 with Ironic's message. Every
 // response carries the minimum, maximum and negotiated version headers.
 // Fields and endpoints newer than the request's version are hidden
-// exactly where Ironic hides them.
+// exactly where Ironic hides them. The newest five: a port's
+// available_for_dynamic_portgroup and a port group's dynamic_portgroup
+// (1.111); a runbook's description and traits, logical runbook names and
+// /v1/runbooks/{runbook}/traits (1.112), from which a runbook runs on a
+// node sharing one of its traits instead of a node having its name as a
+// trait; a detailed history entry's project (1.113); a firmware
+// component's vendor, model and serial_number (1.114); a detailed
+// history entry's state, target_provision_state and duration_seconds
+// (1.115), read a page at a time from the store.
 //
 // # Errors
 //
@@ -24,7 +32,14 @@
 // for bad input, 404, 406 for a version or field the version lacks, 409
 // for a locked node (with Retry-After) or a state that forbids the
 // change, 503 for the concurrent action limits. Errors from the
-// conductor, the store and drivers are mapped by their types.
+// conductor, the store and drivers are mapped by their types, and worded
+// as Ironic words the same condition (publicMessage: "A node with name x
+// already exists.", "No valid host was found. ...", "Could not find the
+// following interface in the 'ironic.hardware.interfaces.power'
+// entrypoint: ..."), never with the library's wrapping or package
+// prefixes; the library's own text goes to Options.Logger at info, with
+// the request id. A 500 whose cause the API does not know answers
+// Ironic's generic text with the request id, the detail only in the log.
 //
 // # Chassis and volumes
 //
@@ -82,6 +97,10 @@
 //	| the free port a VIF goes to | ports on one of the VIF's Neutron physical networks first | port groups, then PXE-enabled ports (physical networks do not order the choice) | no Neutron network gives the VIF physical networks; the rest of Ironic's order is kept |
 //	| VIFs on other network interfaces (neutron) | attached through Neutron | 400 naming the node's interface | no Neutron client |
 //	| the physical network check of a port joining a port group | in the conductor, under the node's lock | in the API handler, before the port is written | the outcome and wording are Ironic's; a concurrent change of the group's other ports can slip between check and write |
+//	| a detailed history entry's project (1.113) | the project of the request that caused the event | always null | Anvil's callers have no project: noauth and http_basic requests carry none, in Ironic too |
+//	| a port group's dynamic_portgroup (1.111) | true for the port groups a network interface forms by itself | always false; a port's available_for_dynamic_portgroup is stored and shown but nothing reads it | Anvil forms no dynamic port groups (they come with Ironic's ironic-networking interface) |
+//	| the network interface of a fake-hardware node that names none | flat, the first fake-hardware supports, when enabled | noop, which Anvil's fake-hardware lists first; flat is enabled (anvild: flat,noop, Ironic's default) and may be chosen | library callers that enable every implementation keep the noop default they had; ipmi and redfish nodes default to flat as in Ironic |
+//	| faultstrings of refusals Ironic words otherwise than Anvil's typed errors | the exception's text | Ironic's wording where its exception is known (not found, duplicates, unknown driver or interface, locked, limits), else the library's text without its package prefixes | the conditions are Anvil's own checks; the table test TestPublicMessages pins each wording |
 //	| test_update_portgroup_add of ironic-tempest-plugin 2.5.0 | reads properties at 1.23 | properties hidden below 1.26, as master hides them | master's hide_fields_in_newer_versions; the test fails against master too |
 //
 // # Conventions inside the package

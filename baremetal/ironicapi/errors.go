@@ -24,6 +24,9 @@ type Error struct {
 	// internals) is for the log only: the client gets
 	// genericServerError.
 	internal bool
+	// detail is the text of the library error the message was made from
+	// (publicMessage), with its wrapping, for the log.
+	detail string
 }
 
 // genericServerError is the faultstring of a 500 whose cause is
@@ -58,7 +61,8 @@ func notAcceptable(format string, args ...any) *Error {
 const lockRetryAfter = 2
 
 // toError maps an error from the conductor, the store or a driver to the
-// status code Ironic gives the same condition.
+// status code Ironic gives the same condition, and to Ironic's wording of
+// it (publicMessage); detail keeps the library's text for the log.
 func toError(err error) *Error {
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
@@ -67,7 +71,7 @@ func toError(err error) *Error {
 	if baremetal.IsStoreUnavailable(err) {
 		return &Error{Status: http.StatusInternalServerError, Message: err.Error(), internal: true}
 	}
-	msg := err.Error()
+	msg := publicMessage(err)
 	var (
 		locked  *baremetal.NodeLockedError
 		limit   *conductor.ConcurrentActionLimitError
@@ -77,26 +81,28 @@ func toError(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &locked):
-		return &Error{Status: http.StatusConflict, RetryAfter: lockRetryAfter, Message: fmt.Sprintf(
+		return &Error{Status: http.StatusConflict, RetryAfter: lockRetryAfter, detail: err.Error(), Message: fmt.Sprintf(
 			"Node %s is locked by host %s, please retry after the current operation is completed.", locked.Node, locked.Holder)}
 	case errors.As(err, &limit):
-		return &Error{Status: http.StatusServiceUnavailable, Message: msg, RetryAfter: 1}
+		return &Error{Status: http.StatusServiceUnavailable, Message: msg, RetryAfter: 1, detail: err.Error()}
 	case errors.Is(err, baremetal.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Message: msg}
+		return &Error{Status: http.StatusNotFound, Message: msg, detail: err.Error()}
 	case errors.Is(err, conductor.ErrNodeProtected):
-		return &Error{Status: http.StatusForbidden, Message: msg}
+		return &Error{Status: http.StatusForbidden, Message: msg, detail: err.Error()}
 	case errors.Is(err, baremetal.ErrDuplicate), errors.Is(err, baremetal.ErrConflict),
 		errors.Is(err, baremetal.ErrNodeInUse), errors.Is(err, conductor.ErrUpdateInProgress),
 		errors.Is(err, conductor.ErrDeleteRefused):
-		return &Error{Status: http.StatusConflict, Message: msg}
+		return &Error{Status: http.StatusConflict, Message: msg, detail: err.Error()}
 	case errors.Is(err, baremetal.ErrInvalidInput), errors.Is(err, conductor.ErrVerbRefused),
 		errors.As(err, &missing), errors.As(err, &invalid), errors.As(err, &unsupp),
-		errors.Is(err, driver.ErrHardwareTypeNotFound):
-		return &Error{Status: http.StatusBadRequest, Message: msg}
+		errors.Is(err, driver.ErrHardwareTypeNotFound), errors.Is(err, driver.ErrInterfaceNotFound),
+		errors.Is(err, driver.ErrIncompatibleInterface), errors.Is(err, driver.ErrNoValidDefault),
+		errors.Is(err, baremetal.ErrPortgroupNotEmpty), errors.Is(err, baremetal.ErrChassisNotEmpty):
+		return &Error{Status: http.StatusBadRequest, Message: msg, detail: err.Error()}
 	case errors.Is(err, conductor.ErrNoConductor), errors.Is(err, conductor.ErrConductorNotRunning):
-		return &Error{Status: http.StatusServiceUnavailable, Message: msg}
+		return &Error{Status: http.StatusServiceUnavailable, Message: msg, detail: err.Error()}
 	}
-	return &Error{Status: http.StatusInternalServerError, Message: msg, internal: true}
+	return &Error{Status: http.StatusInternalServerError, Message: err.Error(), internal: true}
 }
 
 // writeError writes Ironic's error body: {"error_message": "<JSON text of

@@ -223,6 +223,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route, fn han
 			if e.internal {
 				e = &Error{Status: e.Status, RetryAfter: e.RetryAfter, Message: fmt.Sprintf(genericServerError, reqID)}
 			}
+		} else if e.detail != "" {
+			// The client reads Ironic's wording; the operator gets the
+			// library's error with its context.
+			h.log.Info("ironicapi: request refused", "method", r.Method, "path", r.URL.Path, "status", e.Status,
+				"request_id", reqID, "err", baremetal.MaskText(e.detail))
 		}
 		if !rq.wrote {
 			writeError(w, e)

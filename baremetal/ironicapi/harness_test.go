@@ -31,8 +31,14 @@ type labOption func(*conductor.Options, *ironicapi.Options)
 
 func newLab(t *testing.T, opts ...labOption) *lab {
 	t.Helper()
+	return newLabWith(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}}, opts...)
+}
+
+// newLabWith is newLab with the driver registry configured by cfg.
+func newLabWith(t *testing.T, cfg driver.Config, opts ...labOption) *lab {
+	t.Helper()
 	store := sqlstoretest.OpenSQLite(t, clock.System())
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
+	reg := driver.NewRegistry(cfg)
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		t.Fatal(err)
 	}

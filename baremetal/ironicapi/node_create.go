@@ -128,7 +128,7 @@ func minorOf(field string) int { return nodeFieldVersions[field] }
 func interfaceError(err error) error {
 	if errors.Is(err, driver.ErrInterfaceNotFound) || errors.Is(err, driver.ErrIncompatibleInterface) ||
 		errors.Is(err, driver.ErrNoValidDefault) {
-		return badRequest("%s", err.Error())
+		return publicError(http.StatusBadRequest, err)
 	}
 	return err
 }

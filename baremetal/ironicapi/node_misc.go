@@ -97,7 +97,10 @@ const maxTraitsPerNode = 50
 // characters, CUSTOM_ followed by upper-case letters, digits and
 // underscores, or a standard trait (an upper-case identifier; the
 // os-traits catalogue itself is not carried).
-func checkTrait(t string) error {
+func checkTrait(t string) error { return checkTraitField("trait", t) }
+
+// checkTraitField is checkTrait for the request member field.
+func checkTraitField(field, t string) error {
 	if steps.ValidTraitName(t) && (!strings.HasPrefix(t, "CUSTOM_") || len(t) > len("CUSTOM_")) {
 		return nil
 	}
@@ -105,7 +108,7 @@ func checkTrait(t string) error {
 	if len(v) > 80 {
 		v = append(v[:77], "..."...)
 	}
-	return badRequest("Invalid input for field/attribute trait. Value: %s. %s is not a valid trait: expected CUSTOM_ followed by upper-case letters, digits or underscores, or a standard trait, of at most 255 characters", v, v)
+	return badRequest("Invalid input for field/attribute %s. Value: %s. %s is not a valid trait: expected CUSTOM_ followed by upper-case letters, digits or underscores, or a standard trait, of at most 255 characters", field, v, v)
 }
 
 // traitsBefore37 answers status before 1.37 with Ironic's error for it,
@@ -294,8 +297,12 @@ func (h *Handler) getInventory(rq *request) error {
 
 // historyFieldsVersion is the microversion (Ironic's 1.115) from which a
 // detailed history entry carries state, target_provision_state and
-// duration_seconds.
-const historyFieldsVersion = 115
+// duration_seconds; historyProjectVersion (1.113) the one from which it
+// carries project.
+const (
+	historyFieldsVersion  = 115
+	historyProjectVersion = 113
+)
 
 // historyUUID is the UUID of a history entry. The store keys entries by
 // number, Ironic's API by UUID, so the UUID carries the number: it is an
@@ -339,7 +346,9 @@ func historyID(nodeUUID, s string) (int64, bool) {
 
 // historyView is one entry as Ironic shows it: uuid, created_at,
 // severity, event and links; detail adds event_type, conductor and user,
-// and from 1.115 state, target_provision_state and duration_seconds
+// from 1.113 project (always null: Anvil's callers have no project, as
+// Ironic's noauth and http_basic callers have none), and from 1.115
+// state, target_provision_state and duration_seconds
 // (whole seconds, as Ironic stores them; null when unknown). Without
 // detail the event text is cut at 255 characters, as Ironic does.
 func (rq *request) historyView(nodeUUID string, e *baremetal.HistoryEntry, detail bool) map[string]any {
@@ -363,6 +372,9 @@ func (rq *request) historyView(nodeUUID string, e *baremetal.HistoryEntry, detai
 		v["event_type"] = e.EventType
 		v["conductor"] = nullable(e.Conductor)
 		v["user"] = nullable(e.User)
+		if rq.v.AtLeast(historyProjectVersion) {
+			v["project"] = nil
+		}
 		if rq.v.AtLeast(historyFieldsVersion) {
 			v["state"] = nullable(e.State)
 			v["target_provision_state"] = nullable(e.TargetState)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/baremetal/ironicapi"
 	"github.com/anvilmetal/anvil/statemachine"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 )
@@ -294,13 +293,9 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-// TestHistoryFieldsAt1115 reads 1.115's history fields through the API.
-// The handler offers 1.115 once 1.111-1.114 are served; until then the
-// view's gating is tested by TestHistoryViewFields.
+// TestHistoryFieldsAt1115 reads 1.115's history fields through the API,
+// 1.113's project, and their absence at 1.112 and 1.114.
 func TestHistoryFieldsAt1115(t *testing.T) {
-	if !ironicapi.MaxVersion.AtLeast(115) {
-		t.Skipf("the handler serves up to %s; 1.115 needs 1.111-1.114 first", ironicapi.MaxVersion)
-	}
 	l := newLab(t)
 	id := newNode(t, l, "hist115", "")
 	if err := l.c.SetMaintenance(context.Background(), id, true, "checking"); err != nil {
@@ -319,6 +314,33 @@ func TestHistoryFieldsAt1115(t *testing.T) {
 	for _, e := range doc.History {
 		if e.State == nil || *e.State != "enroll" || e.Duration == nil || *e.Duration < 0 {
 			t.Fatalf("entry at 1.115 without its state or duration: %s", body)
+		}
+	}
+	for _, tc := range []struct {
+		version           string
+		project, duration bool
+	}{
+		{"1.112", false, false},
+		{"1.113", true, false},
+		{"1.114", true, false},
+		{"1.115", true, true},
+	} {
+		st, _, body := do(t, "GET", l.srv.URL+"/v1/nodes/hist115/history?detail=true", tc.version, "")
+		var doc struct{ History []map[string]any }
+		if st != 200 || json.Unmarshal([]byte(body), &doc) != nil || len(doc.History) == 0 {
+			t.Fatalf("history at %s: %d %s", tc.version, st, body)
+		}
+		e := doc.History[0]
+		project, hasProject := e["project"]
+		_, hasDuration := e["duration_seconds"]
+		_, hasState := e["state"]
+		if hasProject != tc.project || (hasProject && project != nil) || hasDuration != tc.duration || hasState != tc.duration {
+			t.Errorf("entry at %s = %v; want project (null) %v, state and duration_seconds %v", tc.version, e, tc.project, tc.duration)
+		}
+		// Without detail none of them.
+		_, _, body = do(t, "GET", l.srv.URL+"/v1/nodes/hist115/history", tc.version, "")
+		if strings.Contains(body, `"project"`) || strings.Contains(body, "duration_seconds") {
+			t.Errorf("entry without detail at %s carries detailed fields: %s", tc.version, body)
 		}
 	}
 }

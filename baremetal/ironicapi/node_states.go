@@ -3,6 +3,7 @@ package ironicapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -266,7 +267,7 @@ func verbError(action string, n *baremetal.Node, err error) error {
 	case errors.As(err, &te):
 		return invalidState(action, n.UUID, te.State)
 	case errors.Is(err, steps.ErrInvalidSteps), errors.Is(err, steps.ErrStepNotAllowed):
-		return badRequest("%s", err.Error())
+		return &Error{Status: http.StatusBadRequest, Message: sentence(stripInternal(err.Error())), detail: err.Error()}
 	}
 	return err
 }
@@ -357,8 +358,12 @@ func (h *Handler) putProvisionState(rq *request) error {
 		if target != "clean" && target != "service" {
 			return badRequest("\"runbook\" is only valid when setting target provision state to clean or service")
 		}
-		if _, err := h.store.GetRunbook(rq.ctx, *runbook); err != nil {
+		rb, err := h.store.GetRunbook(rq.ctx, *runbook)
+		if err != nil {
 			return notFoundAs(err, "Runbook %s could not be found.", *runbook)
+		}
+		if err := rq.runbookApproved(rb, n); err != nil {
+			return err
 		}
 		runbookName = *runbook
 	}
@@ -422,7 +427,8 @@ func parseSteps(kind steps.Kind, field string, raw json.RawMessage) ([]steps.Ste
 	}
 	s, err := steps.ParseUserSteps(kind, raw)
 	if err != nil {
-		return nil, badRequest("Invalid %s: %s", field, baremetal.MaskText(err.Error()))
+		return nil, &Error{Status: http.StatusBadRequest, detail: err.Error(),
+			Message: fmt.Sprintf("Invalid %s: %s", field, stripInternal(baremetal.MaskText(err.Error())))}
 	}
 	return s, nil
 }
@@ -463,7 +469,8 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 		if err != nil {
 			return err
 		}
-		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
+		return h.c.Clean(ctx, id, cs, conductor.CleanOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook,
+			RunbookByName: !rq.v.AtLeast(runbookTraitsVersion)})
 	case "service":
 		if serviceSteps == nil && runbook == "" {
 			return badRequest("\"service_steps\" is required when setting target provision state to service")
@@ -472,7 +479,8 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 		if err != nil {
 			return err
 		}
-		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook})
+		return h.c.Service(ctx, id, ss, conductor.ServiceOptions{DisableRamdisk: disableRamdisk != nil && *disableRamdisk, Runbook: runbook,
+			RunbookByName: !rq.v.AtLeast(runbookTraitsVersion)})
 	case "manage":
 		return h.c.Manage(ctx, id)
 	case "provide":

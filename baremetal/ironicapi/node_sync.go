@@ -58,7 +58,8 @@ func (h *Handler) nodeSyncRoutes() {
 // operations: a busy conductor (Ironic's NoFreeConductorWorker, 503).
 func syncError(err error) error {
 	if errors.Is(err, conductor.ErrNoFreeWorker) {
-		return &Error{Status: http.StatusServiceUnavailable, Message: err.Error(), RetryAfter: 1}
+		return &Error{Status: http.StatusServiceUnavailable, RetryAfter: 1, detail: err.Error(),
+			Message: "Requested action cannot be performed due to lack of free conductor workers."}
 	}
 	return err
 }
@@ -275,7 +276,7 @@ func (h *Handler) setRAIDConfig(rq *request) error {
 	}
 	if err := h.c.SetTargetRAIDConfig(rq.ctx, n.UUID, cfg); err != nil {
 		if errors.Is(err, driver.ErrUnsupported) {
-			return notFound("%s", err.Error())
+			return publicError(http.StatusNotFound, err)
 		}
 		return err
 	}
@@ -417,10 +418,21 @@ func (h *Handler) getBIOS(rq *request) error {
 
 // firmwareFields are the fields of a firmware component (Ironic's
 // _DEFAULT_RETURN_FIELDS) and ?fields may name.
+// vendor, model and serial_number appear in 1.114
+// (firmwareIdentityVersion): ?fields naming them before is a 400, as
+// Ironic words it.
 var firmwareFields = map[string]int{
 	"component": minorFirmware, "initial_version": minorFirmware, "current_version": minorFirmware,
 	"last_version_flashed": minorFirmware, "created_at": minorFirmware, "updated_at": minorFirmware,
+	"vendor": minorFirmware, "model": minorFirmware, "serial_number": minorFirmware,
 }
+
+// firmwareIdentityVersion is the microversion (Ironic's 1.114) from which
+// a firmware component carries vendor, model and serial_number.
+const firmwareIdentityVersion = 114
+
+// firmwareIdentityFields are 1.114's fields, in Ironic's order.
+var firmwareIdentityFields = []string{"vendor", "model", "serial_number"}
 
 // GET /v1/nodes/{node}/firmware (1.86)
 func (h *Handler) listFirmware(rq *request) error {
@@ -436,8 +448,23 @@ func (h *Handler) listFirmware(rq *request) error {
 			return badRequest("Can not specify ?detail=True and fields in the same request.")
 		}
 	}
+	if !rq.v.AtLeast(firmwareIdentityVersion) {
+		var newer []string
+		for _, f := range firmwareIdentityFields {
+			if slices.Contains(fields, f) {
+				newer = append(newer, f)
+			}
+		}
+		if len(newer) > 0 {
+			slices.Sort(newer)
+			return badRequest("Fields %s are not allowed in this API version. They require at least API version 1.%d.", strings.Join(newer, ", "), firmwareIdentityVersion)
+		}
+	}
 	if fields == nil {
 		fields = []string{"component", "initial_version", "current_version", "last_version_flashed"}
+		if rq.v.AtLeast(firmwareIdentityVersion) {
+			fields = append(fields, firmwareIdentityFields...)
+		}
 	}
 	n, err := rq.node()
 	if err != nil {
@@ -454,7 +481,8 @@ func (h *Handler) listFirmware(rq *request) error {
 	out := make([]map[string]any, 0, len(comps))
 	for _, c := range comps {
 		all := map[string]any{"component": c.Component, "initial_version": c.InitialVersion,
-			"current_version": c.CurrentVersion, "last_version_flashed": nullable(c.LastVersionFlashed)}
+			"current_version": c.CurrentVersion, "last_version_flashed": nullable(c.LastVersionFlashed),
+			"vendor": nullable(c.Vendor), "model": nullable(c.Model), "serial_number": nullable(c.SerialNumber)}
 		entry := map[string]any{"created_at": now, "updated_at": nil}
 		for _, f := range fields {
 			if v, ok := all[f]; ok {

@@ -20,7 +20,7 @@ const defaultPortgroupMode = "active-backup"
 var portgroupFieldVersions = map[string]int{
 	"uuid": 23, "name": 23, "address": 23, "node_uuid": 23, "extra": 23, "internal_info": 23,
 	"standalone_ports_supported": 23, "created_at": 23, "updated_at": 23, "links": 23, "ports": 23,
-	"mode": 26, "properties": 26,
+	"mode": 26, "properties": 26, "dynamic_portgroup": 111,
 }
 
 // portgroupListFields are a listing's fields without detail (Ironic's
@@ -67,6 +67,9 @@ func (rq *request) portgroupView(g *baremetal.Portgroup) map[string]any {
 		"updated_at":                 timestamp(g.UpdatedAt),
 		"links":                      rq.links("portgroups", g.UUID),
 		"ports":                      rq.links("portgroups", g.UUID+"/ports"),
+		// Read-only (1.111): set by Ironic for the port groups a network
+		// interface forms by itself, which Anvil never forms.
+		"dynamic_portgroup": false,
 	}
 	rq.hideNewer(view, portgroupFieldVersions)
 	return view
@@ -237,7 +240,7 @@ func rawPortgroupView(g *baremetal.Portgroup) map[string]any {
 		"uuid": g.UUID, "name": nullable(g.Name), "address": nullable(g.Address), "node_uuid": g.NodeUUID,
 		"mode": nullable(g.Mode), "properties": object(g.Properties), "extra": object(g.Extra),
 		"standalone_ports_supported": g.StandalonePortsSupported, "internal_info": object(g.InternalInfo),
-		"created_at": nil, "updated_at": nil,
+		"created_at": nil, "updated_at": nil, "dynamic_portgroup": false,
 	}
 }
 

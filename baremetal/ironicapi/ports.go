@@ -21,16 +21,18 @@ var portFieldVersions = map[string]int{
 	"uuid": 1, "address": 1, "node_uuid": 1, "extra": 1, "created_at": 1, "updated_at": 1, "links": 1,
 	"internal_info": 18, "pxe_enabled": 19, "local_link_connection": 19, "portgroup_uuid": 24,
 	"physical_network": 34, "is_smartnic": 53, "name": 88, "description": 97, "vendor": 100, "category": 101,
+	"available_for_dynamic_portgroup": 111,
 }
 
 // portListFields are the fields of a port in a listing without detail.
 var portListFields = []string{"uuid", "address", "links"}
 
 // portWritable are the fields a port create or PATCH may set (Ironic's
-// PORT_SCHEMA, less available_for_dynamic_portgroup of 1.111), in
-// Ironic's order for its error message.
+// PORT_SCHEMA and PATCH_ALLOWED_FIELDS), in Ironic's order for its error
+// message.
 var portWritable = []string{"address", "extra", "is_smartnic", "local_link_connection", "node_ident",
-	"node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled", "name", "description", "vendor", "category"}
+	"node_uuid", "physical_network", "portgroup_uuid", "pxe_enabled", "name", "description", "vendor", "category",
+	"available_for_dynamic_portgroup"}
 
 // maxFilterValues bounds the values of one list filter (shard,
 // conductor_groups): each is a parameter of the store's query.
@@ -78,23 +80,24 @@ func (rq *request) portView(p *baremetal.Port) map[string]any {
 		}
 	}
 	view := map[string]any{
-		"uuid":                  p.UUID,
-		"address":               p.Address,
-		"node_uuid":             p.NodeUUID,
-		"extra":                 object(p.Extra),
-		"internal_info":         object(p.InternalInfo),
-		"pxe_enabled":           p.PXEEnabled,
-		"local_link_connection": llc,
-		"portgroup_uuid":        portgroupOf(p),
-		"physical_network":      nullable(p.PhysicalNetwork),
-		"is_smartnic":           p.IsSmartNIC,
-		"name":                  nullable(p.Name),
-		"description":           nullable(p.Description),
-		"vendor":                nullable(p.Vendor),
-		"category":              nullable(p.Category),
-		"created_at":            timestamp(p.CreatedAt),
-		"updated_at":            timestamp(p.UpdatedAt),
-		"links":                 rq.links("ports", p.UUID),
+		"uuid":                            p.UUID,
+		"address":                         p.Address,
+		"node_uuid":                       p.NodeUUID,
+		"extra":                           object(p.Extra),
+		"internal_info":                   object(p.InternalInfo),
+		"pxe_enabled":                     p.PXEEnabled,
+		"local_link_connection":           llc,
+		"portgroup_uuid":                  portgroupOf(p),
+		"physical_network":                nullable(p.PhysicalNetwork),
+		"is_smartnic":                     p.IsSmartNIC,
+		"name":                            nullable(p.Name),
+		"description":                     nullable(p.Description),
+		"vendor":                          nullable(p.Vendor),
+		"category":                        nullable(p.Category),
+		"available_for_dynamic_portgroup": !p.NotForDynamicPortgroup,
+		"created_at":                      timestamp(p.CreatedAt),
+		"updated_at":                      timestamp(p.UpdatedAt),
+		"links":                           rq.links("ports", p.UUID),
 	}
 	rq.hideNewer(view, portFieldVersions)
 	return view
@@ -395,6 +398,7 @@ func portDoc(p *baremetal.Port) map[string]any {
 		"physical_network":      nullable(p.PhysicalNetwork), "portgroup_uuid": portgroupOf(p),
 		"pxe_enabled": p.PXEEnabled, "name": nullable(p.Name), "description": nullable(p.Description),
 		"vendor": nullable(p.Vendor), "category": nullable(p.Category),
+		"available_for_dynamic_portgroup": !p.NotForDynamicPortgroup,
 	}
 }
 
@@ -484,6 +488,15 @@ func (rq *request) setPortFields(p *baremetal.Port, doc map[string]any) error {
 	}
 	if p.IsSmartNIC, err = boolean("is_smartnic", false); err != nil {
 		return err
+	}
+	// available_for_dynamic_portgroup (1.111) is a JSON boolean only.
+	p.NotForDynamicPortgroup = false
+	if v, ok := doc["available_for_dynamic_portgroup"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return portSchemaError("%s is not of type 'boolean'", portJSON(v))
+		}
+		p.NotForDynamicPortgroup = !b
 	}
 	if p.Extra, err = obj("extra"); err != nil {
 		return err
@@ -688,9 +701,6 @@ func (h *Handler) createPort(rq *request) error {
 	}
 	for k := range doc {
 		if !slices.Contains(portWritable, k) && k != "uuid" {
-			if k == "available_for_dynamic_portgroup" {
-				return notAcceptable("Request not acceptable.")
-			}
 			return portSchemaError("Additional properties are not allowed ('%s' was unexpected)", k)
 		}
 	}

@@ -188,10 +188,8 @@ func resourceError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, baremetal.ErrPortgroupNotEmpty):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "baremetal: "))
-	case errors.Is(err, conductor.ErrAllocationFailed):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "baremetal: "))
+	case errors.Is(err, baremetal.ErrPortgroupNotEmpty), errors.Is(err, conductor.ErrAllocationFailed):
+		return publicError(http.StatusBadRequest, err)
 	case errors.As(err, &ve) && ve.Verb == "delete allocation":
 		return Errorf(http.StatusConflict, "%s", ve.Reason)
 	}

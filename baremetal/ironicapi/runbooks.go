@@ -4,28 +4,48 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
 )
 
-// runbookMinVersion is the microversion runbooks appear in (1.92).
-const runbookMinVersion = 92
+// runbookMinVersion is the microversion runbooks appear in (1.92);
+// runbookTraitsVersion the one that gives them traits and a description,
+// lets their names be any logical name and adds /v1/runbooks/{r}/traits
+// (1.112).
+const (
+	runbookMinVersion    = 92
+	runbookTraitsVersion = 112
+)
 
 var runbookFieldVersions = map[string]int{
 	"uuid": 92, "name": 92, "steps": 92, "disable_ramdisk": 92, "public": 92, "owner": 92,
 	"extra": 92, "created_at": 92, "updated_at": 92, "links": 92,
+	"description": runbookTraitsVersion, "traits": runbookTraitsVersion,
 }
 
 // runbookListFields are a listing's fields without detail.
 var runbookListFields = []string{"uuid", "name", "links"}
 
+// runbookCreateFields are the members a create body may have. Traits
+// are set through /v1/runbooks/{r}/traits only, as in Ironic. A
+// description before 1.112 is refused by createRunbook as an unknown
+// attribute (400), as Ironic's schema of those versions refuses it.
 var runbookCreateFields = map[string]int{
 	"uuid": 92, "name": 92, "steps": 92, "disable_ramdisk": 92, "public": 92, "owner": 92, "extra": 92,
+	"description": 92,
 }
 
-var runbookWritable = map[string]bool{
-	"name": true, "steps": true, "disable_ramdisk": true, "public": true, "owner": true, "extra": true,
+// runbookPatchable are the fields a PATCH may change at v, in Ironic's
+// order (its _get_patch_allowed_fields).
+func runbookPatchable(v Version) []string {
+	out := []string{"disable_ramdisk", "extra", "name", "owner", "public", "steps"}
+	if v.AtLeast(runbookTraitsVersion) {
+		out = append(out, "description")
+	}
+	return out
 }
 
 func (h *Handler) runbookRoutes() {
@@ -35,6 +55,12 @@ func (h *Handler) runbookRoutes() {
 	h.handle("POST /v1/runbooks", rt, h.createRunbook)
 	h.handle("PATCH /v1/runbooks/{runbook}", rt, h.patchRunbook)
 	h.handle("DELETE /v1/runbooks/{runbook}", rt, h.deleteRunbook)
+	tr := route{minVersion: runbookTraitsVersion}
+	h.handle("GET /v1/runbooks/{runbook}/traits", tr, h.listRunbookTraits)
+	h.handle("PUT /v1/runbooks/{runbook}/traits", tr, h.putRunbookTraits)
+	h.handle("PUT /v1/runbooks/{runbook}/traits/{trait}", tr, h.putRunbookTrait)
+	h.handle("DELETE /v1/runbooks/{runbook}/traits", tr, h.deleteRunbookTraits)
+	h.handle("DELETE /v1/runbooks/{runbook}/traits/{trait}", tr, h.deleteRunbookTrait)
 }
 
 func runbookSteps(r *baremetal.Runbook, masked bool) []any {
@@ -49,14 +75,26 @@ func runbookSteps(r *baremetal.Runbook, masked bool) []any {
 	return list
 }
 
-// runbookView is r as Ironic shows it; step arguments are masked.
+// runbookView is r as Ironic shows it at the request's version; step
+// arguments are masked.
 func (rq *request) runbookView(r *baremetal.Runbook) map[string]any {
-	return map[string]any{
+	v := map[string]any{
 		"uuid": r.UUID, "name": r.Name, "steps": runbookSteps(r, true), "disable_ramdisk": r.DisableRamdisk,
 		"public": r.Public, "owner": nullable(r.Owner), "extra": object(r.Extra),
 		"created_at": timestamp(r.CreatedAt), "updated_at": timestamp(r.UpdatedAt),
-		"links": rq.links("runbooks", r.UUID),
+		"links":       rq.links("runbooks", r.UUID),
+		"description": nullable(r.Description), "traits": runbookTraitList(r),
 	}
+	rq.hideNewer(v, runbookFieldVersions)
+	return v
+}
+
+// runbookTraitList is r's traits as a JSON list, never null.
+func runbookTraitList(r *baremetal.Runbook) []string {
+	if r.Traits == nil {
+		return []string{}
+	}
+	return r.Traits
 }
 
 func (rq *request) runbook() (*baremetal.Runbook, error) {
@@ -168,10 +206,25 @@ func parseRunbookSteps(v any) ([]baremetal.RunbookStep, error) {
 	return out, nil
 }
 
-// setRunbook copies the members of doc into r.
-func setRunbook(doc map[string]any, r *baremetal.Runbook) error {
+// setRunbook copies the members of doc into r. Before 1.112 the name
+// must be a trait, as Ironic's RUNBOOK_SCHEMA has it; from 1.112 any
+// logical name, and a description of at most 255 characters.
+func (rq *request) setRunbook(doc map[string]any, r *baremetal.Runbook) error {
 	var err error
 	if r.Name, err = str(doc, "name"); err != nil {
+		return err
+	}
+	if rq.v.AtLeast(runbookTraitsVersion) {
+		if p := baremetal.CheckNodeName(r.UUID, r.Name); p != nil || r.Name == "" {
+			return badRequest("Invalid input for field/attribute name. Value: %s. Expected a logical name of 1 to 255 letters, digits, '-', '.', '_' or '~'", jsonText(r.Name))
+		}
+		if r.Description, err = str(doc, "description"); err != nil {
+			return err
+		}
+		if len([]rune(r.Description)) > 255 {
+			return badRequest("Invalid input for field/attribute description. Value: %s. '%s' is too long", jsonText(r.Description), r.Description)
+		}
+	} else if err := checkTraitField("name", r.Name); err != nil {
 		return err
 	}
 	if r.Owner, err = str(doc, "owner"); err != nil {
@@ -222,6 +275,10 @@ func (h *Handler) createRunbook(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := body["description"]; ok && !rq.v.AtLeast(runbookTraitsVersion) {
+		// Ironic's RUNBOOK_SCHEMA of these versions has no description.
+		return badRequest("Unknown attribute description.")
+	}
 	if _, ok := body["name"]; !ok {
 		return badRequest("Mandatory field missing: name")
 	}
@@ -229,9 +286,11 @@ func (h *Handler) createRunbook(rq *request) error {
 	if r.UUID, err = str(body, "uuid"); err != nil {
 		return err
 	}
-	if err := setRunbook(body, r); err != nil {
+	if err := rq.setRunbook(body, r); err != nil {
 		return err
 	}
+	// No traits until /traits gives some, as Ironic's post sets them.
+	r.Traits = []string{}
 	if err := h.store.CreateRunbook(rq.ctx, r); err != nil {
 		return runbookWriteError(err)
 	}
@@ -248,21 +307,20 @@ func (h *Handler) patchRunbook(rq *request) error {
 	if err != nil {
 		return err
 	}
-	before := map[string]any{"uuid": r.UUID, "name": r.Name, "steps": runbookSteps(r, false),
-		"disable_ramdisk": r.DisableRamdisk, "public": r.Public, "owner": nullable(r.Owner),
-		"extra": object(r.Extra), "created_at": nil, "updated_at": nil}
+	patchable := runbookPatchable(rq.v)
 	for _, p := range ops {
-		if f := p.rootField(); !runbookWritable[f] {
-			if _, known := before[f]; known {
-				return badRequest("'/%s' is an internal attribute and can not be updated", f)
-			}
+		if !slices.Contains(patchable, p.rootField()) {
+			return badRequest("Cannot patch %s. Only the following can be updated: %s", p.Path, strings.Join(patchable, ", "))
 		}
 	}
+	before := map[string]any{"uuid": r.UUID, "name": r.Name, "steps": runbookSteps(r, false),
+		"disable_ramdisk": r.DisableRamdisk, "public": r.Public, "owner": nullable(r.Owner),
+		"extra": object(r.Extra), "description": nullable(r.Description)}
 	after, err := applyPatch(before, ops)
 	if err != nil {
 		return err
 	}
-	if err := setRunbook(after, r); err != nil {
+	if err := rq.setRunbook(after, r); err != nil {
 		return err
 	}
 	if err := h.store.UpdateRunbook(rq.ctx, r); err != nil {
@@ -281,4 +339,154 @@ func (h *Handler) deleteRunbook(rq *request) error {
 		return notFoundAs(err, "Runbook %s could not be found.", r.UUID)
 	}
 	return rq.status(http.StatusNoContent)
+}
+
+// GET /v1/runbooks/{runbook}/traits (1.112): {"traits": [...]}.
+func (h *Handler) listRunbookTraits(rq *request) error {
+	r, err := rq.runbook()
+	if err != nil {
+		return err
+	}
+	return rq.reply(http.StatusOK, map[string]any{"traits": runbookTraitList(r)})
+}
+
+// setRunbookTraits writes the traits change makes of r's, as a
+// compare-and-swap retried on a concurrent update.
+func (rq *request) setRunbookTraits(r *baremetal.Runbook, change func([]string) []string) error {
+	id := r.UUID
+	for {
+		r.Traits = change(slices.Clone(r.Traits))
+		slices.Sort(r.Traits)
+		r.Traits = slices.Compact(r.Traits)
+		err := rq.h.store.UpdateRunbook(rq.ctx, r)
+		if !errors.Is(err, baremetal.ErrConflict) {
+			return runbookWriteError(err)
+		}
+		if r, err = rq.h.store.GetRunbook(rq.ctx, id); err != nil {
+			return notFoundAs(err, "Runbook %s could not be found.", id)
+		}
+	}
+}
+
+// PUT /v1/runbooks/{runbook}/traits (1.112): replace them all with the
+// body's {"traits": [...]}; 204.
+func (h *Handler) putRunbookTraits(rq *request) error {
+	var doc map[string]any
+	if err := rq.decode(&doc); err != nil {
+		return err
+	}
+	list, ok := doc["traits"]
+	for k := range doc {
+		if k != "traits" {
+			return badRequest("Additional properties are not allowed ('%s' was unexpected)", k)
+		}
+	}
+	if !ok || list == nil {
+		return badRequest("A single runbook trait may be added via PUT /v1/runbooks/<runbook identifier>/traits/<trait> with no body, or all runbook traits may be replaced via PUT /v1/runbooks/<runbook identifier>/traits with the list of traits specified in the request body.")
+	}
+	raw, isList := list.([]any)
+	if !isList {
+		return badRequest("Invalid input for field/attribute traits. Value: %s. Expected a list of traits", jsonText(list))
+	}
+	traits := make([]string, 0, len(raw))
+	for _, x := range raw {
+		t, isStr := x.(string)
+		if !isStr {
+			return badRequest("Invalid input for field/attribute traits. Value: %s. Expected a list of traits", jsonText(list))
+		}
+		if err := checkTrait(t); err != nil {
+			return err
+		}
+		traits = append(traits, t)
+	}
+	r, err := rq.runbook()
+	if err != nil {
+		return err
+	}
+	if err := rq.setRunbookTraits(r, func([]string) []string { return traits }); err != nil {
+		return err
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// PUT /v1/runbooks/{runbook}/traits/{trait} (1.112): add one, no body;
+// 204 with its Location.
+func (h *Handler) putRunbookTrait(rq *request) error {
+	trait := rq.r.PathValue("trait")
+	var doc any
+	if has, err := rq.decodeOptional(&doc); err != nil {
+		return err
+	} else if m, isMap := doc.(map[string]any); has && doc != nil && (!isMap || len(m) > 0) {
+		return badRequest("No body should be provided when adding a trait")
+	}
+	if err := checkTrait(trait); err != nil {
+		return err
+	}
+	r, err := rq.runbook()
+	if err != nil {
+		return err
+	}
+	if err := rq.setRunbookTraits(r, func(cur []string) []string { return append(cur, trait) }); err != nil {
+		return err
+	}
+	rq.w.Header().Set("Location", rq.baseURL()+"/v1/runbooks/"+rq.r.PathValue("runbook")+"/traits/"+trait)
+	return rq.status(http.StatusNoContent)
+}
+
+// DELETE /v1/runbooks/{runbook}/traits (1.112): remove them all; 204.
+func (h *Handler) deleteRunbookTraits(rq *request) error {
+	r, err := rq.runbook()
+	if err != nil {
+		return err
+	}
+	if err := rq.setRunbookTraits(r, func([]string) []string { return []string{} }); err != nil {
+		return err
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// DELETE /v1/runbooks/{runbook}/traits/{trait} (1.112): remove one; a
+// trait the runbook lacks is no error (Ironic's RunbookTraitNotFound is
+// ignored there); 204.
+func (h *Handler) deleteRunbookTrait(rq *request) error {
+	trait := rq.r.PathValue("trait")
+	r, err := rq.runbook()
+	if err != nil {
+		return err
+	}
+	if slices.Contains(r.Traits, trait) {
+		err = rq.setRunbookTraits(r, func(cur []string) []string {
+			return slices.DeleteFunc(cur, func(t string) bool { return t == trait })
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return rq.status(http.StatusNoContent)
+}
+
+// runbookApproved is Ironic's check (the API's _handle_runbook) that rb
+// may run on n: from 1.112 n has one of rb's traits, and a runbook
+// without traits runs nowhere; before, n has rb's name as a trait. The
+// conductor checks again under the node's lock.
+func (rq *request) runbookApproved(rb *baremetal.Runbook, n *baremetal.Node) error {
+	if !rq.v.AtLeast(runbookTraitsVersion) {
+		if slices.Contains(n.Traits, rb.Name) {
+			return nil
+		}
+		return badRequest("This runbook has not been approved for use on this node %s. Please ask an administrator to add it to your node traits.", n.UUID)
+	}
+	if len(rb.Traits) == 0 {
+		return badRequest("Runbook %s has no traits configured. Please ask an administrator to add traits to the runbook.", rb.UUID)
+	}
+	for _, t := range rb.Traits {
+		if slices.Contains(n.Traits, t) {
+			return nil
+		}
+	}
+	quoted := make([]string, len(rb.Traits))
+	for i, t := range rb.Traits {
+		quoted[i] = "'" + t + "'"
+	}
+	return badRequest("This runbook has not been approved for use on this node %s. The node does not have any of the runbook's traits [%s]. Please ask an administrator to add a matching trait to your node.", n.UUID, strings.Join(quoted, ", "))
 }

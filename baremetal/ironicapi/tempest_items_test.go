@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
+	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/builtin"
 )
 
 // TestPathsWithoutVersion: Ironic's root controller serves a path whose
@@ -341,5 +343,54 @@ func TestVirtualMediaAttachAsync(t *testing.T) {
 	}
 	if !strings.Contains(got.LastError, "Could not attach device cdrom to node "+n.UUID) {
 		t.Fatalf("last_error = %q", got.LastError)
+	}
+}
+
+// TestVIFsOnFlat: the flat network interface, enabled beside noop as
+// Ironic enables them by default (enabled_network_interfaces =
+// flat,noop), records a VIF on a port by Ironic's free-port rule, and
+// validates without Neutron.
+func TestVIFsOnFlat(t *testing.T) {
+	l := newLabWith(t, driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
+		EnabledInterfaces: map[driver.Kind][]string{driver.KindNetwork: {driver.Flat, driver.Noop}}})
+	st, _, body := do(t, "POST", l.srv.URL+"/v1/nodes", "1.31", `{"name":"flat","driver":"fake-hardware","network_interface":"flat"}`)
+	if st != http.StatusCreated || bodyMap(t, body)["network_interface"] != "flat" {
+		t.Fatalf("create with flat = %d %s", st, body)
+	}
+	id := bodyMap(t, body)["uuid"].(string)
+	noPXE := l.port(t, id, "52:54:00:00:98:01", func(p *baremetal.Port) { p.PXEEnabled = false })
+	pxe := l.port(t, id, "52:54:00:00:98:02", nil)
+	base := l.srv.URL + "/v1/nodes/flat/vifs"
+	if st, _, body := do(t, "POST", base, "1.28", `{"id":"vif-1"}`); st != http.StatusNoContent {
+		t.Fatalf("attach = %d %s", st, body)
+	}
+	for _, tc := range []struct {
+		port *baremetal.Port
+		want string
+	}{{pxe, "vif-1"}, {noPXE, ""}} {
+		p, err := l.c.Store().GetPort(context.Background(), tc.port.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := p.InternalInfo["tenant_vif_port_id"].(string); got != tc.want {
+			t.Errorf("port %s tenant_vif_port_id %q, want %q (the PXE-enabled port first)", p.Address, got, tc.want)
+		}
+	}
+	st, _, body = do(t, "GET", base, "1.28", "")
+	if vifs := bodyMap(t, body)["vifs"].([]any); st != http.StatusOK || len(vifs) != 1 || vifs[0].(map[string]any)["id"] != "vif-1" {
+		t.Fatalf("list = %d %s", st, body)
+	}
+	st, _, body = do(t, "GET", l.srv.URL+"/v1/nodes/flat/validate", "1.31", "")
+	if nw := bodyMap(t, body)["network"].(map[string]any); st != http.StatusOK || nw["result"] != true {
+		t.Fatalf("validate = %d %s; want the flat network valid", st, body)
+	}
+	if st, _, body := do(t, "DELETE", base+"/vif-1", "1.28", ""); st != http.StatusNoContent {
+		t.Fatalf("detach = %d %s", st, body)
+	}
+	// A node enrolled without naming one gets noop here: Anvil's
+	// fake-hardware lists noop before flat (Ironic's lists flat first).
+	other := l.enroll(t, "default-net", nil)
+	if other.NetworkInterface != driver.Noop {
+		t.Errorf("default network interface %q, want noop", other.NetworkInterface)
 	}
 }

@@ -17,7 +17,7 @@ type Version struct {
 // without a version header at MinVersion, as Ironic does.
 var (
 	MinVersion = Version{1, 1}
-	MaxVersion = Version{1, 110}
+	MaxVersion = Version{1, 115}
 )
 
 // The version headers Ironic reads and writes.

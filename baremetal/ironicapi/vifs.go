@@ -18,7 +18,7 @@ const tenantVIFKey = "tenant_vif_port_id"
 // flat interface's VIFs are not bound in Neutron, and the noop
 // interface records them rather than forgetting them (see the package
 // documentation's differences).
-var vifNetworkInterfaces = []string{driver.Noop, "flat"}
+var vifNetworkInterfaces = []string{driver.Noop, driver.Flat}
 
 func (h *Handler) vifRoutes() {
 	rt := route{minVersion: 28}

@@ -108,10 +108,7 @@ func (s *Store) GetAllocation(ctx context.Context, ident string) (*baremetal.All
 
 // ListAllocations implements baremetal.AllocationStore.
 func (s *Store) ListAllocations(ctx context.Context, f baremetal.AllocationFilter, page baremetal.Page) ([]*baremetal.Allocation, error) {
-	var w filters
-	if f.NodeUUID != "" {
-		w.add("n.uuid = ?", strings.ToLower(f.NodeUUID))
-	}
+	w := ofNode(f.NodeUUID)
 	if f.ResourceClass != "" {
 		w.add("a.resource_class = ?", f.ResourceClass)
 	}

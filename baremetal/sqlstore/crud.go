@@ -218,6 +218,16 @@ func (f *filters) add(cond string, v any) {
 	f.args = append(f.args, v)
 }
 
+// ofNode starts the filters of a listing of a node's children: the
+// node's UUID (any case) when one is given, none otherwise.
+func ofNode(nodeUUID string) filters {
+	var w filters
+	if nodeUUID != "" {
+		w.add("n.uuid = ?", strings.ToLower(nodeUUID))
+	}
+	return w
+}
+
 // nilValue is the error of a write given no object.
 func (c *crud[T, R]) nilValue() error {
 	return &baremetal.InvalidFieldError{Kind: c.kind, Field: c.kind, Expected: "a non-nil " + c.noun}

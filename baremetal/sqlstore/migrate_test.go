@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -39,6 +40,7 @@ func checkMigrations(t *testing.T, s *sqlstore.Store) {
 	}
 	checkInventoryMigration(t, s, p)
 	checkHistoryFieldsMigration(t, s, p)
+	checkAPI1115Migration(t, s, p)
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("migrating down: %v", err)
 	}
@@ -72,6 +74,10 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The port is written and read by today's code: at the latest schema.
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
 	g := &baremetal.Portgroup{NodeUUID: n.UUID, Name: "bond0"}
 	if err := s.CreatePortgroup(ctx, g); err != nil {
 		t.Fatalf("schema 5 cannot store a portgroup: %v", err)
@@ -91,6 +97,12 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 	}
 	if _, err := p.UpTo(ctx, 5); err != nil {
 		t.Fatalf("migrating up to 5: %v", err)
+	}
+	if _, err := s.ListPortgroups(ctx, baremetal.PortgroupFilter{}, baremetal.Page{}); err != nil {
+		t.Fatalf("portgroups table missing after migrating up to 5: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
 	}
 	got, err := s.GetPort(ctx, port.UUID)
 	if err != nil || got.PortgroupUUID != "" || got.NodeUUID != n.UUID {
@@ -191,6 +203,59 @@ func checkHistoryFieldsMigration(t *testing.T, s *sqlstore.Store, p *goose.Provi
 	got, err := s.GetHistory(ctx, n.UUID, e.ID)
 	if err != nil || got.Event != "node enrolled" || got.State != "" || got.Duration != nil {
 		t.Fatalf("entry after down and up = %+v, %v; want it kept, without state and duration", got, err)
+	}
+}
+
+// checkAPI1115Migration steps the migration of Ironic 1.111 and 1.112
+// (a port's available_for_dynamic_portgroup, a runbook's description and
+// traits) down and up on a database holding a runbook with traits and a
+// port out of dynamic port groups: both survive, the port comes back
+// available (the column's default, Ironic's) and the runbook with its
+// name as its one trait, as Ironic's data migration gives it.
+func checkAPI1115Migration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	var version int64
+	for _, src := range p.ListSources() {
+		if strings.HasSuffix(src.Path, "_api_1115.sql") {
+			version = src.Version
+		}
+	}
+	if version == 0 {
+		t.Fatal("no 1.111/1.112 migration embedded")
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := &baremetal.Node{Name: "ported"}
+	if err := s.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	port := &baremetal.Port{NodeUUID: n.UUID, Address: "52:54:00:00:11:15", NotForDynamicPortgroup: true}
+	if err := s.CreatePort(ctx, port); err != nil {
+		t.Fatal(err)
+	}
+	rb := &baremetal.Runbook{Name: "CUSTOM_LEGACY", Description: "old", Traits: []string{"CUSTOM_OTHER"},
+		Steps: []baremetal.RunbookStep{{Interface: "bios", Step: "factory_reset", Args: map[string]any{}}}}
+	if err := s.CreateRunbook(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, version-1); err != nil {
+		t.Fatalf("migrating down to %d: %v", version-1, err)
+	}
+	if _, err := s.GetRunbook(ctx, rb.UUID); err == nil {
+		t.Fatalf("runbook read without its traits column at schema %d", version-1)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrating up to %d: %v", version, err)
+	}
+	got, err := s.GetRunbook(ctx, rb.UUID)
+	if err != nil || !reflect.DeepEqual(got.Traits, []string{"CUSTOM_LEGACY"}) || got.Description != "" {
+		t.Fatalf("runbook after down and up = %+v, %v; want its name as its one trait, no description", got, err)
+	}
+	gp, err := s.GetPort(ctx, port.UUID)
+	if err != nil || gp.NotForDynamicPortgroup {
+		t.Fatalf("port after down and up = %+v, %v; want it kept, available for dynamic port groups", gp, err)
 	}
 }
 

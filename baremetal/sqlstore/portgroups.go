@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/jmoiron/sqlx"
@@ -94,10 +93,7 @@ func (s *Store) GetPortgroup(ctx context.Context, ident string) (*baremetal.Port
 
 // ListPortgroups implements baremetal.PortgroupStore.
 func (s *Store) ListPortgroups(ctx context.Context, f baremetal.PortgroupFilter, page baremetal.Page) ([]*baremetal.Portgroup, error) {
-	var w filters
-	if f.NodeUUID != "" {
-		w.add("n.uuid = ?", strings.ToLower(f.NodeUUID))
-	}
+	w := ofNode(f.NodeUUID)
 	if f.Address != "" {
 		mac, err := baremetal.NormalizeMAC("address", f.Address)
 		if err != nil {

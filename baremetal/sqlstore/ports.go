@@ -30,6 +30,7 @@ type portRow struct {
 	Description         sql.NullString `db:"description"`
 	Vendor              sql.NullString `db:"vendor"`
 	Category            sql.NullString `db:"category"`
+	DynamicPortgroup    bool           `db:"available_for_dynamic_portgroup"`
 	CreatedAt           int64          `db:"created_at"`
 	UpdatedAt           int64          `db:"updated_at"`
 	Version             int64          `db:"version"`
@@ -37,7 +38,7 @@ type portRow struct {
 
 const portSelect = "SELECT p.id, p.uuid, n.uuid AS node_uuid, g.uuid AS portgroup_uuid, p.address, p.name, p.pxe_enabled, p.local_link_connection, " +
 	"p.physical_network, p.is_smartnic, p.internal_info, p.extra, p.description, p.vendor, p.category, " +
-	"p.created_at, p.updated_at, p.version FROM ports p JOIN nodes n ON n.id = p.node_id " +
+	"p.available_for_dynamic_portgroup, p.created_at, p.updated_at, p.version FROM ports p JOIN nodes n ON n.id = p.node_id " +
 	"LEFT JOIN portgroups g ON g.id = p.portgroup_id "
 
 func decodeMap(kind, ident, field string, ns sql.NullString) (map[string]any, error) {
@@ -56,9 +57,10 @@ func (r *portRow) port() (*baremetal.Port, error) {
 		ID: r.ID, UUID: r.UUID, NodeUUID: r.NodeUUID, PortgroupUUID: r.PortgroupUUID.String, Address: r.Address, Name: r.Name.String,
 		PXEEnabled: r.PXEEnabled, PhysicalNetwork: r.PhysicalNetwork.String, IsSmartNIC: r.IsSmartNIC,
 		Description: r.Description.String, Vendor: r.Vendor.String, Category: r.Category.String,
-		CreatedAt: timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
-		UpdatedAt: timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true}),
-		Version:   r.Version,
+		NotForDynamicPortgroup: !r.DynamicPortgroup,
+		CreatedAt:              timeFrom(sql.NullInt64{Int64: r.CreatedAt, Valid: true}),
+		UpdatedAt:              timeFrom(sql.NullInt64{Int64: r.UpdatedAt, Valid: true}),
+		Version:                r.Version,
 	}
 	var err error
 	if p.LocalLinkConnection, err = decodeMap("port", r.UUID, "local_link_connection", r.LocalLinkConnection); err != nil {
@@ -76,7 +78,7 @@ func (r *portRow) port() (*baremetal.Port, error) {
 // portArgs validates p (normalising its MAC) and returns the values of
 // the writable columns: address, name, pxe_enabled, local_link_connection,
 // physical_network, is_smartnic, internal_info, extra, description,
-// vendor, category.
+// vendor, category, available_for_dynamic_portgroup.
 func portArgs(p *baremetal.Port) ([]any, error) {
 	bad := func(field, expected string, err error) error {
 		return &baremetal.InvalidFieldError{Kind: "port", Ident: p.UUID, Field: field, Expected: expected, Err: err}
@@ -124,6 +126,7 @@ func portArgs(p *baremetal.Port) ([]any, error) {
 		func() (any, error) { return text("description", p.Description, 0) },
 		func() (any, error) { return text("vendor", p.Vendor, 32) },
 		func() (any, error) { return text("category", p.Category, 80) },
+		func() (any, error) { return !p.NotForDynamicPortgroup, nil },
 	} {
 		v, err := f()
 		if err != nil {
@@ -169,33 +172,23 @@ func (s *Store) CreatePort(ctx context.Context, p *baremetal.Port) error {
 		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "uuid", Expected: "a UUID"}
 	}
 	w.UUID = strings.ToLower(w.UUID)
-	if !isUUID(w.NodeUUID) {
-		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
-	}
-	w.NodeUUID = strings.ToLower(w.NodeUUID)
-	args, err := portArgs(w)
+	args, err := portValues(w)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	w.CreatedAt, w.UpdatedAt, w.Version = now, now, 1
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var nodeID int64
-		if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), w.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return &baremetal.NotFoundError{Kind: "node", Ident: w.NodeUUID}
-			}
-			return err
-		}
-		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		nodeID, pgID, err := s.portOwners(ctx, tx, w)
 		if err != nil {
 			return err
 		}
 		bind := append([]any{w.UUID, nodeID, pgID}, args...)
 		bind = append(bind, micros(now), micros(now), int64(1))
 		return tx.QueryRowxContext(ctx, s.d.q("INSERT INTO ports (uuid, node_id, portgroup_id, address, name, pxe_enabled, local_link_connection, "+
-			"physical_network, is_smartnic, internal_info, extra, description, vendor, category, created_at, updated_at, version) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"), bind...).Scan(&w.ID)
+			"physical_network, is_smartnic, internal_info, extra, description, vendor, category, "+
+			"available_for_dynamic_portgroup, created_at, updated_at, version) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"), bind...).Scan(&w.ID)
 	})
 	if err != nil {
 		var nf *baremetal.NotFoundError
@@ -266,24 +259,13 @@ func (s *Store) UpdatePort(ctx context.Context, p *baremetal.Port) error {
 	}
 	w := p.Clone()
 	w.UUID = strings.ToLower(w.UUID)
-	if !isUUID(w.NodeUUID) {
-		return &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
-	}
-	w.NodeUUID = strings.ToLower(w.NodeUUID)
-	args, err := portArgs(w)
+	args, err := portValues(w)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var nodeID int64
-		if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), w.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return &baremetal.NotFoundError{Kind: "node", Ident: w.NodeUUID}
-			}
-			return err
-		}
-		pgID, err := s.portgroupOf(ctx, tx, w, nodeID)
+		nodeID, pgID, err := s.portOwners(ctx, tx, w)
 		if err != nil {
 			return err
 		}
@@ -292,7 +274,7 @@ func (s *Store) UpdatePort(ctx context.Context, p *baremetal.Port) error {
 		var version int64
 		err = tx.QueryRowxContext(ctx, s.d.q("UPDATE ports SET node_id = ?, portgroup_id = ?, address = ?, name = ?, pxe_enabled = ?, local_link_connection = ?, "+
 			"physical_network = ?, is_smartnic = ?, internal_info = ?, extra = ?, description = ?, vendor = ?, category = ?, "+
-			"updated_at = ?, version = version + 1 WHERE uuid = ? AND version = ? RETURNING version"), bind...).Scan(&version)
+			"available_for_dynamic_portgroup = ?, updated_at = ?, version = version + 1 WHERE uuid = ? AND version = ? RETURNING version"), bind...).Scan(&version)
 		if errors.Is(err, sql.ErrNoRows) {
 			var actual int64
 			if err := tx.QueryRowxContext(ctx, s.d.q("SELECT version FROM ports WHERE uuid = ?"), w.UUID).Scan(&actual); err != nil {
@@ -333,6 +315,30 @@ func (s *Store) DeletePort(ctx context.Context, id string) error {
 		return &baremetal.NotFoundError{Kind: "port", Ident: id}
 	}
 	return nil
+}
+
+// portValues checks the node w names, lower-cases its UUID in place and
+// returns the values of w's columns (portArgs).
+func portValues(w *baremetal.Port) ([]any, error) {
+	if !isUUID(w.NodeUUID) {
+		return nil, &baremetal.InvalidFieldError{Kind: "port", Ident: w.UUID, Field: "node_uuid", Expected: "the UUID of an existing node"}
+	}
+	w.NodeUUID = strings.ToLower(w.NodeUUID)
+	return portArgs(w)
+}
+
+// portOwners resolves the ids of the node and the port group (nil for
+// none) that p names, inside tx.
+func (s *Store) portOwners(ctx context.Context, tx *sqlx.Tx, p *baremetal.Port) (int64, any, error) {
+	var nodeID int64
+	if err := tx.QueryRowxContext(ctx, s.d.q("SELECT id FROM nodes WHERE uuid = ?"), p.NodeUUID).Scan(&nodeID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil, &baremetal.NotFoundError{Kind: "node", Ident: p.NodeUUID}
+		}
+		return 0, nil, err
+	}
+	pgID, err := s.portgroupOf(ctx, tx, p, nodeID)
+	return nodeID, pgID, err
 }
 
 // portgroupOf resolves p.PortgroupUUID (lower-cased in place) to the id

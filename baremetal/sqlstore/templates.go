@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"slices"
 
 	"github.com/anvilmetal/anvil/baremetal"
 )
@@ -27,11 +28,13 @@ type templateRow struct {
 	DisableRamdisk bool           `db:"disable_ramdisk"`
 	Public         bool           `db:"public"`
 	Owner          sql.NullString `db:"owner"`
+	Description    sql.NullString `db:"description"`
+	Traits         sql.NullString `db:"traits"`
 }
 
 const (
 	templateSelect = "SELECT id, uuid, name, steps, extra, created_at, updated_at, version FROM deploy_templates"
-	runbookSelect  = "SELECT id, uuid, name, steps, extra, created_at, updated_at, version, disable_ramdisk, public, owner FROM runbooks"
+	runbookSelect  = "SELECT id, uuid, name, steps, extra, created_at, updated_at, version, disable_ramdisk, public, owner, description, traits FROM runbooks"
 )
 
 // decodeSteps decodes the steps (each converted with step) and the
@@ -84,7 +87,10 @@ func (r *templateRow) template() (*baremetal.DeployTemplate, error) {
 }
 
 func (r *templateRow) runbook() (*baremetal.Runbook, error) {
-	rb := &baremetal.Runbook{Name: r.Name, DisableRamdisk: r.DisableRamdisk, Public: r.Public, Owner: r.Owner.String}
+	rb := &baremetal.Runbook{Name: r.Name, DisableRamdisk: r.DisableRamdisk, Public: r.Public, Owner: r.Owner.String, Description: r.Description.String}
+	if err := decodeColumns("runbook", r.UUID, jsonColumn{"traits", r.Traits, &rb.Traits}); err != nil {
+		return nil, err
+	}
 	return rb, decodeSteps(r, "runbook", &rb.Steps, &rb.Extra, stepJSON.runbookStep)
 }
 
@@ -103,19 +109,28 @@ func templateArgs(t *baremetal.DeployTemplate) ([]any, error) {
 }
 
 // runbookArgs validates r and returns the values of name, steps, extra,
-// disable_ramdisk, public and owner. Steps are stored in run order.
+// disable_ramdisk, public, owner, description and traits. Steps are
+// stored in run order, traits sorted.
 func runbookArgs(r *baremetal.Runbook) ([]any, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	r.Steps = r.SortedSteps()
+	if r.Traits == nil {
+		r.Traits = []string{}
+	}
+	slices.Sort(r.Traits)
+	traits, err := encodeColumns("runbook", r.UUID, jsonValue{"traits", r.Traits})
+	if err != nil {
+		return nil, err
+	}
 	steps, extra, err := encodeSteps("runbook", r.UUID, r.Steps, func(s baremetal.RunbookStep) stepJSON {
 		return stepJSON{Interface: s.Interface, Step: s.Step, Args: s.Args, Order: &s.Order}
 	}, r.Extra)
 	if err != nil {
 		return nil, err
 	}
-	return []any{r.Name, steps, extra, r.DisableRamdisk, r.Public, nullIfEmpty(r.Owner)}, nil
+	return []any{r.Name, steps, extra, r.DisableRamdisk, r.Public, nullIfEmpty(r.Owner), nullIfEmpty(r.Description), traits[0]}, nil
 }
 
 // uniqueName is the unique constraint of a template's or runbook's name.
@@ -136,7 +151,7 @@ var deployTemplates = newCrud(crud[baremetal.DeployTemplate, templateRow]{
 var runbooks = newCrud(crud[baremetal.Runbook, templateRow]{
 	kind: "runbook", noun: "runbook", plural: "runbooks",
 	table: "runbooks", selectSQL: runbookSelect, byName: true,
-	cols:   []string{"name", "steps", "extra", "disable_ramdisk", "public", "owner"},
+	cols:   []string{"name", "steps", "extra", "disable_ramdisk", "public", "owner", "description", "traits"},
 	clone:  (*baremetal.Runbook).Clone,
 	args:   runbookArgs,
 	decode: (*templateRow).runbook,

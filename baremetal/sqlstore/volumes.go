@@ -79,7 +79,7 @@ func (s *Store) GetVolumeConnector(ctx context.Context, uuid string) (*baremetal
 
 // ListVolumeConnectors implements baremetal.VolumeStore.
 func (s *Store) ListVolumeConnectors(ctx context.Context, f baremetal.VolumeFilter, page baremetal.Page) ([]*baremetal.VolumeConnector, error) {
-	return volumeConnectors.list(ctx, s, volumeFilters(f), page)
+	return volumeConnectors.list(ctx, s, ofNode(f.NodeUUID), page)
 }
 
 // UpdateVolumeConnector implements baremetal.VolumeStore.
@@ -90,15 +90,6 @@ func (s *Store) UpdateVolumeConnector(ctx context.Context, c *baremetal.VolumeCo
 // DeleteVolumeConnector implements baremetal.VolumeStore.
 func (s *Store) DeleteVolumeConnector(ctx context.Context, uuid string) error {
 	return volumeConnectors.remove(ctx, s, uuid)
-}
-
-// volumeFilters are the conditions of a volume listing.
-func volumeFilters(f baremetal.VolumeFilter) filters {
-	var w filters
-	if f.NodeUUID != "" {
-		w.add("n.uuid = ?", strings.ToLower(f.NodeUUID))
-	}
-	return w
 }
 
 type volumeTargetRow struct {
@@ -163,7 +154,7 @@ func (s *Store) GetVolumeTarget(ctx context.Context, uuid string) (*baremetal.Vo
 
 // ListVolumeTargets implements baremetal.VolumeStore.
 func (s *Store) ListVolumeTargets(ctx context.Context, f baremetal.VolumeFilter, page baremetal.Page) ([]*baremetal.VolumeTarget, error) {
-	return volumeTargets.list(ctx, s, volumeFilters(f), page)
+	return volumeTargets.list(ctx, s, ofNode(f.NodeUUID), page)
 }
 
 // UpdateVolumeTarget implements baremetal.VolumeStore.

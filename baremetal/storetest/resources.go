@@ -369,6 +369,7 @@ func testDeployTemplates(t *testing.T, s baremetal.Store, clock *ManualClock) {
 func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	c := ctx(t)
 	rb := &baremetal.Runbook{Name: "CUSTOM_FIRMWARE", DisableRamdisk: true, Public: true, Owner: "project-a",
+		Description: "firmware of the rack", Traits: []string{"CUSTOM_RACK2", "CUSTOM_FW"},
 		Extra: map[string]any{"x": "y"}, Steps: []baremetal.RunbookStep{
 			{Interface: "management", Step: "update_firmware", Args: map[string]any{"url": "http://fw"}, Order: 2},
 			{Interface: "bios", Step: "factory_reset", Args: map[string]any{}, Order: 1},
@@ -376,8 +377,9 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	if err := s.CreateRunbook(c, rb); err != nil {
 		t.Fatalf("CreateRunbook: %v", err)
 	}
-	if rb.Steps[0].Order != 1 || rb.Version != 1 || rb.UUID == "" || !rb.UpdatedAt.Equal(clock.Now()) {
-		t.Fatalf("created runbook = %+v: want its steps in run order, version 1", rb)
+	if rb.Steps[0].Order != 1 || rb.Version != 1 || rb.UUID == "" || !rb.UpdatedAt.Equal(clock.Now()) ||
+		!reflect.DeepEqual(rb.Traits, []string{"CUSTOM_FW", "CUSTOM_RACK2"}) {
+		t.Fatalf("created runbook = %+v: want its steps in run order, traits sorted, version 1", rb)
 	}
 	for _, ident := range []string{rb.UUID, "CUSTOM_FIRMWARE"} {
 		got, err := s.GetRunbook(c, ident)
@@ -393,7 +395,11 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		rb    *baremetal.Runbook
 	}{
 		{"name", &baremetal.Runbook{Name: "CUSTOM_FIRMWARE", Steps: []baremetal.RunbookStep{step(0)}}},
-		{"name", &baremetal.Runbook{Name: "firmware", Steps: []baremetal.RunbookStep{step(0)}}},
+		{"name", &baremetal.Runbook{Name: "firm ware", Steps: []baremetal.RunbookStep{step(0)}}},
+		{"name", &baremetal.Runbook{Name: strings.Repeat("n", 256), Steps: []baremetal.RunbookStep{step(0)}}},
+		{"description", &baremetal.Runbook{Name: "CUSTOM_B", Description: strings.Repeat("d", 256), Steps: []baremetal.RunbookStep{step(0)}}},
+		{"traits", &baremetal.Runbook{Name: "CUSTOM_B", Traits: []string{"custom_lower"}, Steps: []baremetal.RunbookStep{step(0)}}},
+		{"traits", &baremetal.Runbook{Name: "CUSTOM_B", Traits: []string{"CUSTOM_X", "CUSTOM_X"}, Steps: []baremetal.RunbookStep{step(0)}}},
 		{"steps", &baremetal.Runbook{Name: "CUSTOM_B"}},
 		{"steps", &baremetal.Runbook{Name: "CUSTOM_B", Steps: []baremetal.RunbookStep{step(1), step(1)}}},
 		{"steps", &baremetal.Runbook{Name: "CUSTOM_B", Steps: []baremetal.RunbookStep{step(-1)}}},
@@ -401,9 +407,13 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	} {
 		wantField(t, s.CreateRunbook(c, tc.rb), tc.field)
 	}
-	private := &baremetal.Runbook{Name: "CUSTOM_ERASE", Owner: "project-b", Steps: []baremetal.RunbookStep{step(0)}}
+	// Since 1.112 a name is any logical name; no traits are an empty list.
+	private := &baremetal.Runbook{Name: "erase-disks.v2", Owner: "project-b", Steps: []baremetal.RunbookStep{step(0)}}
 	if err := s.CreateRunbook(c, private); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := s.GetRunbook(c, "erase-disks.v2"); err != nil || got.Traits == nil || len(got.Traits) != 0 || got.Description != "" {
+		t.Fatalf("GetRunbook(no traits) = %+v, %v; want an empty trait list", got, err)
 	}
 	yes, no := true, false
 	for _, tc := range []struct {
@@ -429,8 +439,13 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	}
 	stale := private.Clone()
 	private.Public = true
+	private.Traits = []string{"CUSTOM_ERASE"}
+	private.Description = "wipes"
 	if err := s.UpdateRunbook(c, private); err != nil || private.Version != 2 {
 		t.Fatalf("UpdateRunbook = %v", err)
+	}
+	if got, err := s.GetRunbook(c, private.UUID); err != nil || !reflect.DeepEqual(got.Traits, []string{"CUSTOM_ERASE"}) || got.Description != "wipes" {
+		t.Fatalf("GetRunbook(updated) = %+v, %v; want its traits and description", got, err)
 	}
 	wantIs(t, s.UpdateRunbook(c, stale), baremetal.ErrConflict, "UpdateRunbook(stale)")
 	if err := s.DeleteRunbook(c, private.UUID); err != nil {

@@ -706,9 +706,15 @@ func testPorts(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	if err != nil || got.UUID != p.UUID || got.NodeUUID != a.UUID || got.LocalLinkConnection["port_id"] != "Gi0/1" || !got.PXEEnabled {
 		t.Fatalf("GetPort(mac) = %+v, %v", got, err)
 	}
-	p2 := &baremetal.Port{NodeUUID: a.UUID, Address: "52:54:00:00:00:02"}
+	if got.NotForDynamicPortgroup {
+		t.Fatalf("GetPort = %+v; want it available for dynamic port groups, Ironic's default", got)
+	}
+	p2 := &baremetal.Port{NodeUUID: a.UUID, Address: "52:54:00:00:00:02", NotForDynamicPortgroup: true}
 	if err := s.CreatePort(ctx(t), p2); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := s.GetPort(ctx(t), p2.UUID); err != nil || !got.NotForDynamicPortgroup {
+		t.Fatalf("GetPort(not for dynamic port groups) = %+v, %v", got, err)
 	}
 	list, err := s.ListPorts(ctx(t), a.UUID)
 	if err != nil || len(list) != 2 || list[0].UUID != p.UUID || list[1].UUID != p2.UUID {
@@ -718,8 +724,12 @@ func testPorts(t *testing.T, s baremetal.Store, _ *ManualClock) {
 	stale := p.Clone()
 	p.NodeUUID = b.UUID
 	p.Extra = map[string]any{"moved": true}
+	p.NotForDynamicPortgroup = true
 	if err := s.UpdatePort(ctx(t), p); err != nil || p.Version != 2 {
 		t.Fatalf("UpdatePort = %v (version %d)", err, p.Version)
+	}
+	if got, err := s.GetPort(ctx(t), p.UUID); err != nil || !got.NotForDynamicPortgroup {
+		t.Fatalf("GetPort(updated) = %+v, %v; want not for dynamic port groups", got, err)
 	}
 	if err := s.UpdatePort(ctx(t), stale); !errors.Is(err, baremetal.ErrConflict) {
 		t.Fatalf("stale port update = %v, want ErrConflict", err)

@@ -38,7 +38,7 @@ func ironicEnabledInterfaces() map[driver.Kind][]string {
 		driver.KindDeploy:   {agentdeploy.AutodetectName, agentdeploy.Name, agentdeploy.RamdiskName, "bootc"},
 		driver.KindFirmware: {driver.NoFirmware},
 		driver.KindInspect:  {agentdeploy.InspectName, driver.NoInspect, "redfish"},
-		driver.KindNetwork:  {"flat", driver.Noop},
+		driver.KindNetwork:  {driver.Flat, driver.Noop},
 		driver.KindRAID:     {agentdeploy.RAIDName, driver.NoRAID, "redfish"},
 		driver.KindRescue:   {driver.NoRescue},
 		driver.KindStorage:  {"cinder", driver.Noop},

@@ -71,7 +71,7 @@ func TestDriverDefaults(t *testing.T) {
 				driver.KindDeploy:     {"autodetect", "direct", "ramdisk"},
 				driver.KindFirmware:   {"no-firmware"},
 				driver.KindInspect:    {"agent", "no-inspect", "redfish"},
-				driver.KindNetwork:    {"noop"},
+				driver.KindNetwork:    {"flat", "noop"},
 				driver.KindRAID:       {"agent", "no-raid", "redfish"},
 				driver.KindRescue:     {"no-rescue"},
 				driver.KindStorage:    {"noop"},
@@ -162,6 +162,14 @@ func TestDriverDefaultsMakeUsableNodes(t *testing.T) {
 			if hw == "ipmi" && (got[driver.KindInspect] != "agent" || got[driver.KindPower] != "ipmitool" || got[driver.KindDeploy] != "autodetect") {
 				t.Errorf("ipmi defaults %v", got)
 			}
+			// enabled_network_interfaces = flat,noop, as Ironic's; an ipmi
+			// or redfish node defaults to flat (GenericHardware's first).
+			if tc.plugins && got[driver.KindNetwork] != driver.Flat {
+				t.Errorf("%s network default %q, want flat", hw, got[driver.KindNetwork])
+			}
+		}
+		if enabled := reg.Enabled().Interfaces[driver.KindNetwork]; !slices.Contains(enabled, driver.Flat) || !slices.Contains(enabled, driver.Noop) {
+			t.Errorf("enabled network interfaces %v, want flat and noop", enabled)
 		}
 	}
 }

@@ -39,12 +39,15 @@ func FakeHardwareType() driver.HardwareType {
 			driver.KindFirmware:   {fake.Name, driver.NoFirmware},
 			driver.KindInspect:    {fake.Name, driver.NoInspect},
 			driver.KindManagement: {fake.Name},
-			driver.KindNetwork:    {driver.Noop, fake.Name},
-			driver.KindPower:      {fake.Name},
-			driver.KindRAID:       {fake.Name, driver.NoRAID},
-			driver.KindRescue:     {fake.Name, driver.NoRescue},
-			driver.KindStorage:    {driver.Noop, fake.Name},
-			driver.KindVendor:     {fake.Name, driver.NoVendor},
+			// Ironic's fake-hardware supports flat first (its default
+			// when enabled); Anvil keeps noop first so that a library
+			// caller enabling every implementation gets noop, as before.
+			driver.KindNetwork: {driver.Noop, fake.Name, driver.Flat},
+			driver.KindPower:   {fake.Name},
+			driver.KindRAID:    {fake.Name, driver.NoRAID},
+			driver.KindRescue:  {fake.Name, driver.NoRescue},
+			driver.KindStorage: {driver.Noop, fake.Name},
+			driver.KindVendor:  {fake.Name, driver.NoVendor},
 		},
 		SkipCompatibilityCheck: true,
 	}
@@ -62,7 +65,7 @@ func ManualManagementType() driver.HardwareType {
 			driver.KindDeploy:     {"autodetect", "direct", "ansible", "ramdisk", "anaconda", "bootc", "custom-agent", driver.Noop},
 			driver.KindInspect:    {"agent", driver.NoInspect},
 			driver.KindManagement: {driver.Noop, fake.Name},
-			driver.KindNetwork:    {"flat", "neutron", "ironic-networking", driver.Noop},
+			driver.KindNetwork:    {driver.Flat, "neutron", "ironic-networking", driver.Noop},
 			driver.KindPower:      {"agent", fake.Name},
 			driver.KindRAID:       {driver.NoRAID, "agent"},
 			driver.KindRescue:     {driver.NoRescue, "agent"},
@@ -109,6 +112,7 @@ func Bundle(cfg fake.Config) driver.Bundle {
 			{Kind: driver.KindRescue, Name: driver.NoRescue, Impl: noop.NewRescue()},
 			{Kind: driver.KindVendor, Name: driver.NoVendor, Impl: noop.NewVendor()},
 			{Kind: driver.KindNetwork, Name: driver.Noop, Impl: noop.Network{}},
+			{Kind: driver.KindNetwork, Name: driver.Flat, Impl: noop.FlatNetwork{}},
 			{Kind: driver.KindStorage, Name: driver.Noop, Impl: noop.Storage{}},
 			{Kind: driver.KindManagement, Name: driver.Noop, Impl: noop.Management{}},
 			{Kind: driver.KindDeploy, Name: driver.Noop, Impl: noop.Deploy{}},

@@ -947,12 +947,18 @@ func (f *Rescue) CleanUp(ctx context.Context, t *driver.Task) error {
 // (clean and service, priority 0).
 type Firmware struct{ fakeBase }
 
+// FakeBMCModel is the model the fake firmware interface gives its bmc
+// component.
+const FakeBMCModel = "Anvil fake BMC"
+
 // NewFirmware returns the "fake" firmware implementation.
 func NewFirmware(cfg Config) *Firmware {
 	return &Firmware{newBase(driver.KindFirmware, cfg)}
 }
 
-// CacheFirmwareComponents returns the bios and bmc components.
+// CacheFirmwareComponents returns the bios and bmc components; the bmc
+// names its model (FakeBMCModel), as a Redfish BMC's Manager.Model does,
+// the bios no identity, as in Ironic's redfish firmware interface.
 func (f *Firmware) CacheFirmwareComponents(ctx context.Context, t *driver.Task) ([]driver.FirmwareComponent, error) {
 	if err := f.begin(ctx, t, "cache_firmware_components"); err != nil {
 		return nil, err
@@ -963,7 +969,7 @@ func (f *Firmware) CacheFirmwareComponents(ctx context.Context, t *driver.Task) 
 	}
 	return []driver.FirmwareComponent{
 		{Component: "bios", InitialVersion: fakeDefaultFirmware, CurrentVersion: v},
-		{Component: "bmc", InitialVersion: fakeDefaultFirmware, CurrentVersion: v},
+		{Component: "bmc", InitialVersion: fakeDefaultFirmware, CurrentVersion: v, Model: FakeBMCModel},
 	}, nil
 }
 

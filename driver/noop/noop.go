@@ -167,6 +167,32 @@ func (Network) RemoveNetwork(ctx context.Context, _ *driver.Task, _ driver.Netwo
 	return ctx.Err()
 }
 
+// FlatNetwork is the "flat" network implementation (driver.Flat):
+// Ironic's interface for one shared, flat network used for provisioning,
+// cleaning and the tenant alike. Ironic's binds the node's VIFs (Neutron
+// ports) to the node when it joins the tenant network; Anvil has no
+// Neutron, so there is nothing to bind and every operation succeeds
+// without effect. The VIFs themselves are recorded by the API on the
+// node's ports and port groups (tenant_vif_port_id), as for noop.
+type FlatNetwork struct{}
+
+// Properties returns no properties.
+func (FlatNetwork) Properties() []driver.Property { return nil }
+
+// Validate accepts every node (unless ctx is done): Ironic's checks the
+// Neutron cleaning network, which Anvil does not have.
+func (FlatNetwork) Validate(ctx context.Context, _ *driver.Task) error { return ctx.Err() }
+
+// AddNetwork does nothing: the node is always on the flat network.
+func (FlatNetwork) AddNetwork(ctx context.Context, _ *driver.Task, _ driver.NetworkPurpose) error {
+	return ctx.Err()
+}
+
+// RemoveNetwork does nothing.
+func (FlatNetwork) RemoveNetwork(ctx context.Context, _ *driver.Task, _ driver.NetworkPurpose) error {
+	return ctx.Err()
+}
+
 // Storage is the "noop" storage implementation: no volumes, the image
 // is always written to a local disk.
 type Storage struct{}
@@ -277,6 +303,7 @@ var (
 	_ driver.FirmwareInterface   = (*Firmware)(nil)
 	_ driver.InspectInterface    = (*Inspect)(nil)
 	_ driver.NetworkInterface    = Network{}
+	_ driver.NetworkInterface    = FlatNetwork{}
 	_ driver.StorageInterface    = Storage{}
 	_ driver.ManagementInterface = Management{}
 	_ driver.DeployInterface     = Deploy{}

@@ -45,7 +45,7 @@ const (
 const testMAC = "52:54:00:a1:b2:c3"
 
 // requireIPA returns the IPA source tree and interpreter, or skips.
-func requireIPA(t *testing.T) (src, python string) {
+func requireIPA(t testing.TB) (src, python string) {
 	t.Helper()
 	src = os.Getenv(EnvSource)
 	if src == "" {
@@ -66,7 +66,7 @@ func requireIPA(t *testing.T) (src, python string) {
 
 // diskImage returns a small raw disk image with a GPT and one partition,
 // what IPA's write path checks for after writing.
-func diskImage(t *testing.T, dir string) []byte {
+func diskImage(t testing.TB, dir string) []byte {
 	t.Helper()
 	const size = 4 << 20
 	p := filepath.Join(dir, "image.raw")
@@ -97,7 +97,7 @@ func diskImage(t *testing.T, dir string) []byte {
 	return b
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,7 +108,7 @@ func freePort(t *testing.T) int {
 }
 
 // copyTree copies the test's Python files into dst.
-func copyTree(t *testing.T, src, dst string) {
+func copyTree(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -134,7 +134,7 @@ func copyTree(t *testing.T, src, dst string) {
 // install device (a regular file, which the real lsblk refuses: IPA asks
 // it for the written disk's UUID after the download, checksum check and
 // write) and runs the real lsblk for anything else.
-func lsblkShim(t *testing.T, dir string) string {
+func lsblkShim(t testing.TB, dir string) string {
 	t.Helper()
 	real, err := exec.LookPath("lsblk")
 	if err != nil {
@@ -192,11 +192,12 @@ func (p *ipaProcess) logText(secret string) string {
 	return s
 }
 
-// startIPA runs IPA 2023.1 from src with the test's hardware manager,
-// listening on 127.0.0.1:port, and stops it (by PID) when t ends. Its
+// startIPA runs IPA 2023.1 from src with the test's hardware manager
+// (whose NIC has mac and whose install device is device), listening on
+// 127.0.0.1:port, with extra options after the test's, and stops it (by PID) when t ends. Its
 // settings travel as command-line options; the agent token is never one
 // of them (IPA obtains it by lookup).
-func startIPA(t *testing.T, src, python, pyDir, apiURL, device string, port int) *ipaProcess {
+func startIPA(t testing.TB, src, python, pyDir, apiURL, device, mac string, port int, extra ...string) *ipaProcess {
 	t.Helper()
 	home := filepath.Join(filepath.Dir(device), "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
@@ -211,6 +212,7 @@ func startIPA(t *testing.T, src, python, pyDir, apiURL, device string, port int)
 		"--hardware_initialization_delay", "0",
 		"--image_download_connection_retries", "0",
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(python, args...)
 	cmd.Dir = filepath.Dir(device)
 	// A minimal environment: no proxy may send the agent's traffic
@@ -222,7 +224,7 @@ func startIPA(t *testing.T, src, python, pyDir, apiURL, device string, port int)
 		"PBR_VERSION=9.4.3",
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 		"ANVIL_IPA_INSTALL_DEVICE=" + device,
-		"ANVIL_IPA_MAC=" + testMAC,
+		"ANVIL_IPA_MAC=" + mac,
 		"LANG=C.UTF-8",
 	}
 	p := &ipaProcess{cmd: cmd, done: make(chan struct{})}
@@ -406,7 +408,7 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 
 	// The (fake) power-on booted "the ramdisk": the real agent starts.
 	port := freePort(t)
-	ipa := startIPA(t, src, python, pyDir, apiURL, device, port)
+	ipa := startIPA(t, src, python, pyDir, apiURL, device, testMAC, port)
 
 	// Remember how to reach the agent after the deploy forgets it.
 	var agent agentclient.Agent

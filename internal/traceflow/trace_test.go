@@ -2,22 +2,13 @@ package traceflow_test
 
 import (
 	"context"
-	"encoding/hex"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	sdkresource "go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
@@ -31,6 +22,7 @@ import (
 	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/driver/pxe"
+	"github.com/anvilmetal/anvil/internal/otlptest"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/netboottest"
 	"github.com/anvilmetal/anvil/netboot/stage"
@@ -41,75 +33,6 @@ var fakePlugin = &plugintest.Plugin{Package: "github.com/anvilmetal/anvil/plugin
 
 func TestMain(m *testing.M) { plugintest.Main(m, fakePlugin) }
 
-// collector is an OTLP trace receiver (gRPC) on a loopback port.
-type collector struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	spans []span
-}
-
-// span is one received span with its service.
-type span struct {
-	service  string
-	trace    string
-	id       string
-	parent   string
-	name     string
-	kind     tracepb.Span_SpanKind
-	start    uint64
-	events   []string
-	attrs    map[string]string
-	errorful bool
-}
-
-func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		service := ""
-		for _, kv := range rs.Resource.GetAttributes() {
-			if kv.Key == "service.name" {
-				service = kv.Value.GetStringValue()
-			}
-		}
-		for _, ss := range rs.ScopeSpans {
-			for _, s := range ss.Spans {
-				sp := span{service: service, trace: hex.EncodeToString(s.TraceId), id: hex.EncodeToString(s.SpanId),
-					parent: hex.EncodeToString(s.ParentSpanId), name: s.Name, kind: s.Kind, start: s.StartTimeUnixNano, attrs: map[string]string{},
-					errorful: s.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR}
-				for _, e := range s.Events {
-					sp.events = append(sp.events, e.Name)
-				}
-				for _, kv := range s.Attributes {
-					sp.attrs[kv.Key] = kv.Value.GetStringValue()
-				}
-				c.spans = append(c.spans, sp)
-			}
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-func (c *collector) snapshot() []span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.spans)
-}
-
-func startCollector(t *testing.T) (*collector, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, c)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return c, ln.Addr().String()
-}
-
 // TestDeployTraceAcrossPlugin deploys a simulated network-booted machine
 // whose management and boot-device calls go to the fake driver plugin's
 // process. The conductor and the plugin export to the test's collector;
@@ -118,15 +41,9 @@ func startCollector(t *testing.T) (*collector, string) {
 // calls, each host span continued by the plugin process's span, every
 // span's parent in the trace.
 func TestDeployTraceAcrossPlugin(t *testing.T) {
-	col, addr := startCollector(t)
+	col := otlptest.Start(t)
 	ctx := context.Background()
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(100*time.Millisecond)),
-		sdktrace.WithResource(sdkresource.NewSchemaless(attribute.String("service.name", "anvil-conductor"))))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp := col.Provider(t, "anvil-conductor")
 
 	store := sqlstoretest.OpenSQLite(t, clock.System())
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandTimeout: 10 * time.Second, TracerProvider: tp, Logger: slog.New(slog.DiscardHandler)})
@@ -163,7 +80,7 @@ func TestDeployTraceAcrossPlugin(t *testing.T) {
 	// The fake plugin serves fake-hardware and its management, which the
 	// boot interface calls to set the boot device.
 	plugintest.Load(t, fakePlugin.Path(t), plugintest.Options{Registry: reg, TracerProvider: tp,
-		PluginEnv: []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + addr}})
+		PluginEnv: col.PluginEnv()})
 
 	c, err := conductor.New(store, reg, conductor.Options{Hostname: "trace-test", TracerProvider: tp, Logger: slog.New(slog.DiscardHandler),
 		Agent: conductor.AgentSettings{Client: client, APIURL: apiURL, PollCommands: true}})
@@ -225,38 +142,27 @@ func TestDeployTraceAcrossPlugin(t *testing.T) {
 	}
 
 	// The deploy's root, and its trace once the plugin's spans are in.
-	var root span
-	var tree []span
+	var root otlptest.Span
+	var tree []otlptest.Span
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		all := col.snapshot()
-		for _, s := range all {
-			if s.name == "deploy" && s.parent == "" && s.attrs["anvil.node.uuid"] == n.UUID {
-				root = s
-			}
-		}
-		tree = tree[:0]
-		for _, s := range all {
-			if root.trace != "" && s.trace == root.trace {
-				tree = append(tree, s)
-			}
-		}
-		if root.trace != "" && connected(tree) && pluginAnswered(tree) {
+		var ok bool
+		root, tree, ok = col.Tree("deploy", n.UUID)
+		if ok && otlptest.Connected(tree) && otlptest.PluginAnswered(tree, "anvil-driver-fake") {
 			break
 		}
 		if time.Now().After(deadline) {
 			for _, s := range tree {
-				t.Logf("%s %s %s parent %s", s.service, s.name, s.id, s.parent)
+				t.Logf("%s %s %s parent %s", s.Service, s.Name, s.ID, s.Parent)
 			}
 			t.Fatalf("no complete deploy trace within 30 s (root %+v, %d spans)", root, len(tree))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	byID := map[string]span{}
+	byID := otlptest.ByID(tree)
 	names := map[string]int{}
 	for _, s := range tree {
-		byID[s.id] = s
-		names[s.name]++
+		names[s.Name]++
 	}
 	for _, want := range []string{"job deploy", "step deploy.deploy.deploy", "step deploy.deploy.write_image",
 		"agent deploy.execute_deploy_step", "agent command status", "agent wait deploy.write_image", "heartbeat", "boot",
@@ -270,77 +176,28 @@ func TestDeployTraceAcrossPlugin(t *testing.T) {
 		t.Errorf("the deploy's trace holds spans of the cleaning: %v", names)
 	}
 	for _, s := range tree {
-		if s.name == "job deploy" && s.parent != root.id {
-			t.Errorf("job deploy's parent is %s, want the root %s", s.parent, root.id)
+		if s.Name == "job deploy" && s.Parent != root.ID {
+			t.Errorf("job deploy's parent is %s, want the root %s", s.Parent, root.ID)
 		}
-		if s.service == "anvil-driver-fake" {
-			host, ok := byID[s.parent]
-			if !ok || host.service != "anvil-conductor" || host.kind != tracepb.Span_SPAN_KIND_CLIENT || host.name != "driver"+s.name[len("plugin"):] {
-				t.Errorf("plugin span %s (%s) is not the child of the host's span of its call: parent %+v", s.name, s.id, host)
+		if s.Service == "anvil-driver-fake" {
+			host, ok := byID[s.Parent]
+			if !ok || host.Service != "anvil-conductor" || host.Kind != tracepb.Span_SPAN_KIND_CLIENT || host.Name != "driver"+s.Name[len("plugin"):] {
+				t.Errorf("plugin span %s (%s) is not the child of the host's span of its call: parent %+v", s.Name, s.ID, host)
 			}
-			if s.kind != tracepb.Span_SPAN_KIND_SERVER {
-				t.Errorf("plugin span %s has kind %v, want server", s.name, s.kind)
+			if s.Kind != tracepb.Span_SPAN_KIND_SERVER {
+				t.Errorf("plugin span %s has kind %v, want server", s.Name, s.Kind)
 			}
 		}
-		if s.name == "agent deploy.execute_deploy_step" && !descends(byID, s, "step deploy.deploy.write_image") && !descends(byID, s, "step deploy.deploy.deploy") {
-			t.Errorf("the agent command span %s is under no step", s.id)
+		if s.Name == "agent deploy.execute_deploy_step" && !otlptest.Descends(byID, s, "step deploy.deploy.write_image") && !otlptest.Descends(byID, s, "step deploy.deploy.deploy") {
+			t.Errorf("the agent command span %s is under no step", s.ID)
 		}
-		if s.name == "boot" {
+		if s.Name == "boot" {
 			want := []string{"boot prepared", "dhcp discover", "dhcp offer", "dhcp ack", "tftp sent", "boot script", "kernel", "ramdisk", "agent lookup", "agent heartbeat"}
-			if got := slices.Compact(slices.Clone(s.events)); !slices.Equal(got, want) {
-				t.Errorf("boot span events %v, want %v", s.events, want)
+			if got := slices.Compact(slices.Clone(s.Events)); !slices.Equal(got, want) {
+				t.Errorf("boot span events %v, want %v", s.Events, want)
 			}
 		}
 	}
-}
-
-// connected reports whether every span but the root has its parent in
-// spans.
-func connected(spans []span) bool {
-	ids := map[string]bool{}
-	for _, s := range spans {
-		ids[s.id] = true
-	}
-	roots := 0
-	for _, s := range spans {
-		if s.parent == "" {
-			roots++
-		} else if !ids[s.parent] {
-			return false
-		}
-	}
-	return roots == 1
-}
-
-// pluginAnswered reports whether every host span of a plugin call has the
-// plugin's span under it.
-func pluginAnswered(spans []span) bool {
-	answered := map[string]bool{}
-	for _, s := range spans {
-		if s.service == "anvil-driver-fake" {
-			answered[s.parent] = true
-		}
-	}
-	hosts := 0
-	for _, s := range spans {
-		if s.kind == tracepb.Span_SPAN_KIND_CLIENT && s.attrs["anvil.plugin"] != "" {
-			hosts++
-			if !answered[s.id] {
-				return false
-			}
-		}
-	}
-	return hosts > 0
-}
-
-// descends reports whether s has an ancestor named name.
-func descends(byID map[string]span, s span, name string) bool {
-	for p, ok := byID[s.parent]; ok; p, ok = byID[p.parent] {
-		if p.name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // stagedPower is fake power for a machine that boots from the network:

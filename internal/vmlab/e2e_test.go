@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
+	"github.com/anvilmetal/anvil/internal/otlptest"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -100,6 +103,10 @@ func ipmiBMC() e2eBMC {
 type e2eLab struct {
 	*Lab
 	bmc e2eBMC
+	// traces receives the conductor's and the plugin's spans, tp the
+	// conductor's.
+	traces *otlptest.Collector
+	tp     *sdktrace.TracerProvider
 }
 
 // startE2ELab starts the Lab on n (StartLab), skipping where tools or
@@ -116,7 +123,12 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 			return nil
 		}
 	}
-	o := LabOptions{Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began}
+	traces := otlptest.Start(t)
+	tp := traces.Provider(t, "anvil-conductor")
+	o := LabOptions{
+		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
+		TracerProvider: tp, PluginEnv: traces.PluginEnv(),
+	}
 	if bmc.options != nil {
 		bmc.options(&o)
 	}
@@ -133,7 +145,7 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 			t.Error(err)
 		}
 	})
-	return &e2eLab{Lab: lab, bmc: bmc}
+	return &e2eLab{Lab: lab, bmc: bmc, traces: traces, tp: tp}
 }
 
 // report logs the phase's wall time, the boot stages, requests, steps
@@ -278,6 +290,7 @@ func (lab *e2eLab) run(t *testing.T) {
 	deployRaw("e2e-raw")
 	phase("deploy-raw (heartbeats)", start)
 	lab.checkTimelineInBrowser(t)
+	lab.checkDeployTrace(t)
 	if lab.bmc.sol {
 		// Timed apart, so that the two raw deploys compare.
 		start = time.Now()

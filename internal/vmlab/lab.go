@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -192,6 +194,12 @@ type LabOptions struct {
 	// Began is when the caller's run began (zero: StartLab's call); the
 	// images phase is timed from it.
 	Began time.Time
+	// TracerProvider, when set, traces the conductor's operations, the
+	// agent client's commands and the plugin calls (Options.TracerProvider
+	// of each); PluginEnv is added to the plugin process's environment
+	// (its OTLP exporter's OTEL_EXPORTER_OTLP_* settings).
+	TracerProvider trace.TracerProvider
+	PluginEnv      []string
 }
 
 // Lab is one machine of the lab ready to provision: the provisioning
@@ -500,7 +508,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	// The drivers: the real BMC plugin, the network boot interfaces over
 	// the boot server, the direct deploy and agent inspect interfaces.
 	client, err := agentclient.NewClient(agentclient.ClientConfig{
-		CommandTimeout: 60 * time.Second, Logger: logger.With("component", "agentclient"),
+		CommandTimeout: 60 * time.Second, Logger: logger.With("component", "agentclient"), TracerProvider: o.TracerProvider,
 		// The agents are on the lab bridge, inside the namespace.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
@@ -567,7 +575,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
 		return nil, err
 	}
-	if err := lab.loadPlugin(ctx, o.PluginPath, reg, dir); err != nil {
+	if err := lab.loadPlugin(ctx, o.PluginPath, reg, dir, o.TracerProvider, o.PluginEnv); err != nil {
 		return nil, err
 	}
 
@@ -579,7 +587,8 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	lab.store = store
 	apiURL := "http://" + net.JoinHostPort(serverIP, e2eAgentAPI)
 	cond, err := conductor.New(store, reg, conductor.Options{
-		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"), SyncPowerStateInterval: o.SyncPowerStateInterval,
+		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"), TracerProvider: o.TracerProvider,
+		SyncPowerStateInterval: o.SyncPowerStateInterval,
 		// The power state is read every second while the agent powers
 		// the machine off (Ironic's post_deploy_get_power_state_retry_interval,
 		// 5 s by default): the BMC answers on the loopback at once.
@@ -638,7 +647,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 // loadPlugin discovers the plugin executable binary under a plugin host
 // of its own (a directory holding only it), registers what it serves
 // into reg and checks reg; Close closes the host, stopping the plugin.
-func (lab *Lab) loadPlugin(ctx context.Context, binary string, reg *driver.Registry, dir string) error {
+func (lab *Lab) loadPlugin(ctx context.Context, binary string, reg *driver.Registry, dir string, tp trace.TracerProvider, pluginEnv []string) error {
 	abs, err := filepath.Abs(binary)
 	if err != nil {
 		return err
@@ -651,7 +660,8 @@ func (lab *Lab) loadPlugin(ctx context.Context, binary string, reg *driver.Regis
 		return err
 	}
 	// The host's and the plugin's logs are dropped, as plugintest does.
-	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{pdir}, Logger: slog.New(slog.DiscardHandler)})
+	host := plugin.NewHost(plugin.HostConfig{Dirs: []string{pdir}, Logger: slog.New(slog.DiscardHandler),
+		TracerProvider: tp, PluginEnv: pluginEnv})
 	lab.cleanup(func() error { host.Close(); return nil })
 	rep, err := host.Discover(ctx)
 	if err != nil {

@@ -32,6 +32,8 @@ func HardwareTypeDef() driver.HardwareType {
 			driver.KindPower:      {ImplRedfish},
 			driver.KindRAID:       {ImplRedfish, driver.NoRAID, "agent"},
 			driver.KindVendor:     {ImplRedfish, driver.NoVendor},
+			// GenericHardware's; flat and noop are Anvil's built-ins.
+			driver.KindNetwork: {driver.Flat, "neutron", "ironic-networking", driver.Noop},
 		},
 	}
 }

@@ -256,8 +256,11 @@ func TestSteps(t *testing.T) {
 	if b := got["bios"]; b.InitialVersion != "P79 v1.45" || b.CurrentVersion != "P80-v2" || b.LastVersionFlashed != "P80-v2" {
 		t.Fatalf("bios component %+v", b)
 	}
-	if b := got["bmc"]; b.CurrentVersion == "" || b.LastVersionFlashed != "" {
-		t.Fatalf("bmc component %+v", b)
+	if b := got["bmc"]; b.CurrentVersion == "" || b.LastVersionFlashed != "" || b.Model != "Joo Janta 200" {
+		t.Fatalf("bmc component %+v; want the manager's model", b)
+	}
+	if b := got["bios"]; b.Model != "" || b.Vendor != "" || b.SerialNumber != "" {
+		t.Fatalf("bios component %+v; want no identity, as Ironic's", b)
 	}
 	// The BMC's own firmware: applied at once, no reset; the BIOS keeps
 	// its initial version in the cache.

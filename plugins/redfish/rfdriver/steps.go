@@ -334,7 +334,9 @@ const FirmwareCacheKey = "firmware_components"
 // CacheFirmwareComponents lists the firmware inventory as the BMC
 // reports it now, each component's initial version and last version
 // flashed taken from the node's firmware cache; Ironic names the BIOS and
-// BMC components "bios" and "bmc".
+// BMC components "bios" and "bmc". The bmc component names its model
+// (the managing Manager's Model, API 1.114), as Ironic's redfish
+// firmware interface does; a manager that cannot be read leaves it empty.
 func (f *FirmwareImpl) CacheFirmwareComponents(ctx context.Context, t *driver.Task) ([]driver.FirmwareComponent, error) {
 	sys, err := f.system(ctx, t)
 	if err != nil {
@@ -350,6 +352,9 @@ func (f *FirmwareImpl) CacheFirmwareComponents(ctx context.Context, t *driver.Ta
 		fc := driver.FirmwareComponent{Component: componentName(c.ID), InitialVersion: c.Version, CurrentVersion: c.Version}
 		if old, ok := cached[fc.Component]; ok {
 			fc.InitialVersion, fc.LastVersionFlashed = old.InitialVersion, old.LastVersionFlashed
+		}
+		if fc.Component == "bmc" {
+			fc.Model, _ = sys.ManagerModel()
 		}
 		out = append(out, fc)
 	}

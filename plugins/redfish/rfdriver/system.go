@@ -325,6 +325,24 @@ func (s *System) SetSecureBoot(enabled bool) error {
 	return s.patch(sb.ODataID, map[string]any{"SecureBootEnable": enabled})
 }
 
+// ManagerModel is the Model of the first manager (BMC) that manages the
+// system, or "" when the service names none.
+func (s *System) ManagerModel() (string, error) {
+	m, err := s.Raw()
+	if err != nil {
+		return "", err
+	}
+	mgrs := links(getMap(m, "Links"), "ManagedBy")
+	if len(mgrs) == 0 {
+		return "", nil
+	}
+	mm, err := getJSON(s.cl, mgrs[0])
+	if err != nil {
+		return "", err
+	}
+	return getString(mm, "Model"), nil
+}
+
 // VirtualMedia lists the system's virtual media devices, or those of the
 // manager when the system has none (older services).
 func (s *System) VirtualMedia() ([]*redfish.VirtualMedia, error) {
