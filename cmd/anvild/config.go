@@ -68,6 +68,13 @@ type Config struct {
 	// ANVIL_REDFISH_HTTP_ROOT and ANVIL_REDFISH_HTTP_URL.
 	HTTPRoot   string
 	TFTPServer string // [pxe]tftp_server
+	// HTTPRootListen is [anvil]http_root_listen: anvild serves HTTPRoot
+	// over HTTP on this address itself (no web server beside it).
+	HTTPRootListen string
+	// VMedia are the redfish plugin's boot ISO options: [DEFAULT]
+	// isolinux_bin and ldlinux_c32, [anvil]grub_efi,
+	// [redfish]kernel_append_params.
+	VMedia vmediaConfig
 
 	// [anvil]
 	PluginDirs   []string
@@ -155,6 +162,16 @@ type option struct {
 
 func str(f func(*Config) *string) func(*Config, string) string {
 	return func(c *Config, v string) string { *f(c) = v; return "" }
+}
+
+func absPath(f func(*Config) *string) func(*Config, string) string {
+	return func(c *Config, v string) string {
+		if !filepath.IsAbs(v) {
+			return "an absolute file path"
+		}
+		*f(c) = v
+		return ""
+	}
 }
 
 func boolean(f func(*Config) *bool) func(*Config, string) string {
@@ -404,6 +421,14 @@ func options() []option {
 			return ""
 		}},
 
+		// The virtual media boot ISO (the redfish plugin's).
+		{"DEFAULT", "isolinux_bin", "", "", absPath(func(c *Config) *string { return &c.VMedia.ISOLINUX })},
+		{"DEFAULT", "ldlinux_c32", "", "", absPath(func(c *Config) *string { return &c.VMedia.LDLinux })},
+		{"anvil", "grub_efi", "", "", absPath(func(c *Config) *string { return &c.VMedia.GRUBEFI })},
+		{"redfish", "kernel_append_params", "", "", str(func(c *Config) *string { return &c.VMedia.KernelAppendParams })},
+		{"anvil", "http_root_listen", "http-root-listen", "serve [deploy]http_root (virtual media images) over HTTP on this address (e.g. 192.0.2.1:6180)",
+			str(func(c *Config) *string { return &c.HTTPRootListen })},
+
 		// [pxe]
 		{"pxe", "kernel_append_params", "", "", str(func(c *Config) *string { return &c.PXE.KernelAppendParams })},
 		{"pxe", "ipxe_timeout", "", "", seconds(false, func(c *Config) *time.Duration { return &c.PXE.IPXETimeout })},
@@ -553,6 +578,9 @@ func (c *Config) check() error {
 	}
 	if c.Port > 65535 {
 		return &ConfigValueError{Source: "configuration", Section: "api", Name: "port", Value: strconv.Itoa(c.Port), Expected: "a port number 0-65535"}
+	}
+	if c.HTTPRootListen != "" && c.HTTPRoot == "" {
+		return fmt.Errorf("anvild: [anvil]http_root_listen needs [deploy]http_root, the directory it serves")
 	}
 	if c.Netboot && c.HTTPURL == "" {
 		return fmt.Errorf("anvild: the boot server ([anvil]netboot) needs [deploy]http_url, the URL machines reach its HTTP server at")

@@ -236,4 +236,19 @@ func TestMediaEnv(t *testing.T) {
 	if env := mediaEnv(cfg); env != nil {
 		t.Errorf("http_root alone gives %q, want nothing", env)
 	}
+	// The boot ISO's loaders and kernel parameters.
+	cfg, err = parseConfig([]string{"--config-file", writeConf(t, "[DEFAULT]\nisolinux_bin = /opt/isolinux.bin\nldlinux_c32 = /opt/ldlinux.c32\n"+
+		"[anvil]\ngrub_efi = /opt/gcdx64.efi\n[redfish]\nkernel_append_params = nofb console=ttyS0\n")}, nil, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = strings.Join(mediaEnv(cfg), "|")
+	if want := "ANVIL_REDFISH_ISOLINUX_BIN=/opt/isolinux.bin|ANVIL_REDFISH_LDLINUX_C32=/opt/ldlinux.c32|ANVIL_REDFISH_GRUB_EFI=/opt/gcdx64.efi|" +
+		"ANVIL_REDFISH_KERNEL_APPEND_PARAMS=nofb console=ttyS0"; got != want {
+		t.Errorf("plugin environment %q, want %q", got, want)
+	}
+	if _, err := parseConfig([]string{"--config-file", writeConf(t, "[DEFAULT]\nisolinux_bin = isolinux.bin\n")}, nil, func(string, ...any) {}); err == nil ||
+		!strings.Contains(err.Error(), "isolinux_bin") {
+		t.Errorf("a relative isolinux_bin: %v", err)
+	}
 }

@@ -315,13 +315,29 @@ func loadDrivers(ctx context.Context, cfg *Config, d driverDeps) (*drivers, erro
 	return out, nil
 }
 
+// vmediaConfig are the options of the boot ISO that the redfish
+// plugin builds from deploy_kernel and deploy_ramdisk.
+type vmediaConfig struct {
+	ISOLINUX, LDLinux, GRUBEFI string
+	KernelAppendParams         string
+}
+
 // mediaEnv is the plugins' environment for [deploy]http_root and
-// http_url: where the redfish plugin publishes virtual media images.
+// http_url (where the redfish plugin publishes virtual media images),
+// [DEFAULT]isolinux_bin and ldlinux_c32, [anvil]grub_efi (the boot
+// loaders of the boot ISO it builds) and [redfish]kernel_append_params.
 func mediaEnv(cfg *Config) []string {
-	if cfg.HTTPRoot == "" || cfg.HTTPURL == "" {
-		return nil
+	var env []string
+	if cfg.HTTPRoot != "" && cfg.HTTPURL != "" {
+		env = append(env, "ANVIL_REDFISH_HTTP_ROOT="+cfg.HTTPRoot, "ANVIL_REDFISH_HTTP_URL="+cfg.HTTPURL)
 	}
-	return []string{"ANVIL_REDFISH_HTTP_ROOT=" + cfg.HTTPRoot, "ANVIL_REDFISH_HTTP_URL=" + cfg.HTTPURL}
+	for _, kv := range [][2]string{{"ANVIL_REDFISH_ISOLINUX_BIN", cfg.VMedia.ISOLINUX}, {"ANVIL_REDFISH_LDLINUX_C32", cfg.VMedia.LDLinux},
+		{"ANVIL_REDFISH_GRUB_EFI", cfg.VMedia.GRUBEFI}, {"ANVIL_REDFISH_KERNEL_APPEND_PARAMS", cfg.VMedia.KernelAppendParams}} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
 }
 
 // registerNetboot adds the network boot interfaces writing into boot.

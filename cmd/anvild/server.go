@@ -340,6 +340,22 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 			return err
 		}
 	}
+	var media *mediaServer
+	if cfg.HTTPRootListen != "" {
+		if media, err = startMediaServer(cfg.HTTPRootListen, cfg.HTTPRoot, log); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer func() {
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mediaShutdownTimeout)
+			defer cancel()
+			if err := media.Close(mctx); err != nil {
+				log.Warn("http_root server", "error", err)
+			}
+		}()
+		log.Info("serving http_root", "http_root", cfg.HTTPRoot, "listen", media.Addr().String(), "http_url", cfg.HTTPURL)
+		fmt.Fprintf(stdout, "anvild: http_root on http://%s\n", media.Addr())
+	}
 	if err := c.Launch(ctx); err != nil {
 		_ = ln.Close()
 		return err

@@ -100,8 +100,10 @@ var ignored = map[string]string{
 //   - DEPLOY_KERNEL_URL and DEPLOY_RAMDISK_URL are the default deploy
 //     kernel and ramdisk, IRONIC_KERNEL_PARAMS the kernel parameters,
 //     IRONIC_FAST_TRACK fast track (default true, as Metal3's);
-//   - virtual media images are published under /shared/html and served
-//     at IRONIC_EXTERNAL_HTTP_URL, else http://<IP>:<HTTP_PORT>;
+//   - virtual media images are published under /shared/html, served by
+//     anvild itself at <IP>:<HTTP_PORT> (default 6180, where Metal3's
+//     httpd listened) and reached at IRONIC_EXTERNAL_HTTP_URL, else
+//     http://<IP>:<HTTP_PORT>;
 //   - the database is ANVIL_DATABASE_CONNECTION (a PostgreSQL DSN: several
 //     replicas then share it as conductors of one hash ring), else SQLite
 //     under /var/lib/anvil; the conductor's name is ANVIL_HOST, else
@@ -209,6 +211,7 @@ func Render(e Env) (Rendered, error) {
 	}
 	if v := get("IRONIC_KERNEL_PARAMS"); v != "" {
 		set("pxe", "kernel_append_params", v)
+		set("redfish", "kernel_append_params", v)
 	}
 	fast := "true"
 	if v := get("IRONIC_FAST_TRACK"); v != "" {
@@ -221,19 +224,25 @@ func Render(e Env) (Rendered, error) {
 	}
 	set("deploy", "fast_track", fast)
 
+	hp := get("HTTP_PORT")
+	if hp == "" {
+		hp = "6180"
+	}
+	if n, err := strconv.Atoi(hp); err != nil || n <= 0 || n > 65535 {
+		return Rendered{}, &VarError{"HTTP_PORT", hp, "a TCP port"}
+	}
 	httpURL := get("IRONIC_EXTERNAL_HTTP_URL")
 	if httpURL == "" {
-		hp := get("HTTP_PORT")
-		if hp == "" {
-			hp = "6180"
-		}
-		if n, err := strconv.Atoi(hp); err != nil || n <= 0 || n > 65535 {
-			return Rendered{}, &VarError{"HTTP_PORT", hp, "a TCP port"}
-		}
 		httpURL = "http://" + host + ":" + hp
 	}
 	set("deploy", "http_url", httpURL)
 	set("deploy", "http_root", SharedDir+"/html")
+	// anvild serves http_root itself, where Metal3's httpd did.
+	listen := "0.0.0.0"
+	if ip.IsValid() {
+		listen = ip.String()
+	}
+	set("anvil", "http_root_listen", net.JoinHostPort(listen, hp))
 	set("anvil", "log_format", "json")
 
 	for k, why := range ignored {

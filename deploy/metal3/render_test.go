@@ -84,7 +84,7 @@ func TestRenderBMOConfigMap(t *testing.T) {
 		"deploy_kernel = http://172.22.0.2:6180/images/ironic-python-agent.kernel",
 		"deploy_ramdisk = http://172.22.0.2:6180/images/ironic-python-agent.initramfs",
 		"kernel_append_params = console=ttyS0", "fast_track = true",
-		"http_url = http://172.22.0.2:6180", "http_root = /shared/html",
+		"http_url = http://172.22.0.2:6180", "http_root = /shared/html", "http_root_listen = 172.22.0.2:6180",
 	} {
 		if !strings.Contains(r.INI, want+"\n") {
 			t.Errorf("rendered configuration lacks %q:\n%s", want, r.INI)
@@ -150,7 +150,7 @@ func anvild(t *testing.T) string {
 // port of 127.0.0.1 (flags win over the file), and returns its API URL.
 func runAnvild(t *testing.T, bin, conf string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "--config-file", conf, "--host-ip", "127.0.0.1", "--port", "0", "--state-dir", t.TempDir(), "--host", "metal3-test")
+	cmd := exec.Command(bin, "--config-file", conf, "--host-ip", "127.0.0.1", "--port", "0", "--http-root-listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--host", "metal3-test")
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME=", "XDG_DATA_HOME="+t.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

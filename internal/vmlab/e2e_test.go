@@ -95,6 +95,8 @@ type e2eBMC struct {
 	// partition: the lab serves the partition image too
 	// (LabOptions.PartitionImage).
 	partition bool
+	// options, when set, adjusts the lab's options before it starts.
+	options func(o *LabOptions)
 }
 
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
@@ -130,11 +132,15 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	}
 	traces := otlptest.Start(t)
 	tp := traces.Provider(t, "anvil-conductor")
-	lab, err := StartLab(context.Background(), LabOptions{
+	o := LabOptions{
 		Network: n, BMC: lb, PluginPath: bmc.plugin.Path(t), IPATarball: tarball, Logf: t.Logf, Began: began,
 		Firmware: bmc.firmware, PartitionImage: bmc.partition,
 		TracerProvider: tp, PluginEnv: traces.PluginEnv(),
-	})
+	}
+	if bmc.options != nil {
+		bmc.options(&o)
+	}
+	lab, err := StartLab(context.Background(), o)
 	var mf *netboot.MissingFileError
 	if errors.Is(err, ErrUnavailable) || errors.As(err, &mf) {
 		t.Skip(err.Error())

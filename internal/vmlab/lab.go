@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -26,6 +27,7 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
+	"github.com/anvilmetal/anvil/baremetal/ironicapi"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/console"
 	"github.com/anvilmetal/anvil/console/ipmisol"
@@ -184,6 +186,12 @@ type LabOptions struct {
 	// PollCommands is the conductor's AgentSettings.PollCommands (it can
 	// be changed later with Conductor().SetPollCommands).
 	PollCommands bool
+	// SyncPowerStateInterval is the conductor's power (and health) sync
+	// period; zero is the conductor's default.
+	SyncPowerStateInterval time.Duration
+	// MoreInterfaces are enabled beside the lab's (the ramdisk deploy
+	// interface, the BMC's out-of-band inspect interface, ...).
+	MoreInterfaces map[driver.Kind][]string
 	// Logf receives the lab's progress lines; nil drops them.
 	Logf func(format string, args ...any)
 	// Began is when the caller's run began (zero: StartLab's call); the
@@ -216,6 +224,7 @@ type Lab struct {
 	m         LabMachine
 	bmcInfo   map[string]any // the node's driver_info for the BMC
 	deployISO string         // the IPA ISO, for virtual media
+	rd        IPARamdisk     // the IPA ramdisk's kernel and initramfs
 	cond      *conductor.Conductor
 	reg       *driver.Registry
 	store     baremetal.Store
@@ -434,6 +443,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
+	lab.rd = rd
 	dir, err := os.MkdirTemp("", "vme2e-") // short: Unix socket paths
 	if err != nil {
 		return nil, err
@@ -564,15 +574,16 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 		return nil, err
 	}
 	lab.cleanup(func() error { client.Close(); return nil })
-	reg := driver.NewRegistry(driver.Config{
-		EnabledHardwareTypes: []string{o.BMC.HardwareType},
-		EnabledInterfaces: map[driver.Kind][]string{
-			driver.KindBoot:    bootInterfaces(o),
-			driver.KindDeploy:  {agentdeploy.Name},
-			driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
-			driver.KindConsole: {o.BMC.Console, driver.NoConsole},
-		},
-	})
+	enabled := map[driver.Kind][]string{
+		driver.KindBoot:    bootInterfaces(o),
+		driver.KindDeploy:  {agentdeploy.Name},
+		driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
+		driver.KindConsole: {o.BMC.Console, driver.NoConsole},
+	}
+	for k, names := range o.MoreInterfaces {
+		enabled[k] = append(enabled[k], names...)
+	}
+	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{o.BMC.HardwareType}, EnabledInterfaces: enabled})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return nil, err
 	}
@@ -606,6 +617,9 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.Name, agentdeploy.NewWithOptions(client, deployOpts)); err != nil {
 		return nil, err
 	}
+	if err := reg.RegisterInterface(driver.KindDeploy, agentdeploy.RamdiskName, agentdeploy.NewRamdisk()); err != nil {
+		return nil, err
+	}
 	inspect, err := agentdeploy.NewInspect(agentdeploy.InspectOptions{Logger: logger.With("component", "inspect")})
 	if err != nil {
 		return nil, err
@@ -626,6 +640,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	apiURL := "http://" + net.JoinHostPort(serverIP, e2eAgentAPI)
 	cond, err := conductor.New(store, reg, conductor.Options{
 		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"), TracerProvider: o.TracerProvider,
+		SyncPowerStateInterval: o.SyncPowerStateInterval,
 		// The power state is read every second while the agent powers
 		// the machine off (Ironic's post_deploy_get_power_state_retry_interval,
 		// 5 s by default): the BMC answers on the loopback at once.
@@ -748,6 +763,38 @@ func (lab *Lab) Console() *Console { return lab.m.serial() }
 
 // Node is the UUID of the node EnrollNode enrolled ("" before).
 func (lab *Lab) Node() string { return lab.node }
+
+// Ramdisk is the IPA ramdisk's kernel and initramfs the lab boots.
+func (lab *Lab) Ramdisk() IPARamdisk { return lab.rd }
+
+// BMCInfo is the node's driver_info for the lab's BMC.
+func (lab *Lab) BMCInfo() map[string]any { return maps.Clone(lab.bmcInfo) }
+
+// ServeIronicAPI serves Ironic's REST API (baremetal/ironicapi, noauth)
+// over the lab's conductor on the host's loopback, and returns its URL;
+// Close stops it. The agents keep the agent API on the lab's network.
+func (lab *Lab) ServeIronicAPI() (string, error) {
+	h, err := ironicapi.New(ironicapi.Options{Conductor: lab.cond, Drivers: lab.reg})
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	// The timeline records the writes; the polls would drown them.
+	rec := recordRequests(lab.tl, "ironic-api", h)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	lab.cleanup(func() error { return srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
 
 // NewNode is the node of the machine to enroll: the BMC's driver and
 // driver_info, the direct deploy and agent inspect interfaces, root

@@ -157,7 +157,7 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	}
 	m.svc = newRFService(bctx, m.hw, rfServiceOptions{Name: o.Name, SystemID: o.SystemID, UUID: m.UUID,
 		Username: o.Username, Password: o.Password, MediaDir: mediaDir, MaxMediaSize: o.MaxMediaSize,
-		MediaFetchTimeout: o.MediaFetchTimeout, Logger: log})
+		MediaFetchTimeout: o.MediaFetchTimeout, Logger: log, MAC: o.MAC, MemoryMB: o.MemoryMB, CPUs: o.CPUs})
 	if m.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return nil, err
 	}
@@ -179,6 +179,11 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 
 // Powered reports whether QEMU runs.
 func (m *RedfishMachine) Powered() bool { return m.hw.running() }
+
+// SetFanFailed makes the BMC report a failed fan (the system's
+// Status.HealthRollup Critical, as BMCs report a failed subsystem), or a
+// repaired one (OK).
+func (m *RedfishMachine) SetFanFailed(failed bool) { m.svc.setFanFailed(failed) }
 
 // Starts returns when QEMU was started, each time.
 func (m *RedfishMachine) Starts() []time.Time { return m.svc.startTimes() }

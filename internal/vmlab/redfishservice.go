@@ -91,12 +91,16 @@ type rfService struct {
 	starts    []time.Time
 	events    []string
 	fw        rfFirmware // firmware inventory, BIOS and tasks (redfishfirmware.go)
+	fanFailed bool       // a fan reports Critical: the system's HealthRollup too
+	mac       string
+	memoryMB  int
+	cpus      int
 }
 
 func newRFService(ctx context.Context, hw machineHardware, o rfServiceOptions) *rfService {
 	s := &rfService{hw: hw, username: o.Username, password: o.Password, systemID: o.SystemID, uuid: o.UUID, name: o.Name,
 		mediaDir: o.MediaDir, maxMedia: o.MaxMediaSize, fetchTimeout: o.MediaFetchTimeout, log: o.Logger, ctx: ctx,
-		target: "None", enabled: "Disabled"}
+		target: "None", enabled: "Disabled", mac: o.MAC, memoryMB: o.MemoryMB, cpus: o.CPUs}
 	if s.maxMedia <= 0 {
 		s.maxMedia = rfDefaultMaxMedia
 	}
@@ -125,6 +129,10 @@ type rfServiceOptions struct {
 	MaxMediaSize         int64
 	MediaFetchTimeout    time.Duration
 	Logger               *slog.Logger
+	// The machine's NIC, memory and processors, for out-of-band
+	// inspection.
+	MAC            string
+	MemoryMB, CPUs int
 }
 
 func (s *rfService) event(format string, args ...any) {
@@ -298,7 +306,7 @@ func (s *rfService) resource(p string) map[string]any {
 		return map[string]any{
 			"@odata.id": p, "@odata.type": "#ComputerSystem.v1_10_0.ComputerSystem", "Id": s.systemID, "Name": s.name,
 			"UUID": s.uuid, "PowerState": power, "SystemType": "Virtual",
-			"Status": map[string]any{"State": "Enabled", "Health": "OK"},
+			"Status": map[string]any{"State": "Enabled", "Health": "OK", "HealthRollup": s.rollup()},
 			"Boot": map[string]any{
 				"BootSourceOverrideTarget": s.target, "BootSourceOverrideTarget@Redfish.AllowableValues": rfBootTargets,
 				"BootSourceOverrideEnabled": s.enabled, "BootSourceOverrideEnabled@Redfish.AllowableValues": rfBootEnabled,
@@ -309,7 +317,24 @@ func (s *rfService) resource(p string) map[string]any {
 			}},
 			"Links": map[string]any{"ManagedBy": []any{odata(rfManager)}},
 			"Bios":  odata(p + "/Bios"),
+			// What out-of-band inspection reads.
+			"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(s.memoryMB) / 1024},
+			"ProcessorSummary": map[string]any{"Count": 1, "LogicalProcessorCount": s.cpus},
+			"Processors":       odata(p + "/Processors"), "EthernetInterfaces": odata(p + "/EthernetInterfaces"),
 		}
+	case s.systemPath() + "/Processors":
+		return map[string]any{"@odata.id": p, "@odata.type": "#ProcessorCollection.ProcessorCollection", "Name": "Processors",
+			"Members": []any{odata(p + "/CPU0")}, "Members@odata.count": 1}
+	case s.systemPath() + "/Processors/CPU0":
+		return map[string]any{"@odata.id": p, "@odata.type": "#Processor.v1_3_0.Processor", "Id": "CPU0", "Name": "Processor",
+			"ProcessorType": "CPU", "ProcessorArchitecture": "x86", "InstructionSet": "x86-64", "Model": "QEMU TCG",
+			"TotalCores": s.cpus, "TotalThreads": s.cpus, "Status": map[string]any{"State": "Enabled", "Health": "OK"}}
+	case s.systemPath() + "/EthernetInterfaces":
+		return map[string]any{"@odata.id": p, "@odata.type": "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Name": "NICs",
+			"Members": []any{odata(p + "/NIC0")}, "Members@odata.count": 1}
+	case s.systemPath() + "/EthernetInterfaces/NIC0":
+		return map[string]any{"@odata.id": p, "@odata.type": "#EthernetInterface.v1_4_0.EthernetInterface", "Id": "NIC0", "Name": "NIC",
+			"MACAddress": s.mac, "PermanentMACAddress": s.mac, "Status": map[string]any{"State": "Enabled", "Health": "OK"}}
 	case rfManagers:
 		return map[string]any{
 			"@odata.id": rfManagers, "@odata.type": "#ManagerCollection.ManagerCollection", "Name": "Manager Collection",
@@ -621,6 +646,23 @@ func (s *rfService) ejectMedia(w http.ResponseWriter, body map[string]any) {
 }
 
 // Starts and events, for RedfishMachine.
+// rollup is the system's HealthRollup: Critical while a fan has failed.
+// The caller holds s.mu.
+func (s *rfService) rollup() string {
+	if s.fanFailed {
+		return "Critical"
+	}
+	return "OK"
+}
+
+// setFanFailed fails the machine's fan, or repairs it.
+func (s *rfService) setFanFailed(failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fanFailed = failed
+	s.event("fan failed: %v", failed)
+}
+
 func (s *rfService) startTimes() []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -91,14 +91,21 @@ func TestImageOfAnvild(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	// The http_root server's port (Metal3's HTTP_PORT, where httpd was).
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort := strconv.Itoa(hl.Addr().(*net.TCPAddr).Port)
+	hl.Close()
 	entry := filepath.Join(dir, got.Entrypoint[0])
 	cmd := exec.Command(entry, "--state-dir", t.TempDir(), "--host", "image-test")
 	cmd.Env = []string{
 		"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "XDG_DATA_HOME=" + t.TempDir(),
 		"ANVILD=" + filepath.Join(dir, "usr", "local", "bin", "anvild"), "ANVIL_CONFIG=" + filepath.Join(t.TempDir(), "anvild.conf"),
-		"PROVISIONING_IP=127.0.0.1", "IRONIC_LISTEN_PORT=" + strconv.Itoa(port), "HTTP_PORT=6180",
-		"DEPLOY_KERNEL_URL=http://127.0.0.1:6180/images/ironic-python-agent.kernel",
-		"DEPLOY_RAMDISK_URL=http://127.0.0.1:6180/images/ironic-python-agent.initramfs",
+		"PROVISIONING_IP=127.0.0.1", "IRONIC_LISTEN_PORT=" + strconv.Itoa(port), "HTTP_PORT=" + httpPort,
+		"DEPLOY_KERNEL_URL=http://127.0.0.1:" + httpPort + "/images/ironic-python-agent.kernel",
+		"DEPLOY_RAMDISK_URL=http://127.0.0.1:" + httpPort + "/images/ironic-python-agent.initramfs",
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -151,5 +158,14 @@ func TestImageOfAnvild(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"redfish"`) {
 		t.Errorf("GET /v1/drivers: %d %s; want the redfish hardware type from the image's plugin", resp.StatusCode, body)
+	} // anvild serves http_root (/shared/html) at HTTP_PORT itself: a
+	// missing image is a 404 from it, not a refused connection.
+	resp, err = http.Get("http://127.0.0.1:" + httpPort + "/images/ironic-python-agent.kernel")
+	if err != nil {
+		t.Fatalf("the http_root server at HTTP_PORT: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET a missing image from http_root: %d, want 404", resp.StatusCode)
 	}
 }

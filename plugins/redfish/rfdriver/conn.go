@@ -106,6 +106,16 @@ type Options struct {
 	// scratch space; "" means a private temporary directory that
 	// Drivers.Close removes.
 	DeployISOCacheDir string
+	// BootLoaders build the boot ISO from driver_info deploy_kernel and
+	// deploy_ramdisk (and a ramdisk deploy's instance_info kernel and
+	// ramdisk) when no deploy ISO is named: see BuildBootISO. The zero
+	// value means DefaultBootLoaders() (Debian's, those installed).
+	BootLoaders BootLoaders
+	// KernelAppendParams are the ramdisk kernel parameters put before
+	// the conductor's on the boot ISO's kernel lines when driver_info
+	// kernel_append_params is unset (Ironic's [redfish]
+	// kernel_append_params).
+	KernelAppendParams string
 }
 
 func (o *Options) defaults() {
@@ -143,6 +153,9 @@ func (o *Options) defaults() {
 	}
 	if o.DeployISOFetchTimeout <= 0 {
 		o.DeployISOFetchTimeout = DefaultDeployISOFetchTimeout
+	}
+	if o.BootLoaders == (BootLoaders{}) {
+		o.BootLoaders = DefaultBootLoaders()
 	}
 }
 

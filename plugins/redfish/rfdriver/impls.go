@@ -436,31 +436,94 @@ func (d *Drivers) VirtualMediaBoot() *VirtualMediaBoot {
 // Properties adds the ISO properties to the redfish ones.
 func (v *VirtualMediaBoot) Properties() []driver.Property {
 	return append(v.properties(),
-		driver.Property{Name: "redfish_deploy_iso", Description: "The bootable ramdisk ISO for deploy, cleaning, inspection and rescue: an http(s) URL, or with a media store also a local path or file:// URL. With a media store it is fetched (bounded in size and time, cached by URL) and re-mastered into a per-node ISO whose grub.cfg and isolinux.cfg kernel lines carry the node's ramdisk parameters; without one it is inserted as it is. Required (or deploy_iso).", Required: false},
+		driver.Property{Name: "redfish_deploy_iso", Description: "The bootable ramdisk ISO for deploy, cleaning, inspection and rescue: an http(s) URL, or with a media store also a local path or file:// URL. With a media store it is fetched (bounded in size and time, cached by URL) and re-mastered into a per-node ISO whose grub.cfg and isolinux.cfg kernel lines carry the node's ramdisk parameters; without one it is inserted as it is. Required (or deploy_iso, or deploy_kernel and deploy_ramdisk).", Required: false},
 		driver.Property{Name: "deploy_iso", Description: "Same as redfish_deploy_iso; used when that is unset.", Required: false},
+		driver.Property{Name: "deploy_kernel", Description: "With deploy_ramdisk and no deploy ISO: the ramdisk's kernel (an http(s) URL, a local path or a file:// URL) that the boot ISO is built from, with ISOLINUX for BIOS and GRUB for UEFI and the node's ramdisk parameters on its kernel lines, as Ironic does (needs a media store; cached by its inputs).", Required: false},
+		driver.Property{Name: "deploy_ramdisk", Description: "With deploy_kernel: the ramdisk (initramfs) of the boot ISO built from them.", Required: false},
 		driver.Property{Name: "kernel_append_params", Description: "Extra ramdisk kernel parameters (whitespace separated), put before the conductor's parameters on the kernel lines of the per-node ISO (needs a media store). Optional.", Required: false},
 		driver.Property{Name: "config_via_removable", Description: "Also pass the ramdisk parameters in parameters.txt on an ir-vfd-dev image in the virtual USB stick or floppy (and boot_method=vmedia on the kernel line, so IPA reads it), as Ironic does. Default false: the per-node ISO carries them. Optional.", Required: false},
 	)
 }
 
+// deploySource is what a node's ramdisk boots from: a deploy ISO (key
+// and ref), or a kernel and a ramdisk to build one from.
+type deploySource struct {
+	key, ref        string
+	kernel, ramdisk bootISOSource
+}
+
 // isoRef returns the deploy ISO reference and the driver_info key that
-// named it. A local path (or file:// URL) is accepted only with a media
-// store, which republishes it for the BMC.
-func (v *VirtualMediaBoot) isoRef(t *driver.Task) (key, ref string, err error) {
+// named it, or else, as Ironic does, the driver_info deploy_kernel and
+// deploy_ramdisk to build the boot ISO from. A local path (or file://
+// URL) is accepted only with a media store, which republishes it for
+// the BMC, and a kernel and ramdisk only with one (the ISO built from
+// them is published there).
+func (v *VirtualMediaBoot) isoRef(t *driver.Task) (deploySource, error) {
 	for _, k := range []string{"redfish_deploy_iso", "deploy_iso"} {
 		if s, ok := t.DriverInfoString(k); ok {
-			web := strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
-			if !web && (v.d.opts.Media == nil || localPath(s) == "") {
-				exp := "an http(s) URL of an ISO image"
-				if v.d.opts.Media != nil {
-					exp = "an http(s) URL, an absolute path or a file:// URL of an ISO image"
-				}
-				return k, "", &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Key: k, Expected: exp}
+			if err := v.checkRef(t, "driver_info", k, s, "an ISO image"); err != nil {
+				return deploySource{}, err
 			}
-			return k, s, nil
+			return deploySource{key: k, ref: s}, nil
 		}
 	}
-	return "", "", &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"redfish_deploy_iso"}}
+	kernel, hasKernel := t.DriverInfoString("deploy_kernel")
+	ramdisk, hasRamdisk := t.DriverInfoString("deploy_ramdisk")
+	switch {
+	case !hasKernel && !hasRamdisk:
+		return deploySource{}, &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"redfish_deploy_iso"}}
+	case !hasKernel:
+		return deploySource{}, &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"deploy_kernel"}}
+	case !hasRamdisk:
+		return deploySource{}, &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "driver_info", Missing: []string{"deploy_ramdisk"}}
+	}
+	src := deploySource{kernel: bootISOSource{"deploy_kernel", kernel, ""}, ramdisk: bootISOSource{"deploy_ramdisk", ramdisk, ""}}
+	if err := v.checkBuild(t, "driver_info", src.kernel, src.ramdisk); err != nil {
+		return deploySource{}, err
+	}
+	return src, nil
+}
+
+// checkRef checks an image reference: an http(s) URL, or with a media
+// store also an absolute path or a file:// URL.
+func (v *VirtualMediaBoot) checkRef(t *driver.Task, field, key, ref, what string) error {
+	web := strings.HasPrefix(ref, "http://") || strings.HasPrefix(ref, "https://")
+	if web || (v.d.opts.Media != nil && localPath(ref) != "") {
+		return nil
+	}
+	exp := "an http(s) URL of " + what
+	if v.d.opts.Media != nil {
+		exp = "an http(s) URL, an absolute path or a file:// URL of " + what
+	}
+	return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: field, Key: key, Expected: exp}
+}
+
+// checkBuild checks that a boot ISO can be built from kernel and
+// ramdisk: their references, a media store to publish it and a boot
+// loader to build it with.
+func (v *VirtualMediaBoot) checkBuild(t *driver.Task, field string, kernel, ramdisk bootISOSource) error {
+	if v.d.opts.Media == nil {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: field, Key: kernel.key,
+			Expected: "a media store to publish the boot ISO built from " + kernel.key + " and " + ramdisk.key +
+				" (anvild's [deploy]http_root and http_url), or a deploy ISO (redfish_deploy_iso)"}
+	}
+	if l := v.d.opts.BootLoaders; !l.BIOS() && !l.UEFI() {
+		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: field, Key: kernel.key,
+			Expected: "a boot loader on the conductor to build the boot ISO with (Debian packages isolinux, syslinux-common, grub-efi-amd64-bin), or a deploy ISO (redfish_deploy_iso)"}
+	}
+	if err := v.checkRef(t, field, kernel.key, kernel.ref, "a kernel"); err != nil {
+		return err
+	}
+	return v.checkRef(t, field, ramdisk.key, ramdisk.ref, "a ramdisk")
+}
+
+// appendParams returns driver_info kernel_append_params, or
+// Options.KernelAppendParams, as words.
+func (v *VirtualMediaBoot) appendParams(t *driver.Task) []string {
+	if kp, ok := t.DriverInfoString("kernel_append_params"); ok {
+		return strings.Fields(kp)
+	}
+	return strings.Fields(v.d.opts.KernelAppendParams)
 }
 
 // viaRemovable reads driver_info config_via_removable.
@@ -482,7 +545,7 @@ func (v *VirtualMediaBoot) Validate(ctx context.Context, t *driver.Task) error {
 	if err := v.base.Validate(ctx, t); err != nil {
 		return err
 	}
-	if _, _, err := v.isoRef(t); err != nil {
+	if _, err := v.isoRef(t); err != nil {
 		return err
 	}
 	_, err := v.viaRemovable(t)
@@ -559,7 +622,7 @@ const configMeta = "\"'$;`\\{}|&<>#"
 // refused as a parameter (agentTokenParam). A failure removes what was
 // published and leaves the node's media as they were.
 func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, params map[string]any) error {
-	key, ref, err := v.isoRef(t)
+	src, err := v.isoRef(t)
 	if err != nil {
 		return err
 	}
@@ -571,10 +634,7 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, p
 		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: agentTokenParam,
 			Expected: "no agent token: it is never put on a kernel command line or virtual media (the agent gets it at lookup)"}
 	}
-	var extra []string
-	if kp, ok := t.DriverInfoString("kernel_append_params"); ok {
-		extra = strings.Fields(kp)
-	}
+	extra := v.appendParams(t)
 	args, err := kernelArgs(params, extra, removable)
 	if err != nil {
 		return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "ramdisk parameters", Key: "params", Expected: err.Error()}
@@ -589,7 +649,7 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, p
 			v.d.opts.Logger.Warn("redfish: no media store configured: the deploy ISO is inserted as it is and must carry the ramdisk parameters itself",
 				"node", t.NodeUUID, "parameters", len(params))
 		}
-		if _, err := sys.InsertCD(ref); err != nil {
+		if _, err := sys.InsertCD(src.ref); err != nil {
 			return v.wrap(t, "insert deploy ISO", err)
 		}
 		if err := sys.SetBoot("Cd", "Once", ""); err != nil {
@@ -606,7 +666,12 @@ func (v *VirtualMediaBoot) PrepareRamdisk(ctx context.Context, t *driver.Task, p
 		}
 		return err
 	}
-	bootURL, err := v.publishBootISO(ctx, t, key, ref, args)
+	var bootURL string
+	if src.ref != "" {
+		bootURL, err = v.publishBootISO(ctx, t, src.key, src.ref, args)
+	} else {
+		bootURL, err = v.publishBuiltISO(ctx, t, bootISOName(t.NodeUUID), src.kernel, src.ramdisk, args)
+	}
 	if err != nil {
 		return err
 	}
@@ -692,6 +757,29 @@ func (v *VirtualMediaBoot) publishBootISO(ctx context.Context, t *driver.Task, k
 	return url, nil
 }
 
+// publishBuiltISO publishes as name the boot ISO built from kernel and
+// ramdisk with args (from the cache when it was built from the same
+// inputs) and returns its URL.
+func (v *VirtualMediaBoot) publishBuiltISO(ctx context.Context, t *driver.Task, name string, kernel, ramdisk bootISOSource, args string) (string, error) {
+	start := time.Now()
+	f, built, err := v.d.isos.builtISO(ctx, t.NodeUUID, kernel, ramdisk, args, v.d.opts.BootLoaders)
+	if err != nil {
+		var tl *DeployISOTooLargeError
+		if errors.As(err, &tl) {
+			return "", err
+		}
+		return "", v.wrap(t, "build the boot ISO from "+kernel.key+" and "+ramdisk.key, err)
+	}
+	defer f.Close()
+	url, err := v.d.opts.Media.Put(ctx, name, f)
+	if err != nil {
+		return "", v.wrap(t, "publish the node's boot ISO", err)
+	}
+	v.d.opts.Logger.Debug("redfish: boot ISO built from a kernel and a ramdisk", "node", t.NodeUUID, "kernel", kernel.key, "ramdisk", ramdisk.key,
+		"built_now", built, "seconds", time.Since(start).Seconds(), "bios", v.d.opts.BootLoaders.BIOS(), "uefi", v.d.opts.BootLoaders.UEFI())
+	return url, nil
+}
+
 // CleanUpRamdisk ejects the virtual CD and the parameters image, and
 // removes the node's boot ISO and parameters image from the media store.
 func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) error {
@@ -725,11 +813,32 @@ func (v *VirtualMediaBoot) CleanUpRamdisk(ctx context.Context, t *driver.Task) e
 	return nil
 }
 
+// RamdiskDeploy is the deploy interface whose instance is booted from
+// virtual media (Ironic's "ramdisk": Metal3's live-ISO hosts).
+const RamdiskDeploy = "ramdisk"
+
+// instanceISOName is the node's instance ISO name in the media store.
+func instanceISOName(node string) string { return node + "-instance.iso" }
+
+// vmediaInstanceISOKey records, while the node's instance ISO (a
+// ramdisk deploy's) is published, the URL it was published at.
+const vmediaInstanceISOKey = "redfish_vmedia_instance_iso"
+
 // PrepareInstance ejects the ramdisk and makes the node boot from disk
-// persistently.
+// persistently. For a ramdisk deploy (deploy interface "ramdisk") it
+// boots the instance from the virtual CD instead, as Ironic does:
+// instance_info boot_iso, inserted as it is (a local path or file://
+// URL is published through the media store first), or an ISO built
+// from instance_info kernel and ramdisk (BuildBootISO) with
+// instance_info kernel_append_params (else driver_info's, else
+// Options.KernelAppendParams) on its kernel lines; the boot device is
+// the CD, persistently.
 func (v *VirtualMediaBoot) PrepareInstance(ctx context.Context, t *driver.Task) error {
 	if err := v.CleanUpRamdisk(ctx, t); err != nil {
 		return err
+	}
+	if t.Interfaces[driver.KindDeploy] == RamdiskDeploy {
+		return v.prepareRamdiskInstance(ctx, t)
 	}
 	sys, err := v.system(ctx, t)
 	if err != nil {
@@ -738,9 +847,88 @@ func (v *VirtualMediaBoot) PrepareInstance(ctx context.Context, t *driver.Task) 
 	return v.wrap(t, "set persistent boot from disk", sys.SetBoot("Hdd", "Continuous", ""))
 }
 
-// CleanUpInstance ejects any virtual media.
+// prepareRamdiskInstance inserts a ramdisk deploy's instance ISO.
+func (v *VirtualMediaBoot) prepareRamdiskInstance(ctx context.Context, t *driver.Task) error {
+	media := v.d.opts.Media
+	var url string
+	if iso, ok := t.InstanceString("boot_iso"); ok && iso != "" {
+		if err := v.checkRef(t, "instance_info", "boot_iso", iso, "an ISO image"); err != nil {
+			return err
+		}
+		url = iso
+		if p := localPath(iso); p != "" {
+			f, err := os.Open(p)
+			if err != nil {
+				return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "instance_info", Key: "boot_iso",
+					Expected: "a readable ISO image (" + err.Error() + ")"}
+			}
+			url, err = media.Put(ctx, instanceISOName(t.NodeUUID), f)
+			f.Close()
+			if err != nil {
+				return v.wrap(t, "publish the instance ISO", err)
+			}
+			t.SetDriverInternalInfo(vmediaInstanceISOKey, url)
+		}
+	} else {
+		kernel, _ := t.InstanceString("kernel")
+		ramdisk, _ := t.InstanceString("ramdisk")
+		var missing []string
+		if kernel == "" {
+			missing = append(missing, "kernel")
+		}
+		if ramdisk == "" {
+			missing = append(missing, "ramdisk")
+		}
+		if len(missing) > 0 {
+			return &driver.MissingParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "instance_info",
+				Missing: append([]string{"boot_iso or"}, missing...)}
+		}
+		k := bootISOSource{"kernel", kernel, "instance_info"}
+		r := bootISOSource{"ramdisk", ramdisk, "instance_info"}
+		if err := v.checkBuild(t, "instance_info", k, r); err != nil {
+			return err
+		}
+		words := v.appendParams(t)
+		if kp, ok := t.InstanceString("kernel_append_params"); ok {
+			words = strings.Fields(kp)
+		}
+		args := strings.Join(words, " ")
+		if strings.ContainsAny(args, configMeta) {
+			return &driver.InvalidParameterError{Node: t.NodeUUID, Kind: v.kind, Impl: v.name, Field: "instance_info", Key: "kernel_append_params",
+				Expected: "kernel parameters without any of " + configMeta}
+		}
+		var err error
+		if url, err = v.publishBuiltISO(ctx, t, instanceISOName(t.NodeUUID), k, r, args); err != nil {
+			return err
+		}
+		t.SetDriverInternalInfo(vmediaInstanceISOKey, url)
+	}
+	sys, err := v.system(ctx, t)
+	if err != nil {
+		return err
+	}
+	if _, err := sys.InsertCD(url); err != nil {
+		return v.wrap(t, "insert the instance ISO", err)
+	}
+	t.SetDriverInternalInfo("redfish_vmedia_inserted", true)
+	return v.wrap(t, "set persistent boot from CD", sys.SetBoot("Cd", "Continuous", ""))
+}
+
+// CleanUpInstance ejects any virtual media and removes a ramdisk
+// deploy's instance ISO from the media store.
 func (v *VirtualMediaBoot) CleanUpInstance(ctx context.Context, t *driver.Task) error {
-	return v.CleanUpRamdisk(ctx, t)
+	if err := v.CleanUpRamdisk(ctx, t); err != nil {
+		return err
+	}
+	if url, ok := t.DriverInternalInfo[vmediaInstanceISOKey].(string); ok && url != "" {
+		if v.d.opts.Media != nil {
+			if err := v.d.opts.Media.Delete(ctx, instanceISOName(t.NodeUUID)); err != nil {
+				return v.wrap(t, "remove the node's instance ISO", err)
+			}
+		}
+		t.DeleteDriverInternalInfo(vmediaInstanceISOKey)
+	}
+	return nil
 }
 
 // InspectImpl is the "redfish" (out-of-band) inspect interface.

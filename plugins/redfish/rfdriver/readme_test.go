@@ -50,6 +50,20 @@ directory ` + "`ANVIL_REDFISH_HTTP_ROOT`" + `, which the embedder serves at
 ` + "`ANVIL_REDFISH_HTTP_URL`" + ` (reachable by the BMCs); without them the deploy ISO
 is inserted as it is and must carry the parameters.
 
+With no deploy ISO but ` + "`deploy_kernel`" + ` and ` + "`deploy_ramdisk`" + ` (what Metal3 sends),
+the interface builds the boot ISO from them as Ironic does: ISOLINUX for BIOS
+and an EFI system partition image (FAT, GRUB as ` + "`EFI/BOOT/BOOTX64.EFI`" + `) for
+UEFI, both in one El Torito catalog, the parameters baked into
+` + "`isolinux.cfg`" + ` and ` + "`grub.cfg`" + `. The loaders are Debian's (packages ` + "`isolinux`" + `,
+` + "`syslinux-common`" + `, ` + "`grub-efi-amd64-bin`" + `'s ` + "`gcdx64.efi`" + `), or those named by
+` + "`ANVIL_REDFISH_ISOLINUX_BIN`" + `, ` + "`ANVIL_REDFISH_LDLINUX_C32`" + ` and
+` + "`ANVIL_REDFISH_GRUB_EFI`" + ` (anvild's ` + "`[DEFAULT]isolinux_bin`" + `, ` + "`ldlinux_c32`" + `,
+` + "`[anvil]grub_efi`" + `); ` + "`ANVIL_REDFISH_KERNEL_APPEND_PARAMS`" + ` (` + "`[redfish]kernel_append_params`" + `)
+is used when the node has no ` + "`kernel_append_params`" + `. Built ISOs are cached by
+their inputs. A ` + "`ramdisk`" + ` deploy (a live ISO) boots its instance from the
+virtual CD: ` + "`instance_info.boot_iso`" + ` as it is, or an ISO built from
+` + "`instance_info`" + ` ` + "`kernel`" + ` and ` + "`ramdisk`" + `.
+
 Tests run against ` + "`redfishtest`" + `, a stateful Redfish service built from the
 DMTF public mockups (BSD-3-Clause; see ` + "`redfishtest/testdata/LICENSE.md`" + `),
 over HTTP and HTTPS; they need nothing installed.

@@ -44,7 +44,7 @@ const DefaultMaxDeployISOSize int64 = 2 << 30
 type DeployISOTooLargeError struct {
 	Node  string
 	Field string // "driver_info"
-	Key   string // "redfish_deploy_iso" or "deploy_iso"
+	Key   string // "redfish_deploy_iso", "deploy_iso", "deploy_kernel", ...
 	Limit int64
 	Size  int64
 }
@@ -54,7 +54,11 @@ func (e *DeployISOTooLargeError) Error() string {
 	if e.Size >= 0 {
 		size = fmt.Sprintf("%d bytes", e.Size)
 	}
-	return fmt.Sprintf("redfish: node %s: the deploy ISO named by %s[%q] is %s, over the limit of %d bytes (Options.MaxDeployISOSize)",
+	what := "deploy ISO"
+	if e.Key != "redfish_deploy_iso" && e.Key != "deploy_iso" {
+		what = "image"
+	}
+	return fmt.Sprintf("redfish: node %s: the %s named by %s[%q] is %s, over the limit of %d bytes (Options.MaxDeployISOSize)", what,
 		e.Node, e.Field, e.Key, size, e.Limit)
 }
 

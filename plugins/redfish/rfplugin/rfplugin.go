@@ -19,7 +19,13 @@
 // Environment: ANVIL_REDFISH_HTTP_ROOT (a directory) and
 // ANVIL_REDFISH_HTTP_URL (where the embedder serves it to the BMCs) let the
 // redfish-virtual-media boot interface publish each node's boot ISO (the
-// deploy ISO re-mastered with the node's kernel parameters).
+// deploy ISO re-mastered with the node's kernel parameters, or the ISO
+// built from deploy_kernel and deploy_ramdisk).
+// ANVIL_REDFISH_ISOLINUX_BIN, ANVIL_REDFISH_LDLINUX_C32 and
+// ANVIL_REDFISH_GRUB_EFI replace Debian's boot loaders that ISO is built
+// with (rfdriver.BootLoaders), ANVIL_REDFISH_KERNEL_APPEND_PARAMS is
+// rfdriver.Options.KernelAppendParams. anvild sets them from its
+// configuration.
 package rfplugin
 
 import (
@@ -49,6 +55,8 @@ func Main() {
 	if root, url := os.Getenv("ANVIL_REDFISH_HTTP_ROOT"), os.Getenv("ANVIL_REDFISH_HTTP_URL"); root != "" && url != "" {
 		opts.Media = rfdriver.DirMediaStore{Dir: root, BaseURL: url}
 	}
+	opts.BootLoaders = bootLoaders(os.Getenv)
+	opts.KernelAppendParams = os.Getenv("ANVIL_REDFISH_KERNEL_APPEND_PARAMS")
 	d := rfdriver.NewDrivers(opts)
 	plugin.Serve(plugin.ServeConfig{Name: "redfish", Version: Version, Bundle: d.Bundle(), Logger: logger})
 	// The host is done with the plugin: free the BMCs' session slots.
@@ -57,4 +65,19 @@ func Main() {
 	if err := d.Close(ctx); err != nil {
 		logger.Warn("logging out of BMC sessions", "error", err)
 	}
+}
+
+// bootLoaders are Debian's boot loaders with those the environment
+// names in their place.
+func bootLoaders(getenv func(string) string) rfdriver.BootLoaders {
+	l := rfdriver.DefaultBootLoaders()
+	for _, e := range []struct {
+		name string
+		dst  *string
+	}{{"ANVIL_REDFISH_ISOLINUX_BIN", &l.ISOLINUX}, {"ANVIL_REDFISH_LDLINUX_C32", &l.LDLinux}, {"ANVIL_REDFISH_GRUB_EFI", &l.GRUBEFI}} {
+		if v := getenv(e.name); v != "" {
+			*e.dst = v
+		}
+	}
+	return l
 }
