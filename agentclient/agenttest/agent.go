@@ -43,6 +43,11 @@ type Behavior struct {
 	// another command (one the caller does not know of) still runs. The
 	// refused requests do not run and do not consume Times.
 	Busy int
+	// Release, when set, keeps the command RUNNING until it is closed (and
+	// Delay has passed): a test that must act while a command runs closes
+	// it once it acted, instead of racing a fixed Delay. Only closing the
+	// agent cuts the wait short.
+	Release <-chan struct{}
 }
 
 // AgentConfig configures a fake agent.
@@ -541,7 +546,7 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 	if b, key := a.behaviorLocked(full, step); b != nil && b.Busy > 0 {
 		b.Busy--
 		a.busyAnswers++
-		if b.Busy == 0 && b.Times == 0 && b.Delay == 0 && b.Fail == nil && b.Result == nil {
+		if b.Busy == 0 && b.Times == 0 && b.Delay == 0 && b.Fail == nil && b.Result == nil && b.Release == nil {
 			delete(a.behaviors, key)
 		}
 		a.mu.Unlock()
@@ -580,6 +585,14 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 				return
 			case <-a.clock.After(delay):
 			}
+			if beh.Release != nil {
+				select {
+				case <-a.ctx.Done():
+					a.finish(c, nil, &agentclient.AgentError{Type: "CommandExecutionError", Code: 500, Message: "Command execution failed", Details: "agent stopped"}, agentclient.StatusFailed)
+					return
+				case <-beh.Release:
+				}
+			}
 			res, cerr, status := a.run(c, spec, beh)
 			a.finish(c, res, cerr, status)
 		}()
@@ -598,6 +611,12 @@ func (a *Agent) serveRun(w http.ResponseWriter, r *http.Request) {
 			// in IPA; only closing the agent cuts it short.
 			select {
 			case <-a.clock.After(delay):
+			case <-a.ctx.Done():
+			}
+		}
+		if beh.Release != nil {
+			select {
+			case <-beh.Release:
 			case <-a.ctx.Done():
 			}
 		}

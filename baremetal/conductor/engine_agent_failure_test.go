@@ -49,8 +49,13 @@ func TestAgentCleanStepFails(t *testing.T) {
 
 func TestAgentVersionMismatchRestartsAutomatedClean(t *testing.T) {
 	t.Parallel()
+	// The first erase_devices_metadata runs until the test upgraded the
+	// hardware manager (a fixed 300 ms delay raced the test's poll on a
+	// loaded machine: the step could end, and cleaning move on, before
+	// the upgrade).
+	release := make(chan struct{})
 	h := newAgentHarness(t, conductor.Options{}, scripted(func(a *agenttest.Agent) {
-		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices_metadata", agenttest.Behavior{Delay: 300 * time.Millisecond, Times: 1})
+		a.SetStepBehavior(steps.Clean, "deploy", "erase_devices_metadata", agenttest.Behavior{Release: release, Times: 1})
 	}))
 	n := h.enrollAgentNode("agent-mismatch")
 	h.must(h.c.Manage(h.ctx, n.UUID))
@@ -63,6 +68,7 @@ func TestAgentVersionMismatchRestartsAutomatedClean(t *testing.T) {
 	if !h.fleet.Agent(n.UUID).SetHardwareManagerVersion("GenericHardwareManager", "2.0") {
 		t.Fatal("no GenericHardwareManager on the agent")
 	}
+	close(release)
 	h.waitFor(n.UUID, statemachine.Available)
 	hist, _ := h.store.ListHistory(h.ctx, n.UUID, 0)
 	starts := 0

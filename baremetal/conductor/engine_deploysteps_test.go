@@ -21,7 +21,11 @@ type agentRecorder struct {
 }
 
 func (r *agentRecorder) factory(string) *agenttest.Agent {
-	a := agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: 5 * time.Millisecond})
+	return r.add(agenttest.NewAgent(agenttest.AgentConfig{CommandDelay: 5 * time.Millisecond}))
+}
+
+// add records a, built by the fleet's goroutine, and returns it.
+func (r *agentRecorder) add(a *agenttest.Agent) *agenttest.Agent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.agents = append(r.agents, a)

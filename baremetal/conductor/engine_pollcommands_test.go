@@ -14,18 +14,21 @@ import (
 
 // TestPollCommandsContinuesWithoutHeartbeats checks
 // AgentSettings.PollCommands. The simulated agents heartbeat right after
-// their lookup and then only every 10 s, and never when a command
+// their lookup and then only every 10 min, and never when a command
 // finishes (IPA forces one then, at most every 5 s): an in-band step (5 ms
-// on the simulated agent) is reported by a heartbeat up to 10 s later.
+// on the simulated agent) is reported by a heartbeat up to 10 min later.
 // With PollCommands the conductor waits on the command (GET
 // /v1/commands/{id}?wait=true) and continues at once: every in-band step
 // (cleaning's two, the deploy's write_image) is continued by a finished
 // wait, cleaning takes less than one heartbeat interval, and the node
 // ends active. Without it the node is still in clean wait a second after
 // its first step began, as Ironic's would be until the next heartbeat.
+// The interval is far above the harness's 30 s waits so that no
+// heartbeat can stand in for a finished wait: with 10 s, cleaning under
+// -race on a loaded CI machine took longer than one interval.
 func TestPollCommandsContinuesWithoutHeartbeats(t *testing.T) {
 	t.Parallel()
-	const every = 10 * time.Second
+	const every = 10 * time.Minute
 	fc := simfleet.Config{HeartbeatInterval: every, ForcedHeartbeatInterval: time.Hour}
 	t.Run("polling", func(t *testing.T) {
 		t.Parallel()

@@ -27,11 +27,9 @@ func TestStepArgumentsKeepExactNumbers(t *testing.T) {
 			"nested": {Description: "Numbers inside a list and an object."},
 		}}
 	mgr.CleanSteps = append(mgr.CleanSteps, exact)
-	var agents []*agenttest.Agent
+	rec := &agentRecorder{} // the fleet's goroutines build the agents
 	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
-		a := agenttest.NewAgent(agenttest.AgentConfig{HardwareManagers: []agenttest.HardwareManager{mgr}})
-		agents = append(agents, a)
-		return a
+		return rec.add(agenttest.NewAgent(agenttest.AgentConfig{HardwareManagers: []agenttest.HardwareManager{mgr}}))
 	})
 	n := h.enrollAgentNode("exact-args")
 	if err := h.c.Manage(h.ctx, n.UUID); err != nil {
@@ -48,7 +46,7 @@ func TestStepArgumentsKeepExactNumbers(t *testing.T) {
 	}
 	h.waitFor(n.UUID, statemachine.Manageable)
 	var body []byte
-	for _, a := range agents {
+	for _, a := range rec.all() {
 		for _, e := range a.Executed() {
 			if e.Command == "clean.execute_clean_step" && e.Step != nil && e.Step.Name == "burnin_exact" {
 				body = e.Body
@@ -84,11 +82,9 @@ func TestDeployStepArgumentsKeepExactNumbers(t *testing.T) {
 	mgr := agenttest.GenericHardwareManager()
 	mgr.DeploySteps = append(mgr.DeploySteps, steps.Step{Interface: "deploy", Name: "burnin_exact", Priority: 0, Abortable: true,
 		ArgsInfo: map[string]steps.ArgInfo{"count": {Description: "An integer above 2^53.", Required: true}, "ratio": {Description: "A float written 1.0."}}})
-	var agents []*agenttest.Agent
+	rec := &agentRecorder{} // the fleet's goroutines build the agents
 	h := newAgentHarness(t, conductor.Options{}, func(string) *agenttest.Agent {
-		a := agenttest.NewAgent(agenttest.AgentConfig{HardwareManagers: []agenttest.HardwareManager{mgr}})
-		agents = append(agents, a)
-		return a
+		return rec.add(agenttest.NewAgent(agenttest.AgentConfig{HardwareManagers: []agenttest.HardwareManager{mgr}}))
 	})
 	n := h.enrollAgentNode("exact-deploy-args")
 	if err := h.c.Manage(h.ctx, n.UUID); err != nil {
@@ -109,7 +105,7 @@ func TestDeployStepArgumentsKeepExactNumbers(t *testing.T) {
 	}
 	h.waitFor(n.UUID, statemachine.Active)
 	var sent json.RawMessage
-	for _, a := range agents {
+	for _, a := range rec.all() {
 		for _, e := range a.Executed() {
 			if e.Command == "deploy.execute_deploy_step" && e.Step != nil && e.Step.Name == "burnin_exact" {
 				var req struct {

@@ -74,6 +74,36 @@ func (l *imageLab) task(ii, di map[string]any) *driver.Task {
 		DriverInternalInfo: map[string]any{driver.InternalAgentURL: l.agentURL, driver.InternalAgentToken: "tok"}}
 }
 
+// waitIdle waits until the agent finished every command it accepted and
+// returns them. write_image runs asynchronously on the agent, and IPA
+// answers a new command with 409 (agent busy) while one runs: the next
+// step must wait for it, as the conductor waits for the agent's
+// heartbeat. The deadline is generous; a loaded machine only delays the
+// finish.
+func (l *imageLab) waitIdle(t *testing.T) []agenttest.Execution {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ex := l.agent.Executed()
+		idle := true
+		for _, e := range ex {
+			if !e.Status.Done() {
+				idle = false
+			}
+		}
+		if idle {
+			return ex
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent still runs a command after 30 s: %+v", ex)
+		}
+		select {
+		case <-l.agent.CommandFinished():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // writeImage runs Prepare and write_image and returns the image_info the
 // agent received.
 func (l *imageLab) writeImage(t *testing.T, d *agentdeploy.Direct, task *driver.Task) map[string]any {
@@ -88,7 +118,7 @@ func (l *imageLab) writeImage(t *testing.T, d *agentdeploy.Direct, task *driver.
 	if _, err := d.ExecuteStep(ctx, task, steps.Deploy, steps.Step{Interface: "deploy", Name: agentdeploy.StepWriteImage}); err != nil {
 		t.Fatal(err)
 	}
-	ex := l.agent.Executed()
+	ex := l.waitIdle(t)
 	if len(ex) == 0 || ex[len(ex)-1].Step == nil {
 		t.Fatalf("the agent got no step: %+v", ex)
 	}
