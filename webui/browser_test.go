@@ -120,7 +120,10 @@ func fleetPage(tb testing.TB, nodes int, shot string) fleetFigures {
 			}
 		}
 		list := `['` + strings.Join(uuids, `','`) + `']`
-		webuitest.Poll(tb, bctx, `(() => { const f = window.anvilFleet; return `+list+`.every((u) => f.row(u).provision_state === 'manageable' && f.renderedAt[u]); })()`,
+		// Drawn in the manageable state, not merely applied to the page's
+		// model: renderedAt may still be the draw of an earlier state
+		// (verifying) until the next frame.
+		webuitest.Poll(tb, bctx, `(() => { const f = window.anvilFleet; return `+list+`.every((u) => f.drawnState[u] === 'manageable'); })()`,
 			time.Minute)
 		drawn := webuitest.Eval[float64](tb, bctx, `Math.max(...`+list+`.map((u) => window.anvilFleet.renderedAt[u]))`)
 		return time.Duration((drawn - float64(last.UnixMicro())/1000) * float64(time.Millisecond))

@@ -22,8 +22,10 @@
   const fleet = window.anvilFleet = {
     loaded: false, loadedAt: 0, count: 0, shown: 0, patches: 0,
     // renderedAt maps a node's UUID to when (Date.now()) a change of it
-    // was last applied and drawn.
-    renderedAt: {},
+    // was last applied and drawn; drawnState to the provision state it
+    // had then (a change applied but not drawn yet leaves both as they
+    // were).
+    renderedAt: {}, drawnState: {},
   };
 
   const nodes = new Map(); // uuid -> row
@@ -181,7 +183,11 @@
     }
     for (; i < pool.length; i++) pool[i].hidden = true;
     const now = Date.now();
-    for (const u of touched) fleet.renderedAt[u] = now;
+    for (const u of touched) {
+      fleet.renderedAt[u] = now;
+      const r = nodes.get(u);
+      if (r) fleet.drawnState[u] = r.provision_state;
+    }
     touched.clear();
     fleet.count = nodes.size;
     fleet.shown = view.length;
