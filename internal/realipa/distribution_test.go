@@ -287,7 +287,9 @@ func distributeImage(tb testing.TB, n int, src string, imagePath, imageSum strin
 	nodes := make([]*baremetal.Node, n)
 	devices := make([]string, n)
 	for i := range nodes {
+		// BIOS machines, as in deployWithRealIPA: no install_bootloader.
 		nd, err := c.Enroll(ctx, &baremetal.Node{Name: fmt.Sprintf("dist-%02d", i), Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name,
+			Properties: map[string]any{"capabilities": "boot_mode:bios"},
 			InstanceInfo: map[string]any{
 				"image_source": org.url + "/image.raw", "image_disk_format": "raw",
 				"image_os_hash_algo": "sha256", "image_os_hash_value": imageSum,

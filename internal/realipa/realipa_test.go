@@ -359,7 +359,12 @@ func deployWithRealIPA(t *testing.T, forceOOB bool) []string {
 		c.Stop(sctx)
 	})
 
+	// A BIOS machine: its whole-disk image needs no install_bootloader,
+	// which IPA's image extension would run against the host's own EFI
+	// variables (the test's agent runs on the host and loads no such
+	// extension).
 	n, err := c.Enroll(ctx, &baremetal.Node{Name: "realipa-1", Driver: builtin.FakeHardware, DeployInterface: agentdeploy.Name,
+		Properties: map[string]any{"capabilities": "boot_mode:bios"},
 		InstanceInfo: map[string]any{
 			"image_source": imgSrv.URL + "/images/anvil-test.raw", "image_disk_format": "raw",
 			"image_os_hash_algo": "sha256", "image_os_hash_value": hex.EncodeToString(sum[:]),
