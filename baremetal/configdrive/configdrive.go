@@ -349,12 +349,20 @@ func gunzipReader(r io.Reader) (*gzip.Reader, error) {
 // imageReadError is the *Error of a failure reading an image's base64
 // or gzip stream.
 func imageReadError(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// Not io's sentinel as the cause: callers read that as a lost
+		// connection.
+		err = errTruncated
+	}
 	var cie base64.CorruptInputError
-	if errors.As(err, &cie) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &cie) || errors.Is(err, gzip.ErrHeader) || err == errTruncated {
 		return invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
 	}
 	return invalid("", "corrupt gzip stream", err)
 }
+
+// errTruncated is the cause of an image whose gzip stream ends early.
+var errTruncated = errors.New("the gzip stream ends early")
 
 // spaceDropper drops the white space base64 text is wrapped with.
 type spaceDropper struct{ r io.Reader }
