@@ -189,6 +189,10 @@ func (s *provisionScanner) object(cd *configDriveArg) (map[string]json.RawMessag
 			}
 		} else {
 			raw, err := s.value(nil)
+			var bad *errBadJSON
+			if errors.As(err, &bad) {
+				return nil, "", syntaxErr("malformed value of %q.", key)
+			}
 			if err != nil {
 				return nil, "", err
 			}
@@ -382,7 +386,8 @@ func (s *provisionScanner) value(buf []byte) (json.RawMessage, error) {
 
 func checkRaw(raw []byte) (json.RawMessage, error) {
 	if !json.Valid(raw) {
-		return nil, syntaxErr("malformed value %s.", truncateRaw(raw))
+		// The value is not echoed: it may be a secret (rescue_password).
+		return nil, syntaxErr("malformed value.")
 	}
 	return raw, nil
 }

@@ -152,6 +152,7 @@ func TestProvisionBodyRefusals(t *testing.T) {
 		{"missing comma", `{"configdrive":"AAAA" "target":"active"}`, "Invalid JSON in the request body"},
 		{"not an object", `["active"]`, "Invalid JSON in the request body"},
 		{"malformed value", `{"target":"active","clean_steps":[1,}`, "Invalid JSON in the request body"},
+		{"malformed secret", `{"target":"rescue","rescue_password":["hunter2",}`, `Invalid JSON in the request body: malformed value of "rescue_password".`},
 		{"unknown key", `{"target":"active","configdrive":"AAAA","colour":1}`, `Unknown argument: "colour"`},
 		{"number drive", `{"target":"active","configdrive":12}`, "Invalid configdrive format"},
 		{"list drive", `{"target":"active","configdrive":["AAAA"]}`, "Invalid configdrive format"},
@@ -162,6 +163,9 @@ func TestProvisionBodyRefusals(t *testing.T) {
 		{"base64 not gzip", `{"target":"active","configdrive":"QUFBQUFBQUE="}`, "configdrive"},
 	} {
 		st, resp := putBody(t, url, []byte(tc.body))
+		if strings.Contains(resp, "hunter2") {
+			t.Errorf("%s: the answer echoes the secret: %s", tc.name, resp)
+		}
 		if st != 400 {
 			t.Errorf("%s: %d %s, want 400", tc.name, st, resp)
 		} else if msg := faultString(t, resp); !strings.Contains(msg, tc.want) {
