@@ -1,10 +1,12 @@
 package conductor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/configdrive"
@@ -258,6 +260,13 @@ type DeployOptions struct {
 	// string (a base64 gzipped image or a URL) or an object with
 	// meta_data, network_data, user_data and vendor_data.
 	ConfigDrive json.RawMessage
+	// ConfigDriveText is the alternative to ConfigDrive for a string
+	// config drive too large to hold twice (configdrive.ParseText): the
+	// string's text, already decoded from JSON, read from its start. The
+	// image is checked as it streams and read whole only once it
+	// passes, into the node's instance_info; Deploy and Rebuild are done
+	// with it when they return. Set at most one of the two.
+	ConfigDriveText io.ReadSeeker
 	// DeploySteps are user deploy steps merged with the driver's.
 	DeploySteps []steps.Step
 }
@@ -280,7 +289,7 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 	// What needs no node is checked before the node is read: the config
 	// drive's form (and an image's decoded size) and the user steps
 	// against Ironic's request schema.
-	cd, err := configdrive.Parse(o.ConfigDrive)
+	cd, err := parseConfigDrive(o)
 	if err != nil {
 		return &baremetal.InvalidFieldError{Kind: "node", Ident: ident, Field: "configdrive", Expected: configDriveExpected, Err: err}
 	}
@@ -323,6 +332,18 @@ func (c *Conductor) deployVerb(ctx context.Context, ident, name string, ev state
 			}
 			return nil
 		}})
+}
+
+// parseConfigDrive parses the config drive of o, from ConfigDrive or
+// ConfigDriveText.
+func parseConfigDrive(o DeployOptions) (configdrive.Value, error) {
+	if o.ConfigDriveText == nil {
+		return configdrive.Parse(o.ConfigDrive)
+	}
+	if t := bytes.TrimSpace(o.ConfigDrive); len(t) > 0 && string(t) != "null" {
+		return configdrive.Value{}, errors.New("both ConfigDrive and ConfigDriveText are set")
+	}
+	return configdrive.ParseText(o.ConfigDriveText)
 }
 
 // configDriveExpected is what a deploy's configdrive is refused with.

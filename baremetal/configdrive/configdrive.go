@@ -334,41 +334,135 @@ func checkURL(s string) error {
 func Decode(s string) ([]byte, error) { return decode(s, MaxSize) }
 
 // gunzipper opens the gzip stream of a base64 encoded image.
-func gunzipper(s string) (*gzip.Reader, error) {
-	clean := strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '\n', '\r', '\t':
-			return -1
-		}
-		return r
-	}, s)
-	gz, err := base64.StdEncoding.DecodeString(clean)
+func gunzipper(s string) (*gzip.Reader, error) { return gunzipReader(strings.NewReader(s)) }
+
+// gunzipReader opens the gzip stream of the base64 text r yields,
+// decoding it as it is read: the text is never held whole.
+func gunzipReader(r io.Reader) (*gzip.Reader, error) {
+	zr, err := gzip.NewReader(base64.NewDecoder(base64.StdEncoding, spaceDropper{r}))
 	if err != nil {
-		return nil, invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
+		return nil, imageReadError(err)
 	}
 	return zr, nil
 }
 
+// imageReadError is the *Error of a failure reading an image's base64
+// or gzip stream.
+func imageReadError(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// Not io's sentinel as the cause: callers read that as a lost
+		// connection.
+		err = errTruncated
+	}
+	var cie base64.CorruptInputError
+	if errors.As(err, &cie) || errors.Is(err, gzip.ErrHeader) || err == errTruncated {
+		return invalid("", "expected a base64 encoded gzipped ISO 9660 image or a URL", err)
+	}
+	return invalid("", "corrupt gzip stream", err)
+}
+
+// errTruncated is the cause of an image whose gzip stream ends early.
+var errTruncated = errors.New("the gzip stream ends early")
+
+// spaceDropper drops the white space base64 text is wrapped with.
+type spaceDropper struct{ r io.Reader }
+
+func (d spaceDropper) Read(p []byte) (int, error) {
+	for {
+		n, err := d.r.Read(p)
+		j := 0
+		for _, c := range p[:n] {
+			switch c {
+			case ' ', '\n', '\r', '\t':
+			default:
+				p[j] = c
+				j++
+			}
+		}
+		if j > 0 || err != nil || n == 0 {
+			return j, err
+		}
+	}
+}
+
 // checkImage is decode without keeping the image: it decompresses into
 // nothing, counting, so checking a request costs no image-sized buffer.
-func checkImage(s string, limit int) error {
-	zr, err := gunzipper(s)
+func checkImage(s string, limit int) error { return checkImageReader(strings.NewReader(s), limit) }
+
+func checkImageReader(r io.Reader, limit int) error {
+	zr, err := gunzipReader(r)
 	if err != nil {
 		return err
 	}
 	defer zr.Close()
 	n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
-		return invalid("", "corrupt gzip stream", err)
+		return imageReadError(err)
 	}
 	if n > int64(limit) {
 		return &Error{Reason: fmt.Sprintf("decoded image exceeds %d bytes", limit), Err: ErrTooLarge}
 	}
 	return nil
+}
+
+// ParseText is ParseString for a string config drive read from text (the
+// JSON string already unescaped), for a value too large to hold twice: an
+// image is checked as it streams from text, and only a value that passes
+// is read into the Value's Image, once. A text that fails is never held.
+func ParseText(text io.ReadSeeker) (Value, error) {
+	size, err := text.Seek(0, io.SeekEnd)
+	if err != nil {
+		return Value{}, fmt.Errorf("configdrive: read text: %w", err)
+	}
+	if _, err := text.Seek(0, io.SeekStart); err != nil {
+		return Value{}, fmt.Errorf("configdrive: read text: %w", err)
+	}
+	if size == 0 {
+		return Value{Kind: KindNone}, nil
+	}
+	// One pass both checks the image and looks for "://": a URL is
+	// small, and is read whole and checked as ParseString does.
+	f := &urlFinder{r: text}
+	cerr := checkImageReader(f, MaxSize)
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		return Value{}, fmt.Errorf("configdrive: read text: %w", err)
+	}
+	if !f.found && cerr != nil {
+		return Value{}, cerr
+	}
+	if _, err := text.Seek(0, io.SeekStart); err != nil {
+		return Value{}, fmt.Errorf("configdrive: read text: %w", err)
+	}
+	var b strings.Builder
+	b.Grow(int(size))
+	if _, err := io.Copy(&b, io.LimitReader(text, size)); err != nil {
+		return Value{}, fmt.Errorf("configdrive: read text: %w", err)
+	}
+	s := b.String()
+	if f.found {
+		return ParseString(s)
+	}
+	return Value{Kind: KindImage, Image: s}, nil
+}
+
+// urlFinder passes r through, noting whether "://" went by.
+type urlFinder struct {
+	r     io.Reader
+	tail  [2]byte
+	n     int
+	found bool
+}
+
+func (f *urlFinder) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	for _, c := range p[:n] {
+		if !f.found && c == '/' && f.n >= 2 && f.tail[0] == ':' && f.tail[1] == '/' {
+			f.found = true
+		}
+		f.tail[0], f.tail[1] = f.tail[1], c
+		f.n++
+	}
+	return n, err
 }
 
 func decode(s string, limit int) ([]byte, error) {
@@ -379,7 +473,7 @@ func decode(s string, limit int) ([]byte, error) {
 	defer zr.Close()
 	img, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
-		return nil, invalid("", "corrupt gzip stream", err)
+		return nil, imageReadError(err)
 	}
 	if len(img) > limit {
 		return nil, &Error{Reason: fmt.Sprintf("decoded image exceeds %d bytes", limit), Err: ErrTooLarge}

@@ -69,6 +69,10 @@ type Options struct {
 	// and then gets 503 with Retry-After.
 	MaxInFlightBodyBytes int64
 	BodyBudgetWait       time.Duration
+	// TempDir is where a provision request's configdrive string is
+	// spooled while the request runs (os.TempDir() when empty); the
+	// file is removed before the answer is written.
+	TempDir string
 	// Logger receives one line per failed request; nil discards.
 	Logger *slog.Logger
 }

@@ -73,10 +73,9 @@ func (h *Handler) getNodeStates(rq *request) error {
 
 // provisionBody is the body of PUT /v1/nodes/{node}/states/provision. The
 // raw fields keep their JSON so their types can be checked as Ironic's
-// argument validation does.
+// argument validation does; the configdrive is apart (configDriveArg).
 type provisionBody struct {
 	Target         json.RawMessage `json:"target"`
-	ConfigDrive    json.RawMessage `json:"configdrive"`
 	CleanSteps     json.RawMessage `json:"clean_steps"`
 	DeploySteps    json.RawMessage `json:"deploy_steps"`
 	ServiceSteps   json.RawMessage `json:"service_steps"`
@@ -164,13 +163,16 @@ const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 // checkConfigDrive applies Ironic's check_allow_configdrive: which
 // targets take a config drive, its form, and the versions of the object
 // form (1.56) and of vendor_data (1.59).
-func (rq *request) checkConfigDrive(target string, raw json.RawMessage) error {
-	if emptyConfigDrive(raw) {
+func (rq *request) checkConfigDrive(target string, cd *configDriveArg) error {
+	if cd.empty() {
 		return nil
 	}
+	raw := cd.raw
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return badRequest("Invalid configdrive format: %v", err)
+	if cd.file == nil {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return badRequest("Invalid configdrive format: %v", err)
+		}
 	}
 	allowed := []string{string(statemachine.VerbActive)}
 	if rq.v.AtLeast(35) {
@@ -182,6 +184,13 @@ func (rq *request) checkConfigDrive(target string, raw json.RawMessage) error {
 	}
 	if !ok {
 		return badRequest("Adding a config drive is only supported when setting provision state to %s", strings.Join(allowed, ", "))
+	}
+	if cd.file != nil {
+		// A string, checked as it was read.
+		if !cd.url && cd.nonB64 {
+			return badRequest("Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string")
+		}
+		return nil
 	}
 	switch t := v.(type) {
 	case map[string]any:
@@ -276,16 +285,15 @@ func verbError(action string, n *baremetal.Node, err error) error {
 // controller does, in its order, then handed to the conductor verb;
 // 202 with the Location of the node's states.
 func (h *Handler) putProvisionState(rq *request) error {
-	var doc map[string]json.RawMessage
-	if err := rq.decode(&doc); err != nil {
+	// The body is read as a stream: a configdrive string, which may be
+	// tens of megabytes, goes to a temporary file, removed on every path.
+	var cd configDriveArg
+	defer cd.close()
+	doc, err := rq.readProvisionBody(&cd)
+	if err != nil {
 		return err
 	}
-	for k := range doc {
-		if !provisionKeys[k] {
-			return badRequest("Unknown argument: \"%s\"", k)
-		}
-	}
-	body := provisionBody{Target: doc["target"], ConfigDrive: doc["configdrive"], CleanSteps: doc["clean_steps"],
+	body := provisionBody{Target: doc["target"], CleanSteps: doc["clean_steps"],
 		DeploySteps: doc["deploy_steps"], ServiceSteps: doc["service_steps"], RescuePassword: doc["rescue_password"],
 		DisableRamdisk: doc["disable_ramdisk"], Runbook: doc["runbook"]}
 	targetp, err := rawString("target", body.Target)
@@ -347,7 +355,7 @@ func (h *Handler) putProvisionState(rq *request) error {
 		}
 		return invalidState(target, n.UUID, n.ProvisionState)
 	}
-	if err := rq.checkConfigDrive(target, body.ConfigDrive); err != nil {
+	if err := rq.checkConfigDrive(target, &cd); err != nil {
 		return err
 	}
 	runbookName := ""
@@ -412,9 +420,11 @@ func (h *Handler) putProvisionState(rq *request) error {
 	if target == "service" && !rq.v.AtLeast(87) {
 		return notAcceptable("Request not acceptable.")
 	}
-	if err := h.doProvision(rq, n, target, body.ConfigDrive, cleanSteps, deploySteps, serviceSteps, rescuePassword, disableRamdisk, runbookName); err != nil {
+	if err := h.doProvision(rq, n, target, &cd, cleanSteps, deploySteps, serviceSteps, rescuePassword, disableRamdisk, runbookName); err != nil {
 		return verbError(target, n, err)
 	}
+	// The conductor is done with the file: it goes before the answer.
+	cd.close()
 	rq.statesLocation("")
 	return rq.status(http.StatusAccepted)
 }
@@ -434,7 +444,7 @@ func parseSteps(kind steps.Kind, field string, raw json.RawMessage) ([]steps.Ste
 }
 
 // doProvision calls the conductor verb of target.
-func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, configDrive, cleanSteps, deploySteps, serviceSteps json.RawMessage, rescuePassword *string, disableRamdisk *bool, runbook string) error {
+func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, configDrive *configDriveArg, cleanSteps, deploySteps, serviceSteps json.RawMessage, rescuePassword *string, disableRamdisk *bool, runbook string) error {
 	ctx, id := rq.ctx, n.UUID
 	switch target {
 	case "active", "deploy", "rebuild":
@@ -443,8 +453,14 @@ func (h *Handler) doProvision(rq *request, n *baremetal.Node, target string, con
 			return err
 		}
 		o := conductor.DeployOptions{DeploySteps: ds}
-		if !emptyConfigDrive(configDrive) {
-			o.ConfigDrive = configDrive
+		switch {
+		case configDrive.empty():
+		case configDrive.file != nil:
+			// The conductor checks the image as it streams from the
+			// file, and reads it whole only to store it.
+			o.ConfigDriveText = configDrive.file
+		default:
+			o.ConfigDrive = configDrive.raw
 		}
 		if target == "rebuild" {
 			return h.c.Rebuild(ctx, id, o)
