@@ -339,13 +339,22 @@ func TestSecretsScrubbed(t *testing.T) {
 				}
 				r := collect(w)
 				// Typed one byte at a time, as a browser sends keys: the
-				// secret is split across chunks both ways.
-				for _, k := range "secret\r" + secret + "\r" {
-					if _, err := w.Write([]byte(string(k))); err != nil {
-						t.Fatal(err)
+				// secret is split across chunks both ways. The secret is
+				// typed once the machine has answered "secret": typed
+				// earlier, the terminal's echo of it interleaves with the
+				// machine's answer (an echoed "hunter2-Sup3rS3cre" and
+				// the answer's "t" form the secret, rightly scrubbed,
+				// and "the password is ***" never appears).
+				typed := func(text string) {
+					for _, k := range text {
+						if _, err := w.Write([]byte(string(k))); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
+				typed("secret\r")
 				r.waitFor(t, "the password is ***", wait)
+				typed(secret + "\r")
 				r.waitFor(t, "machine got: "+strings.ToUpper(secret), wait)
 				if strings.Contains(r.String(), secret) {
 					t.Fatalf("a client saw the secret: %q", r.String())
