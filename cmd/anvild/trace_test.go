@@ -1,64 +1,21 @@
 package main
 
 import (
-	"context"
-	"encoding/hex"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
+	"github.com/anvilmetal/anvil/internal/otlptest"
 )
-
-// spanSink is an OTLP/gRPC trace receiver: it keeps each span's service,
-// name, id and parent id.
-type spanSink struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	spans []sunkSpan
-}
-
-type sunkSpan struct{ service, name, id, parent string }
-
-func (s *spanSink) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		service := ""
-		for _, kv := range rs.Resource.GetAttributes() {
-			if kv.Key == "service.name" {
-				service = kv.Value.GetStringValue()
-			}
-		}
-		for _, ss := range rs.ScopeSpans {
-			for _, sp := range ss.Spans {
-				s.spans = append(s.spans, sunkSpan{service, sp.Name, hex.EncodeToString(sp.SpanId), hex.EncodeToString(sp.ParentSpanId)})
-			}
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
 
 // TestAnvildExportsTraces starts anvild with [anvil]otlp_traces_endpoint
 // pointing at a receiver in the test, manages a node through the API and
 // checks that the operation's spans arrive (flushed at shutdown at the
 // latest): the verb's root and its job under it, from service anvild.
 func TestAnvildExportsTraces(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &spanSink{}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, sink)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
-
-	d := startAnvild(t, "--otlp-traces-endpoint", "http://"+ln.Addr().String())
+	col := otlptest.Start(t)
+	d := startAnvild(t, "--otlp-traces-endpoint", "http://"+col.Addr)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	do := func(method, path, body string) {
 		t.Helper()
@@ -90,21 +47,20 @@ func TestAnvildExportsTraces(t *testing.T) {
 	if _, err := d.stop(t, 20*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	var root sunkSpan
-	for _, s := range sink.spans {
-		if s.name == "manage" && s.parent == "" && s.service == "anvild" {
+	spans := col.Spans()
+	var root otlptest.Span
+	for _, s := range spans {
+		if s.Name == "manage" && s.Parent == "" && s.Service == "anvild" {
 			root = s
 		}
 	}
-	if root.id == "" {
-		t.Fatalf("no manage span from anvild among %+v", sink.spans)
+	if root.ID == "" {
+		t.Fatalf("no manage span from anvild among %+v", spans)
 	}
-	for _, s := range sink.spans {
-		if s.name == "job verify" && s.parent == root.id {
+	for _, s := range spans {
+		if s.Name == "job verify" && s.Parent == root.ID {
 			return
 		}
 	}
-	t.Fatalf("no job under the manage span among %+v", sink.spans)
+	t.Fatalf("no job under the manage span among %+v", spans)
 }
