@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/anvilmetal/anvil/internal/jsonexact"
 )
 
 // configDriveArg is the configdrive field of a provision body. A JSON
@@ -279,20 +281,9 @@ func (s *provisionScanner) configDrive(cd *configDriveArg) error {
 			return noEOF(err)
 		}
 		var r rune
-		switch e {
-		case '"', '\\', '/':
-			r = rune(e)
-		case 'b':
-			r = '\b'
-		case 'f':
-			r = '\f'
-		case 'n':
-			r = '\n'
-		case 'r':
-			r = '\r'
-		case 't':
-			r = '\t'
-		case 'u':
+		if c, ok := jsonexact.SimpleEscape(e); ok {
+			r = rune(c)
+		} else if e == 'u' {
 			if r, err = s.hex4(); err != nil {
 				return err
 			}
@@ -306,7 +297,7 @@ func (s *provisionScanner) configDrive(cd *configDriveArg) error {
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
-		default:
+		} else {
 			return syntaxErr("invalid escape %q in the configdrive string.", "\\"+string(e))
 		}
 		var enc [utf8.UTFMax]byte

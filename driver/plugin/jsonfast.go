@@ -178,21 +178,8 @@ func (d *fastDecoder) string() (string, bool) {
 			if d.i+1 >= len(d.data) {
 				return "", false
 			}
-			var r byte
-			switch d.data[d.i+1] {
-			case '"', '\\', '/':
-				r = d.data[d.i+1]
-			case 'b':
-				r = '\b'
-			case 'f':
-				r = '\f'
-			case 'n':
-				r = '\n'
-			case 'r':
-				r = '\r'
-			case 't':
-				r = '\t'
-			default:
+			r, ok := jsonexact.SimpleEscape(d.data[d.i+1])
+			if !ok {
 				return "", false // \u escapes take the slow path
 			}
 			seg := d.data[start:d.i]

@@ -131,3 +131,24 @@ func formatFloat(f float64) string {
 	}
 	return string(b)
 }
+
+// SimpleEscape is the byte a JSON string's two-character escape \c
+// stands for (", \, /, b, f, n, r, t), and false for any other c (\u
+// escapes are read with their four hex digits by the caller).
+func SimpleEscape(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\', '/':
+		return c, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}

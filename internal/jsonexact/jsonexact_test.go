@@ -90,3 +90,22 @@ func BenchmarkStdUnmarshal(b *testing.B) {
 		}
 	}
 }
+
+// SimpleEscape agrees with encoding/json on every two-character escape,
+// and refuses the rest.
+func TestSimpleEscape(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		var want string
+		jsonErr := json.Unmarshal([]byte(`"\`+string(rune(c))+`"`), &want)
+		got, ok := SimpleEscape(byte(c))
+		if c == 'u' {
+			if ok {
+				t.Errorf("\\u: ok, want refused (its hex digits follow)")
+			}
+			continue
+		}
+		if ok != (jsonErr == nil) || (ok && string(rune(got)) != want) {
+			t.Errorf("\\%q: %q %v, encoding/json %q %v", rune(c), got, ok, want, jsonErr)
+		}
+	}
+}
