@@ -164,11 +164,16 @@ func (b *phaseBuilder) finish(end float64) Phase {
 // BuildTimeline builds the timeline of a node from its history entries,
 // oldest first (by creation time), as of now. A phase starts with a
 // transition out of a stable state and ends with the transition into the
-// next one; entries outside every phase are not drawn (the history lists
-// them).
+// next one. Entries outside every phase are not drawn (the history lists
+// them), but for the rest of the last phase's boot: its stages that come
+// after the phase ended (an agent's lookup after in-band inspection with
+// fast track races the transition to manageable) are drawn in that phase,
+// past its end, until a new boot is prepared or a phase begins.
 func BuildTimeline(node string, entries []*baremetal.HistoryEntry, now time.Time) Timeline {
 	tl := Timeline{Node: node, Now: millis(now), Phases: []Phase{}}
 	var cur *phaseBuilder
+	// trailing is set while the last phase's boot may go on.
+	trailing := false
 	for _, e := range entries {
 		at := millis(e.CreatedAt)
 		failed := e.Severity == baremetal.HistoryError
@@ -183,6 +188,7 @@ func BuildTimeline(node string, entries []*baremetal.HistoryEntry, now time.Time
 					continue
 				}
 				cur = newPhase(operation(to), at)
+				trailing = false
 			}
 			cur.closeState(at)
 			if rests {
@@ -193,6 +199,7 @@ func BuildTimeline(node string, entries []*baremetal.HistoryEntry, now time.Time
 				}
 				tl.Phases = append(tl.Phases, cur.finish(at))
 				cur = nil
+				trailing = true
 				continue
 			}
 			kind := "state"
@@ -201,6 +208,9 @@ func BuildTimeline(node string, entries []*baremetal.HistoryEntry, now time.Time
 			}
 			cur.state = cur.add("state", Bar{Label: string(to), Kind: kind, Start: at, End: at, Failed: failed, Detail: e.Message})
 		case cur == nil:
+			if trailing && e.EventType == stage.EventType {
+				trailing = e.Event != string(stage.Prepared) && trailBoot(&tl.Phases[len(tl.Phases)-1], e, at)
+			}
 		case e.EventType == stage.EventType:
 			cur.add("boot", Bar{Label: e.Event, Kind: "stage", Start: at, End: at, Failed: e.Severity != baremetal.HistoryInfo, Detail: e.Message})
 			if e.Event == string(stage.AgentHeartbeat) {
@@ -229,6 +239,34 @@ func BuildTimeline(node string, entries []*baremetal.HistoryEntry, now time.Time
 		tl.Phases = append(tl.Phases, cur.finish(max(tl.Now, cur.p.Start)))
 	}
 	return tl
+}
+
+// trailBoot draws boot stage e, at time at, in the finished phase p if
+// p booted; it reports whether it did.
+func trailBoot(p *Phase, e *baremetal.HistoryEntry, at float64) bool {
+	var boot, agent *Lane
+	for i := range p.Lanes {
+		switch p.Lanes[i].Name {
+		case "boot":
+			boot = &p.Lanes[i]
+		case "agent":
+			agent = &p.Lanes[i]
+		}
+	}
+	if boot == nil || len(boot.Bars) == 0 {
+		return false
+	}
+	if prev := &boot.Bars[len(boot.Bars)-1]; prev.Label != string(stage.AgentHeartbeat) {
+		prev.End = at
+	}
+	boot.Bars = append(boot.Bars, Bar{Label: e.Event, Kind: "stage", Start: at, End: at, Failed: e.Severity != baremetal.HistoryInfo, Detail: e.Message})
+	if e.Event == string(stage.AgentHeartbeat) && agent != nil {
+		if len(agent.Bars) > 0 {
+			agent.Bars[len(agent.Bars)-1].End = at
+		}
+		agent.Bars = append(agent.Bars, Bar{Label: "heartbeat", Kind: "heartbeat", Start: at, End: at, Detail: e.Message})
+	}
+	return true
 }
 
 // timeline is GET {prefix}/api/nodes/{node}/timeline[?phases=N]: the

@@ -61,6 +61,7 @@ func TestBuildTimeline(t *testing.T) {
 		{20.1, "provisioning", "provision state cleaning", ""},
 		{20.2, "clean", "step_end deploy.erase_devices_metadata", ""},
 		{20.5, "provisioning", "provision state available", ""},
+		{21, "boot", "agent lookup", ""},
 		{30, "power", "power state corrected", baremetal.HistoryWarning},
 		{40, "provisioning", "provision state deploying", ""},
 		{40.1, "boot", "boot prepared", ""},
@@ -78,6 +79,8 @@ func TestBuildTimeline(t *testing.T) {
 		{115.1, "provisioning", "provision state deploying", ""},
 		{115.2, "deploy", "step_end deploy.write_image", baremetal.HistoryError},
 		{115.3, "provisioning", "provision state deploy failed", baremetal.HistoryError},
+		{150, "boot", "boot prepared", ""},
+		{151, "boot", "dhcp ack", ""},
 		{200, "provisioning", "provision state deploying", ""},
 		{201, "deploy", "step_start deploy.deploy", ""},
 	})
@@ -158,6 +161,16 @@ func TestBuildTimeline(t *testing.T) {
 		if b.Label == "power state corrected" {
 			t.Fatal("an entry between phases was drawn in a phase")
 		}
+	}
+	// The clean's boot goes on after the phase: the agent's lookup that
+	// came after the node rested is drawn in it, past its end; a boot
+	// prepared between phases is not drawn at all.
+	cb := lane(tl.Phases[1], "boot")
+	if l := cb[len(cb)-1]; l.Label != "agent lookup" || l.Start <= tl.Phases[1].End {
+		t.Fatalf("clean boot stages %+v: want the lookup after the phase's end last", cb)
+	}
+	if len(boot) != 6 {
+		t.Fatalf("the deploy draws %d boot stages; a boot prepared after it ended must not be drawn", len(boot))
 	}
 }
 

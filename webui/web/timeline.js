@@ -51,9 +51,14 @@ window.anvilTimeline = (function () {
     defs.appendChild(pat);
     svg.appendChild(defs);
     const plotW = width - LABEL_W - 8;
-    const x = (t) => LABEL_W + ((t - ph.start) / span) * plotW;
-    const step = niceStep(span, 8);
-    for (let t = 0; t <= span; t += step) {
+    // The axis also covers the rest of the phase's boot drawn past its end
+    // (an agent's lookup after in-band inspection).
+    let last = ph.end;
+    for (const l of lanes) for (const b of l.bars) last = Math.max(last, b.end);
+    const axis = Math.max(last - ph.start, span);
+    const x = (t) => LABEL_W + ((t - ph.start) / axis) * plotW;
+    const step = niceStep(axis, 8);
+    for (let t = 0; t <= axis; t += step) {
       const tx = x(ph.start + t);
       svg.appendChild(el('line', { class: 'tick', x1: tx, x2: tx, y1: AXIS_H - 4, y2: h }));
       svg.appendChild(el('text', { class: 'tick', x: tx + 2, y: 11 }, '+' + duration(t)));
