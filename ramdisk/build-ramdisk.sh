@@ -3,8 +3,13 @@
 # (build-root.sh's) and an IPA source tarball: IPA as an installed
 # package with its entry points, byte-compiled with everything else, the
 # kernel modules a machine needs from the given kernel package, and an
-# /init that brings the first NIC up with DHCP and runs the agent, which
-# reads ipa-api-url= from the kernel command line.
+# /init that brings the first NIC up with DHCP (DHCPv4, DHCPv6 or both:
+# anvil.dhcp=4, 6 or 4,6 on the kernel command line, else ipa-api-url's
+# family) and runs the agent, which reads ipa-api-url= from the kernel
+# command line. It is a rescue ramdisk too: once the agent's
+# finalize_rescue wrote the rescue password's hash, /init creates the
+# user "rescue" with it and runs a login on the serial console instead
+# of the agent.
 #
 # usage: build-ramdisk.sh IPA_TARBALL KERNEL_DEB ROOT_TAR OUT_DIR
 # writes OUT_DIR/initramfs (cpio newc, zstd).
@@ -156,12 +161,90 @@ for d in /sys/class/net/*; do
 done
 say "network $nic"
 ip link set "$nic" up
-until dhclient -1 -4 "$nic" >/dev/console 2>&1; do
-	say "DHCP on $nic failed, retrying"
-	sleep 2
+# The address families to configure: anvil.dhcp=4, 6 or 4,6 on the
+# kernel command line; without it, ipa-api-url's: DHCPv6 for an IPv6
+# literal (http://[fd00::1]:6385), DHCPv4 otherwise.
+dhcp= api6=
+for w in $(cat /proc/cmdline); do
+	case $w in
+	anvil.dhcp=*) dhcp=${w#anvil.dhcp=} ;;
+	ipa-api-url=*://\[*) api6=1 ;;
+	esac
 done
-say "network up: $(ip -4 -o addr show dev "$nic" | awk '{print $4}')"
+if [ -z "$dhcp" ]; then
+	dhcp=4
+	[ -n "$api6" ] && dhcp=6
+fi
+case ",$dhcp," in
+*,4,*)
+	until dhclient -1 -4 "$nic" >/dev/console 2>&1; do
+		say "DHCP on $nic failed, retrying"
+		sleep 2
+	done
+	say "DHCPv4 done"
+	;;
+esac
+# waitaddr SCOPE: wait (10 s at most) until the NIC has an IPv6 address
+# of SCOPE that duplicate address detection has passed: dhclient -6
+# binds the link-local one, and the agent's address is the leased one.
+waitaddr() {
+	i=0
+	while [ $i -lt 100 ]; do
+		ip -6 -o addr show dev "$nic" scope "$1" | grep -v tentative | grep -q inet6 && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+case ",$dhcp," in
+*,6,*)
+	waitaddr link || say "no link-local address on $nic"
+	# Stateful DHCPv6 (the router advertisement's managed flag); a
+	# link-layer DUID carries the MAC. Debian's dhclient-script adds the
+	# leased address as a /128: the route to the servers is the
+	# advertisement's on-link prefix, which the kernel takes.
+	until dhclient -1 -6 -D LL "$nic" >/dev/console 2>&1; do
+		say "DHCPv6 on $nic failed, retrying"
+		sleep 2
+	done
+	waitaddr global || say "the DHCPv6 address on $nic is still tentative"
+	say "DHCPv6 done"
+	;;
+esac
+say "network up: $(ip -o addr show dev "$nic" scope global | awk '{print $4}' | tr '\n' ' ')"
 hostname ipa-ramdisk
+# rescue does what the rescue parts of IPA's DIB element do once
+# finalize_rescue wrote the hash: the user "rescue" with that password
+# (in the sudo group, as there), DHCP on every NIC, and here a login
+# on the serial console (agetty, respawned), where a rescue is used
+# when the network is not. It never returns: PID 1 keeps its traps.
+rescue() {
+	touch /etc/.rescued
+	if ! id rescue >/dev/null 2>&1; then
+		groups=
+		getent group sudo >/dev/null && groups="-G sudo"
+		# shellcheck disable=SC2086
+		useradd -m -s /bin/bash $groups -p "$(cat /etc/ipa-rescue-config/ipa-rescue-password)" rescue
+	fi
+	say "rescue: user rescue created; login on the serial console"
+	for d in /sys/class/net/*; do
+		n=${d##*/}
+		[ "$n" = lo ] || [ "$n" = "$nic" ] || [ ! -e "$d/device" ] && continue
+		ip link set "$n" up
+		dhclient -nw -4 "$n" >/dev/null 2>&1
+	done
+	tty=$(sed -n 's/.*console=\(tty[A-Za-z0-9]*\).*/\1/p' /proc/cmdline)
+	(
+		while :; do
+			setsid -w agetty -L -8 115200 "${tty:-ttyS0}" vt100
+			sleep 1
+		done
+	) &
+	while :; do
+		sleep 60 &
+		wait $!
+	done
+}
 while :; do
 	say "starting ironic-python-agent"
 	python3 -c "import sys; sys.argv[0] = 'ironic-python-agent'; from ironic_python_agent.cmd import agent; agent.run()" >/dev/console 2>&1 &
@@ -173,6 +256,10 @@ while :; do
 	done
 	agent=
 	say "ironic-python-agent exited ($rc)"
+	# Rescue: the agent's finalize_rescue wrote the rescue password's
+	# crypt hash and stopped serving; it must not start again (IPA's
+	# unit: ConditionPathExists=!/etc/.rescued).
+	[ -s /etc/ipa-rescue-config/ipa-rescue-password ] && rescue
 	sleep 5
 done
 INIT
@@ -202,8 +289,10 @@ chmod 0755 "$root/sbin/poweroff"
 ln -sf poweroff "$root/sbin/reboot"
 ln -sf poweroff "$root/sbin/halt"
 
-# IPA looks for its configuration file and writes under these.
-mkdir -p "$root/etc/ironic-python-agent" "$root/var/log" "$root/var/lib/dhcp"
+# IPA looks for its configuration file and writes under these; its
+# finalize_rescue writes the rescue password's hash into
+# /etc/ipa-rescue-config (the directory must exist, as DIB makes it).
+mkdir -p "$root/etc/ironic-python-agent" "$root/var/log" "$root/var/lib/dhcp" "$root/etc/ipa-rescue-config"
 echo ipa-ramdisk >"$root/etc/hostname"
 : >"$root/etc/resolv.conf"
 

@@ -100,7 +100,8 @@ var packageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 // dependencies and the programs it runs, o.Packages) with the agent
 // installed from its source release and byte-compiled, the kernel
 // modules a machine needs, and an /init that brings the first NIC up
-// with DHCP and runs the agent, which reads ipa-api-url= and its other
+// with DHCP (DHCPv6 for an IPv6 ipa-api-url, see the package documentation)
+// and runs the agent, which reads ipa-api-url= and its other
 // settings from the kernel command line. A first build takes minutes
 // (debootstrap); the cache key is every input: the release's SHA-256,
 // the kernel package, the build scripts, the suite, the mirror, the

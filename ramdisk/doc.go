@@ -16,7 +16,9 @@
 //     library is compiled at build time (unchecked hash-based .pyc), not
 //     by every boot;
 //   - /init loads only the drivers a machine needs, lets udev settle
-//     once, takes a DHCP address on the first NIC and starts the agent,
+//     once, takes a DHCP address on the first NIC (DHCPv4, or DHCPv6
+//     when ipa-api-url's host is an IPv6 literal, or both with
+//     anvil.dhcp=4,6 on the kernel command line) and starts the agent,
 //     printing each stage with the kernel's uptime ("anvil-ipa: network
 //     up: ... (7.31s)") so a boot can be timed from its console;
 //   - poweroff, reboot and halt are there, as IPA's standby.power_off
