@@ -184,11 +184,18 @@ func TestServeConnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantType(t, exchange(t, cc, dst, msg(t, dhcpv4.MessageTypeDiscover, macB)), dhcpv4.MessageTypeOffer)
-	if got := counterValue(t, s.metrics.ignored.WithLabelValues(ignoreMalformed)); got != 1 {
-		t.Errorf("malformed counter %v, want 1", got)
-	}
-	if got := counterValue(t, s.metrics.ignored.WithLabelValues(ignoreTooBig)); got != 1 {
-		t.Errorf("too_big counter %v, want 1", got)
+	// The workers read concurrently: the Offer can come back before the
+	// worker that read the garbage counted it, so wait for the counts
+	// (a hang-free bound, not a timing assertion).
+	for _, reason := range []string{ignoreMalformed, ignoreTooBig} {
+		c := s.metrics.ignored.WithLabelValues(reason)
+		deadline := time.Now().Add(10 * time.Second)
+		for counterValue(t, c) < 1 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := counterValue(t, c); got != 1 {
+			t.Errorf("%s counter %v, want 1", reason, got)
+		}
 	}
 
 	cancel()

@@ -72,10 +72,16 @@ func TestRollover(t *testing.T) {
 	}
 	const n = 65536*512 + 1000 // 65538 blocks
 	data := pattern(n, 7)
-	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"big": data})})
-	for _, o := range []ClientOptions{{}, {WindowSize: 16}} {
+	// The test is about the block number's wrap, not about giving up:
+	// both ends tolerate a stall of 30 s. Under -race on a loaded
+	// machine (load 40 on two cores) the client stalled past the
+	// default 6 s exactly where its buffer doubled (8 and 16 MiB), and
+	// both ends gave up; the buffer is sized up front too.
+	st := start(t, &Server{Handler: newMemFS(map[string][]byte{"big": data}), Retries: 30})
+	for _, o := range []ClientOptions{{Retries: 30}, {WindowSize: 16, Retries: 30}} {
 		t.Run("window"+strconv.Itoa(max(o.WindowSize, 1)), func(t *testing.T) {
 			var buf bytes.Buffer
+			buf.Grow(n)
 			if _, err := Get(context.Background(), st.addr, "big", o, &buf); err != nil {
 				t.Fatal(err)
 			}
