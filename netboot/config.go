@@ -74,6 +74,12 @@ type Config struct {
 	// IPXETimeout bounds each iPXE HTTP fetch (Ironic's
 	// [pxe]ipxe_timeout); zero means iPXE's own default.
 	IPXETimeout time.Duration `json:"ipxe_timeout,omitempty"`
+	// SecureBoot boots the machine's UEFI firmware with secure boot on
+	// (interface pxe, mode uefi only): UEFI PXE loads Debian's signed
+	// shim (Options.Shim, served as shimx64.efi), which loads the signed
+	// GRUB beside it (Options.SignedGRUB, served as grubx64.efi), which
+	// has shim verify the kernel (a signed one, as Debian's is).
+	SecureBoot bool `json:"secure_boot,omitempty"`
 }
 
 // ConfigStore keeps node boot configurations. The boot interfaces write

@@ -113,6 +113,9 @@ func (s *Server) chooseLoad(p plan, arch dhcp.Arch, ipxe, httpBoot bool) (load, 
 		}
 	case familyLoader:
 		switch {
+		case l.uefi && p.cfg.SecureBoot && !l.http:
+			// Secure boot: the signed shim, which loads the signed GRUB.
+			l.file = fileShim
 		case l.uefi:
 			l.file = fileGRUB
 		default:
@@ -157,7 +160,7 @@ func (s *Server) DecideBoot(ctx context.Context, c dhcp.Client) dhcp.Decision {
 	case l.script:
 		d.BootFile = s.base + ScriptPath(mac)
 	case l.http && l.file == fileGRUB:
-		d.BootFile = s.base + "/grub/" + string(fileGRUB)
+		d.BootFile = s.base + "/grub/" + string(s.httpGRUB())
 	case l.http:
 		d.BootFile = s.base + "/ipxe/" + string(l.file)
 	default:

@@ -82,13 +82,16 @@ func (s *Server) dnsmasqBoot(c Config) []byte {
 		opt("tag:ipxe", "option:bootfile-name", s.base+"/boot.ipxe")
 	case PXE:
 		file := string(filePXELinux)
-		if c.Mode == UEFI {
+		switch {
+		case c.Mode == UEFI && c.SecureBoot:
+			file = string(fileShim)
+		case c.Mode == UEFI:
 			file = string(fileGRUB)
 		}
 		opt("option:bootfile-name", file)
 		next()
 	case HTTP:
-		opt("option:bootfile-name", s.base+"/grub/"+string(fileGRUB))
+		opt("option:bootfile-name", s.base+"/grub/"+string(s.httpGRUB()))
 		opt("option:vendor-class", "HTTPClient")
 	}
 	return []byte(fmt.Sprintf("# Anvil: node %s, interface %s, %s mode\n%s\n", c.Node, c.Interface, c.Mode, strings.Join(lines, "\n")))

@@ -47,7 +47,13 @@
 // paths, never downloaded: ipxe (/usr/lib/ipxe: undionly.kpxe,
 // snponly.efi, ipxe.efi; checked by New), pxelinux and syslinux-common
 // (pxelinux.0, ldlinux.c32) and grub-efi-amd64-bin (grubnetx64.efi),
-// checked by PutConfig when a configuration needs them. The same names
+// checked by PutConfig when a configuration needs them. UEFI HTTP boot of
+// GRUB (the http interface) needs a GRUB that configures its own network
+// (Options.HTTPGRUB, served as grubhttpx64.efi; package netboot/grubimage
+// builds one). A SecureBoot configuration (pxe, uefi) boots through
+// shim-signed's shim (Options.Shim, served as shimx64.efi) and
+// grub-efi-amd64-signed's network GRUB (Options.SignedGRUB, served as
+// grubx64.efi, the name shim loads from beside itself). The same names
 // are served on TFTP and HTTP:
 //
 //	boot.ipxe                        chains to boot/${netX/mac:hexhyp}/boot.ipxe
@@ -57,7 +63,8 @@
 //	grub/grub.cfg                    GRUB's master configuration
 //	grub/grub.cfg-01-<mac>           the MAC's GRUB configuration, by GRUB's naming
 //	pxelinux.cfg/01-<mac>            the MAC's pxelinux configuration
-//	undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0, ldlinux.c32, grubnetx64.efi
+//	undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0, ldlinux.c32, grubnetx64.efi,
+//	grubhttpx64.efi, shimx64.efi, grubx64.efi
 //	                                 (also under ipxe/ and grub/, for HTTP boot URLs)
 //
 // boot/<mac>/<binary> serves a boot loader named for a MAC, as DHCPv6

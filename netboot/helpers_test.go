@@ -75,7 +75,7 @@ func pattern(n int) []byte {
 func binaries(t testing.TB, dir string) Options {
 	t.Helper()
 	for _, f := range []string{"ipxe/undionly.kpxe", "ipxe/snponly.efi", "ipxe/ipxe.efi", "pxelinux/pxelinux.0",
-		"syslinux/ldlinux.c32", "grub/grubnetx64.efi"} {
+		"syslinux/ldlinux.c32", "grub/grubnetx64.efi", "shim/shimx64.efi.signed", "grub/grubnetx64.efi.signed"} {
 		writeFile(t, filepath.Join(dir, f), []byte(filepath.Base(f)+"\n"))
 	}
 	return Options{
@@ -85,6 +85,8 @@ func binaries(t testing.TB, dir string) Options {
 		PXELinux:        filepath.Join(dir, "pxelinux/pxelinux.0"),
 		SyslinuxModules: filepath.Join(dir, "syslinux"),
 		GRUB:            filepath.Join(dir, "grub/grubnetx64.efi"),
+		Shim:            filepath.Join(dir, "shim/shimx64.efi.signed"),
+		SignedGRUB:      filepath.Join(dir, "grub/grubnetx64.efi.signed"),
 	}
 }
 

@@ -41,11 +41,17 @@ const (
 	filePXELinux binaryFile = "pxelinux.0"
 	fileLDLinux  binaryFile = "ldlinux.c32"
 	fileGRUB     binaryFile = "grubnetx64.efi"
+	// fileHTTPGRUB is the GRUB of UEFI HTTP boot (Options.HTTPGRUB).
+	fileHTTPGRUB binaryFile = "grubhttpx64.efi"
+	// fileShim is Debian's signed shim (Options.Shim); it loads
+	// fileSignedGRUB, by that name, from beside itself.
+	fileShim       binaryFile = "shimx64.efi"
+	fileSignedGRUB binaryFile = "grubx64.efi"
 )
 
 func knownBinary(name string) (binaryFile, bool) {
 	switch f := binaryFile(name); f {
-	case fileUndionly, fileSNPOnly, fileIPXEEFI, filePXELinux, fileLDLinux, fileGRUB:
+	case fileUndionly, fileSNPOnly, fileIPXEEFI, filePXELinux, fileLDLinux, fileGRUB, fileHTTPGRUB, fileShim, fileSignedGRUB:
 		return f, true
 	}
 	return "", false
@@ -68,7 +74,7 @@ func knownBinary(name string) (binaryFile, bool) {
 //	pxelinux.cfg/01-<mac>          the MAC's pxelinux configuration
 //	<binary>, ipxe/<binary>, grub/<binary>
 //	                               undionly.kpxe, snponly.efi, ipxe.efi, pxelinux.0,
-//	                               ldlinux.c32, grubnetx64.efi
+//	                               ldlinux.c32, grubnetx64.efi, grubhttpx64.efi
 //	boot/<mac>/<binary>            the same, named for a MAC (DHCPv6 boot file URLs)
 //
 // <mac> is written with hyphens or colons, in either case.

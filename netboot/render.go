@@ -178,13 +178,30 @@ func grubConfig(c Config, mac string) []byte {
 	return []byte(b.String())
 }
 
-// grubMaster is grub/grub.cfg: Debian's grubnetx64.efi has the prefix
-// /grub built in and reads $prefix/grub.cfg (after trying
-// $prefix/x86_64-efi/grub.cfg) without searching per-MAC names, so this
-// reads the boot NIC's own configuration; net_default_mac is the MAC
-// with colons, which the server's paths accept.
+// grubMaxCards is how many NICs grub/grub.cfg tries after GRUB's own
+// DHCP (efinet0 and on).
+const grubMaxCards = 8
+
+// grubMaster is grub/grub.cfg. Debian's grubnetx64.efi, loaded by PXE,
+// has the prefix /grub built in and reads $prefix/grub.cfg (after trying
+// $prefix/x86_64-efi/grub.cfg) without searching per-MAC names, and
+// net_default_mac is the MAC it booted from: this reads that NIC's
+// configuration (the MAC with colons, which the server's paths accept).
+// A GRUB loaded by UEFI HTTP boot (netboot/grubimage) has no boot NIC
+// from the firmware: it asked DHCP on every NIC (net_dhcp), so this
+// reads the configuration of the first NIC, efinet0 on, that the server
+// knows (a MAC it has none for is a 404, and GRUB goes on to the next).
 func grubMaster() []byte {
-	return []byte("# Anvil: read the configuration of the NIC GRUB booted from.\n" +
-		"set timeout=0\n" +
-		"configfile /boot/${net_default_mac}/grub.cfg\n")
+	var b strings.Builder
+	b.WriteString("# Anvil: read the configuration of the NIC GRUB booted from.\n")
+	b.WriteString("set timeout=0\n")
+	b.WriteString("if [ -n \"${net_default_mac}\" ]; then\n")
+	b.WriteString("  configfile /boot/${net_default_mac}/grub.cfg\n")
+	b.WriteString("fi\n")
+	b.WriteString("# UEFI HTTP boot: the NICs GRUB configured with net_dhcp.\n")
+	for i := range grubMaxCards {
+		fmt.Fprintf(&b, "if [ -n \"${net_efinet%[1]d_dhcp_mac}\" ]; then\n  configfile /boot/${net_efinet%[1]d_dhcp_mac}/grub.cfg\nfi\n", i)
+	}
+	b.WriteString("echo \"Anvil: the boot server has no configuration for any NIC of this machine\"\n")
+	return []byte(b.String())
 }

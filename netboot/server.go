@@ -2,6 +2,7 @@ package netboot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -32,6 +33,11 @@ const (
 	// grub-efi-amd64-bin package. For Secure Boot, point Options.GRUB at
 	// grub-efi-amd64-signed's /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed.
 	DefaultGRUB = "/usr/lib/grub/x86_64-efi/monolithic/grubnetx64.efi"
+	// DefaultShim is Debian's shim signed by Microsoft (shim-signed).
+	DefaultShim = "/usr/lib/shim/shimx64.efi.signed"
+	// DefaultSignedGRUB is Debian's signed network GRUB
+	// (grub-efi-amd64-signed), which shim loads and trusts.
+	DefaultSignedGRUB = "/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed"
 )
 
 // Options configure a Server.
@@ -74,16 +80,29 @@ type Options struct {
 	// PXELinux is pxelinux.0 (default DefaultPXELinux) and
 	// SyslinuxModules the directory of ldlinux.c32 (default
 	// DefaultSyslinuxModules); GRUB is the network GRUB EFI binary
-	// (default DefaultGRUB). They are checked when a configuration
-	// needs them (PutConfig of a pxe or http one). The http interface's
-	// GRUB must configure its network from the UEFI HTTP boot that
-	// loaded it and read grub/grub.cfg from this server: Debian 12's
-	// grubnetx64.efi (GRUB 2.06) loaded so by OVMF 2022.11 asked for
-	// nothing and stopped at its prompt, so the http interface needs
-	// another GRUB build than DefaultGRUB there.
+	// (default DefaultGRUB), which UEFI PXE loads over TFTP. They are
+	// checked when a configuration needs them (PutConfig of a pxe or
+	// http one).
 	PXELinux        string
 	SyslinuxModules string
 	GRUB            string
+	// HTTPGRUB is the GRUB EFI binary UEFI HTTP boot loads by URL
+	// (grub/grubhttpx64.efi) for the http interface, and for the pxe
+	// one when the firmware boots by HTTP; empty serves GRUB there.
+	// That GRUB must configure its network itself and read
+	// grub/grub.cfg from this server: UEFI HTTP boot hands it no PXE
+	// packet, and Debian 12's grubnetx64.efi (GRUB 2.06) loaded so by
+	// OVMF 2022.11 asked for nothing and stopped at its prompt. Package
+	// netboot/grubimage builds one for HTTPBase (grub-mkimage with an
+	// embedded configuration: net_dhcp, then this server's grub/grub.cfg).
+	HTTPGRUB string
+	// Shim (default DefaultShim) and SignedGRUB (default
+	// DefaultSignedGRUB) are the secure boot chain of a SecureBoot
+	// configuration: UEFI PXE loads the shim as shimx64.efi, the shim
+	// loads the GRUB as grubx64.efi from beside it. Checked by PutConfig
+	// of a SecureBoot configuration.
+	Shim       string
+	SignedGRUB string
 	// Resolver tells enrolled machines without a boot configuration
 	// (they boot from local disk) from unknown ones (the Fallback, or
 	// nothing). Optional without a Fallback; required with one.
@@ -153,6 +172,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.GRUB == "" {
 		o.GRUB = DefaultGRUB
+	}
+	if o.Shim == "" {
+		o.Shim = DefaultShim
+	}
+	if o.SignedGRUB == "" {
+		o.SignedGRUB = DefaultSignedGRUB
 	}
 	switch o.UEFIIPXE {
 	case "":
@@ -257,6 +282,16 @@ func (s *Server) binaryPath(f binaryFile, check bool) (string, error) {
 		p, pkg, opt = filepath.Join(s.opts.SyslinuxModules, string(f)), "syslinux-common", "SyslinuxModules"
 	case fileGRUB:
 		p, pkg, opt = s.opts.GRUB, "grub-efi-amd64-bin", "GRUB"
+	case fileShim:
+		p, pkg, opt = s.opts.Shim, "shim-signed", "Shim"
+	case fileSignedGRUB:
+		p, pkg, opt = s.opts.SignedGRUB, "grub-efi-amd64-signed", "SignedGRUB"
+	case fileHTTPGRUB:
+		if s.opts.HTTPGRUB == "" {
+			return "", &MissingFileError{File: string(f), Path: "(none)", Package: "grub-efi-amd64-bin, built with netboot/grubimage",
+				Option: "HTTPGRUB", Err: errors.New("no HTTP boot GRUB is configured")}
+		}
+		p, pkg, opt = s.opts.HTTPGRUB, "grub-efi-amd64-bin, built with netboot/grubimage", "HTTPGRUB"
 	default:
 		return "", fmt.Errorf("netboot: unknown binary %q", f)
 	}
@@ -272,17 +307,29 @@ func (s *Server) binaryPath(f binaryFile, check bool) (string, error) {
 	return p, nil
 }
 
+// httpGRUB is the GRUB that UEFI HTTP boot loads: Options.HTTPGRUB, or
+// Options.GRUB without one.
+func (s *Server) httpGRUB() binaryFile {
+	if s.opts.HTTPGRUB != "" {
+		return fileHTTPGRUB
+	}
+	return fileGRUB
+}
+
 // neededBinaries are the binaries a configuration's machine loads from
 // the server before its kernel.
-func neededBinaries(c Config) []binaryFile {
+func (s *Server) neededBinaries(c Config) []binaryFile {
 	switch c.Interface {
 	case PXE:
 		if c.Mode == BIOS {
 			return []binaryFile{filePXELinux, fileLDLinux}
 		}
+		if c.SecureBoot {
+			return []binaryFile{fileShim, fileSignedGRUB}
+		}
 		return []binaryFile{fileGRUB}
 	case HTTP:
-		return []binaryFile{fileGRUB}
+		return []binaryFile{s.httpGRUB()}
 	}
 	return nil // iPXE: checked by New
 }
@@ -297,7 +344,7 @@ func (s *Server) PutConfig(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range neededBinaries(c) {
+	for _, f := range s.neededBinaries(c) {
 		if _, err := s.binaryPath(f, true); err != nil {
 			return fmt.Errorf("netboot: node %s: interface %s in %s mode: %w", c.Node, c.Interface, c.Mode, err)
 		}

@@ -117,6 +117,9 @@ func (c Config) Normalize() (Config, error) {
 	if (c.Interface == HTTP || c.Interface == HTTPIPXE) && c.Mode != UEFI {
 		return c, bad("mode", fmt.Sprintf("interface %s needs uefi (HTTP boot is a UEFI feature)", c.Interface))
 	}
+	if c.SecureBoot && (c.Interface != PXE || c.Mode != UEFI) {
+		return c, bad("secure_boot", fmt.Sprintf("interface %s in %s mode has no signed boot chain (only pxe in uefi mode: shim and GRUB signed)", c.Interface, c.Mode))
+	}
 	if len(c.Purpose) > 32 || firstBad(c.Purpose, nodeByte) >= 0 {
 		return c, bad("purpose", "at most 32 letters, digits, '-', '_', '.'")
 	}
