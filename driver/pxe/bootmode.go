@@ -69,11 +69,40 @@ func capability(raw any, key string) string {
 	return strings.ToLower(strings.TrimSpace(v))
 }
 
-// mode resolves the node's boot mode and checks that b can boot in it.
+// secureBootField is where secure boot is requested (capability
+// secure_boot "true"), "instance_info" before "properties", as Ironic's
+// is_secure_boot_requested reads it; "" when it is not.
+func secureBootField(t *driver.Task) string {
+	switch {
+	case capability(t.InstanceInfo["capabilities"], "secure_boot") == "true":
+		return "instance_info"
+	case capability(t.Properties["capabilities"], "secure_boot") == "true":
+		return "properties"
+	}
+	return ""
+}
+
+// mode resolves the node's boot mode and checks that b can boot in it:
+// UEFI for UEFI HTTP boot, and no secure boot through an unsigned loader:
+// iPXE (Debian's ipxe package ships snponly.efi and ipxe.efi unsigned)
+// and the http interface's GRUB (built by netboot/grubimage); the
+// firmware's secure boot refuses to start them.
 func (b *Boot) mode(t *driver.Task) (netboot.Mode, error) {
 	m, source, err := BootMode(t, b.name, b.x.opts.DefaultBootMode)
 	if err != nil {
 		return "", err
+	}
+	if f := secureBootField(t); f != "" {
+		switch b.iface {
+		case netboot.IPXE, netboot.HTTPIPXE:
+			return "", b.invalid(t, f, "capabilities", "no secure_boot:true with "+b.name+
+				": its UEFI loader, iPXE (snponly.efi or ipxe.efi), is unsigned and secure boot firmware refuses it;"+
+				" boot secure boot nodes with a boot interface whose chain is signed")
+		case netboot.HTTP:
+			return "", b.invalid(t, f, "capabilities", "no secure_boot:true with "+b.name+
+				": UEFI HTTP boot loads the GRUB built with an embedded configuration (netboot/grubimage, grubhttpx64.efi),"+
+				" which is unsigned (Debian's signed GRUB 2.06 takes no network from UEFI HTTP boot)")
+		}
 	}
 	if b.needsUEFI() && m != netboot.UEFI {
 		field, key := "options", "default_boot_mode"

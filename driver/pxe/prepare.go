@@ -155,6 +155,9 @@ func (b *Boot) config(t *driver.Task, action netboot.Action, purpose, kernel, ra
 	if b.iface == netboot.IPXE || b.iface == netboot.HTTPIPXE {
 		cfg.IPXETimeout = b.x.opts.IPXETimeout
 	}
+	// Secure boot (mode refused it on every other interface): UEFI PXE
+	// through Debian's signed shim and GRUB.
+	cfg.SecureBoot = b.iface == netboot.PXE && secureBootField(t) != ""
 	return cfg, nil
 }
 

@@ -256,3 +256,27 @@ func TestBundleListsFourBootInterfaces(t *testing.T) {
 }
 
 var _ driver.BootInterface = (*pxe.Boot)(nil)
+
+// TestSecureBootConfig: on pxe, a node asking for secure boot gets a UEFI
+// SecureBoot configuration (Debian's signed shim and GRUB); without the
+// capability, none.
+func TestSecureBootConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		caps string
+		want bool
+	}{{"secure_boot:true", true}, {"boot_mode:uefi,secure_boot:false", false}, {"boot_mode:uefi", false}} {
+		store := netboottest.NewStore()
+		b := pxe.New(store, options()).PXE()
+		task := newTask(statemachine.Deploying)
+		task.Properties = map[string]any{"capabilities": tc.caps}
+		bind(task, pxe.NamePXE, b, &recordingManagement{supported: []driver.BootDevice{driver.BootPXE}})
+		if err := b.PrepareRamdisk(ctx, task, nil); err != nil {
+			t.Fatalf("%s: %v", tc.caps, err)
+		}
+		c, ok := store.Config(nodeUUID)
+		if !ok || c.SecureBoot != tc.want || c.Mode != netboot.UEFI {
+			t.Errorf("capabilities %q: configuration %+v (found %v), want secure boot %v in uefi mode", tc.caps, c, ok, tc.want)
+		}
+	}
+}

@@ -57,6 +57,21 @@ func TestValidateErrors(t *testing.T) {
 			is: driver.ErrInvalidParameter, field: "properties", key: "capabilities", text: "UEFI"},
 		{name: "http-ipxe needs uefi by default too", impl: pxe.NameHTTPIPXE, opts: pxe.Options{DefaultBootMode: netboot.BIOS},
 			is: driver.ErrInvalidParameter, field: "options", key: "default_boot_mode"},
+		{name: "ipxe refuses secure boot, naming iPXE", adjust: func(t *driver.Task) { t.Properties = map[string]any{"capabilities": "boot_mode:uefi,secure_boot:true"} },
+			is: driver.ErrInvalidParameter, field: "properties", key: "capabilities", text: "iPXE (snponly.efi or ipxe.efi), is unsigned"},
+		{name: "http-ipxe refuses secure boot from instance_info", impl: pxe.NameHTTPIPXE,
+			adjust: func(t *driver.Task) {
+				t.InstanceInfo = map[string]any{"capabilities": map[string]any{"secure_boot": "True"}}
+			},
+			is: driver.ErrInvalidParameter, field: "instance_info", key: "capabilities", text: "unsigned"},
+		{name: "http refuses secure boot, naming its GRUB", impl: pxe.NameHTTP,
+			adjust: func(t *driver.Task) { t.Properties = map[string]any{"capabilities": "boot_mode:uefi,secure_boot:true"} },
+			is:     driver.ErrInvalidParameter, field: "properties", key: "capabilities", text: "grubhttpx64.efi"},
+		{name: "pxe is not refused for secure boot (Options.GRUB can be Debian's signed one)", impl: pxe.NamePXE,
+			adjust: func(t *driver.Task) { t.Properties = map[string]any{"capabilities": "secure_boot:true"} }},
+		{name: "ipxe without secure boot", adjust: func(t *driver.Task) {
+			t.Properties = map[string]any{"capabilities": "boot_mode:uefi,secure_boot:false"}
+		}},
 		{name: "newline in kernel_append_params", adjust: func(t *driver.Task) { t.DriverInfo["kernel_append_params"] = "quiet\nkernel /evil" },
 			is: driver.ErrInvalidParameter, field: "driver_info", key: "kernel_append_params", text: "control character"},
 		{name: "semicolon in kernel_append_params", adjust: func(t *driver.Task) { t.DriverInfo["kernel_append_params"] = "quiet;chain http://evil/" },
