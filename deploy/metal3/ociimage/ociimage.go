@@ -192,7 +192,7 @@ func Layer(rootfs string) ([]byte, string, error) {
 	}
 	sum := sha256.Sum256(raw.Bytes())
 	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
 	if err != nil {
 		return nil, "", err
 	}
