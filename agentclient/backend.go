@@ -32,7 +32,11 @@ type Backend interface {
 	// EnsureAgentToken stores candidate as the node's agent token when the
 	// node has none, and reports whether it did. When a token already
 	// exists it must not be replaced and created is false; the handler then
-	// answers with the masked value. Ironic takes the node's exclusive lock
+	// answers with the masked value. The one exception is a token the
+	// implementation knows reached no agent: one it wrote for an earlier
+	// lookup that got an error instead of the token (the write's outcome
+	// was lost to a database outage), which it may replace with
+	// candidate. Ironic takes the node's exclusive lock
 	// for this without retrying, so when the node is reserved by someone
 	// else the method returns an error wrapping ErrNodeLocked and the agent
 	// backs off. The candidate is a secret: never log it.
@@ -112,6 +116,14 @@ type Heartbeat struct {
 	// ReceivedAt is when the handler accepted the heartbeat (UTC); Ironic
 	// stores it as agent_last_heartbeat.
 	ReceivedAt time.Time
+	// AgentToken is the token the heartbeat carried, which the handler
+	// found equal to the node's. A backend that processes heartbeats
+	// later (queued for a worker) checks it again under the node's lock,
+	// as Ironic's conductor does: a heartbeat of the node's previous boot,
+	// accepted just before a power action wiped that boot's token, must
+	// not pin the previous boot's URL and certificate. A secret: never
+	// logged.
+	AgentToken string
 }
 
 // LastHeartbeatLayout is the layout of driver_internal_info

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,9 +167,22 @@ func TestClientDeployAndServiceSteps(t *testing.T) {
 	if _, err := e.client.WaitForCommand(ctx, e.target, agentclient.CmdExecuteDeployStep); err != nil {
 		t.Fatal(err)
 	}
+	// A whole-disk image: IPA's root uuid is the disk identifier.
 	parts, err := e.client.GetPartitionUUIDs(ctx, e.target)
+	if err != nil || !regexp.MustCompile(`^0x[0-9a-f]{8}$`).MatchString(parts.Root) || parts.EFISystemPartition != "" {
+		t.Fatalf("partitions of a whole-disk image: %+v %v", parts, err)
+	}
+	// A partition image: the partitions' UUIDs.
+	write.Args["image_info"].(map[string]any)["image_type"] = "partition"
+	if _, err := e.client.ExecuteDeployStep(ctx, e.target, write, maskedNode, ports, ds.HardwareManagerVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.WaitForCommand(ctx, e.target, agentclient.CmdExecuteDeployStep); err != nil {
+		t.Fatal(err)
+	}
+	parts, err = e.client.GetPartitionUUIDs(ctx, e.target)
 	if err != nil || parts.Root == "" || parts.EFISystemPartition == "" {
-		t.Fatalf("partitions: %+v %v", parts, err)
+		t.Fatalf("partitions of a partition image: %+v %v", parts, err)
 	}
 	ss, err := e.client.GetServiceSteps(ctx, e.target, maskedNode, ports)
 	if err != nil || len(ss.Steps["GenericHardwareManager"]) == 0 {
@@ -188,7 +202,7 @@ func TestClientDeployAndServiceSteps(t *testing.T) {
 	if err != nil || r.Status != agentclient.StatusSucceeded {
 		t.Fatalf("service step: %+v %v", r, err)
 	}
-	if e.agent.StepRuns(steps.Deploy, "deploy", "write_image") != 1 || e.agent.StepRuns(steps.Service, step.Interface, step.Name) != 1 {
+	if e.agent.StepRuns(steps.Deploy, "deploy", "write_image") != 2 || e.agent.StepRuns(steps.Service, step.Interface, step.Name) != 1 {
 		t.Fatalf("executions: %+v", e.agent.Executed())
 	}
 }
@@ -242,6 +256,26 @@ func TestClientOtherCommands(t *testing.T) {
 			t.Fatal("retry still sent target_boot_mode")
 		}
 	})
+	// Software RAID in UEFI mode: an agent that cannot take the boot mode
+	// would lay the holders out for BIOS; the error stands, as Ironic
+	// raises it. In BIOS mode the retry happens as for any image.
+	t.Run("install_bootloader for software RAID on an old agent", func(t *testing.T) {
+		e := newAgentEnv(t, agenttest.AgentConfig{RejectTargetBootMode: true}, agentclient.ClientConfig{}, nil)
+		_, err := e.client.InstallBootloader(ctx, e.target, agentclient.InstallBootloaderArgs{RootUUID: "r", TargetBootMode: "uefi", SoftwareRAID: true})
+		if err == nil || !strings.Contains(err.Error(), "target_boot_mode") {
+			t.Fatalf("%v, want the agent's refusal of target_boot_mode", err)
+		}
+		if ex := e.agent.Executed(); len(ex) != 1 {
+			t.Fatalf("executions %+v, want the one refused, no retry", ex)
+		}
+		r, err := e.client.InstallBootloader(ctx, e.target, agentclient.InstallBootloaderArgs{RootUUID: "r", TargetBootMode: "bios", SoftwareRAID: true})
+		if err != nil || r.Status != agentclient.StatusSucceeded {
+			t.Fatalf("BIOS: %+v %v, want the retry without target_boot_mode", r, err)
+		}
+		if ex := e.agent.Executed(); len(ex) != 3 {
+			t.Fatalf("executions %+v, want the BIOS call retried", ex)
+		}
+	})
 	t.Run("sync", func(t *testing.T) {
 		e := newAgentEnv(t, agenttest.AgentConfig{}, agentclient.ClientConfig{}, nil)
 		r, err := e.client.Sync(ctx, e.target)
@@ -285,25 +319,29 @@ func TestClientOtherCommands(t *testing.T) {
 		name string
 		call func(*agentclient.Client, agentclient.Agent) (*agentclient.CommandResult, error)
 		cmd  string
+		// status is the command's status in the answer: RUNNING for
+		// IPA's asynchronous commands, SUCCEEDED for finalize_rescue,
+		// which IPA runs synchronously.
+		status agentclient.CommandStatus
 	}{
 		{"power_off", func(c *agentclient.Client, a agentclient.Agent) (*agentclient.CommandResult, error) {
 			return c.PowerOff(ctx, a)
-		}, agentclient.CmdPowerOff},
+		}, agentclient.CmdPowerOff, agentclient.StatusRunning},
 		{"run_image", func(c *agentclient.Client, a agentclient.Agent) (*agentclient.CommandResult, error) {
 			return c.Reboot(ctx, a)
-		}, agentclient.CmdRunImage},
+		}, agentclient.CmdRunImage, agentclient.StatusRunning},
 		{"lockdown", func(c *agentclient.Client, a agentclient.Agent) (*agentclient.CommandResult, error) {
 			return c.Lockdown(ctx, a)
-		}, agentclient.CmdLockdown},
+		}, agentclient.CmdLockdown, agentclient.StatusRunning},
 		{"finalize_rescue", func(c *agentclient.Client, a agentclient.Agent) (*agentclient.CommandResult, error) {
 			return c.FinalizeRescue(ctx, a, "$6$salt$hash")
-		}, agentclient.CmdFinalizeRescue},
+		}, agentclient.CmdFinalizeRescue, agentclient.StatusSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newAgentEnv(t, agenttest.AgentConfig{}, agentclient.ClientConfig{MaxCommandAttempts: 1}, nil)
 			r, err := tc.call(e.client, e.target)
-			if err != nil || r.Status != agentclient.StatusRunning {
-				t.Fatalf("%+v %v", r, err)
+			if err != nil || r.Status != tc.status {
+				t.Fatalf("%+v %v; want status %s", r, err, tc.status)
 			}
 			select {
 			case <-e.agent.Gone():

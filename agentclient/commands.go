@@ -214,7 +214,7 @@ func (c *Client) InstallBootloader(ctx context.Context, a Agent, args InstallBoo
 		p["target_boot_mode"] = args.TargetBootMode
 	}
 	r, err := c.Call(ctx, a, CmdInstallBootloader, p, CallOptions{Poll: true})
-	if err != nil && args.TargetBootMode != "" && r != nil && r.Error != nil && strings.Contains(r.Error.String(), "target_boot_mode") {
+	if err != nil && args.TargetBootMode != "" && !(args.SoftwareRAID && args.TargetBootMode == "uefi") && r != nil && r.Error != nil && strings.Contains(r.Error.String(), "target_boot_mode") {
 		delete(p, "target_boot_mode")
 		return c.Call(ctx, a, CmdInstallBootloader, p, CallOptions{Poll: true})
 	}
@@ -290,8 +290,12 @@ func (c *Client) CollectSystemLogs(ctx context.Context, a Agent) ([]byte, error)
 }
 
 // FinalizeRescue sets the rescue password and finishes the rescue
-// (rescue.finalize_rescue, asynchronous). hashedPassword is
-// instance_info.hashed_rescue_password; it is a secret.
+// (rescue.finalize_rescue with hashed=true, which IPA runs
+// synchronously: the answer is SUCCEEDED or FAILED, and the agent then
+// stops serving its API). hashedPassword is the password's crypt hash
+// (instance_info.hashed_rescue_password, "$5$..." or "$6$..."), which
+// IPA writes to /etc/ipa-rescue-config/ipa-rescue-password for the
+// ramdisk to set as the rescue user's; it is a secret.
 func (c *Client) FinalizeRescue(ctx context.Context, a Agent, hashedPassword string) (*CommandResult, error) {
 	return c.ExecuteCommand(ctx, a, CmdFinalizeRescue, map[string]any{"rescue_password": hashedPassword, "hashed": true}, false)
 }

@@ -749,6 +749,7 @@ func (h *Handler) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 		AgentStatus:        str(req.AgentStatus),
 		AgentStatusMessage: str(req.AgentStatusMessage),
 		ReceivedAt:         h.clock.Now().UTC(),
+		AgentToken:         *req.AgentToken,
 	}
 	if err := h.backend.RecordHeartbeat(r.Context(), hb); err != nil {
 		switch {

@@ -179,6 +179,11 @@ type InstallBootloaderArgs struct {
 	EFISystemPartUUID string
 	PRePBootPartUUID  string
 	// TargetBootMode is "uefi" or "bios"; the call is retried without it
-	// when the agent is too old to accept it.
+	// when the agent is too old to accept it, except in UEFI mode for a
+	// software RAID (SoftwareRAID), where the agent would build a BIOS
+	// layout: that fails with the agent's error, as in Ironic.
 	TargetBootMode string
+	// SoftwareRAID says the image was written onto a software RAID
+	// (Ironic's software_raid argument); it is not sent.
+	SoftwareRAID bool
 }

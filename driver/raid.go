@@ -295,3 +295,18 @@ func RAIDLogicalDiskProperties() map[string]string {
 		"physical_disks":           "The physical disks to use, on the controller named by controller. Optional.",
 	}
 }
+
+// IsSoftwareRAID is Ironic's deploy_utils.is_software_raid: whether a
+// target_raid_config asks for Linux software RAID, that is whether any of
+// its logical disks names controller "software". The deploy interface
+// then installs the boot loader on the RAID's holder disks, whatever the
+// image type.
+func IsSoftwareRAID(target map[string]any) bool {
+	lds, _ := target["logical_disks"].([]any)
+	for _, e := range lds {
+		if ld, _ := e.(map[string]any); ld["controller"] == "software" {
+			return true
+		}
+	}
+	return false
+}

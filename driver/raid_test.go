@@ -143,3 +143,27 @@ func TestUpdateCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// IsSoftwareRAID is true when any logical disk names controller
+// "software", as Ironic's is_software_raid.
+func TestIsSoftwareRAID(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  string
+		want bool
+	}{
+		{`{}`, false},
+		{`{"logical_disks": []}`, false},
+		{`{"logical_disks": [{"size_gb": "MAX", "raid_level": "1"}]}`, false},
+		{`{"logical_disks": [{"size_gb": "MAX", "raid_level": "1", "controller": "RAID.Integrated.1-1"}]}`, false},
+		{`{"logical_disks": [{"size_gb": "MAX", "raid_level": "1", "controller": "software"}]}`, true},
+		{`{"logical_disks": [{"size_gb": 10, "raid_level": "1", "controller": "c0"}, {"size_gb": "MAX", "raid_level": "0", "controller": "software"}]}`, true},
+		{`{"logical_disks": "software"}`, false},
+	} {
+		if got := driver.IsSoftwareRAID(obj(t, tc.cfg)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.cfg, got, tc.want)
+		}
+	}
+	if driver.IsSoftwareRAID(nil) {
+		t.Error("a nil target is software RAID")
+	}
+}

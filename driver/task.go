@@ -50,6 +50,11 @@ type Task struct {
 	InstanceInfo       map[string]any `json:"instance_info,omitempty"`
 	Properties         map[string]any `json:"properties,omitempty"`
 	Ports              []Port         `json:"ports,omitempty"`
+	// TargetRAIDConfig is the node's target_raid_config, read-only: a
+	// driver reads it (the deploy interface installs the boot loader on
+	// a software RAID's holder disks) but never changes it; the
+	// conductor's SetTargetRAIDConfig does.
+	TargetRAIDConfig map[string]any `json:"target_raid_config,omitempty"`
 
 	// drv is the node's composed driver, bound by the conductor (see
 	// BindDriver); nil in a plugin process.
@@ -155,8 +160,8 @@ func (t *Task) Clone() *Task {
 		ProvisionState: t.ProvisionState, PowerState: t.PowerState,
 		DriverInfo: cloneMap(t.DriverInfo), DriverInternalInfo: cloneMap(t.DriverInternalInfo),
 		InstanceInfo: cloneMap(t.InstanceInfo), Properties: cloneMap(t.Properties),
-		Ports: clonePorts(t.Ports),
-		drv:   t.drv,
+		Ports: clonePorts(t.Ports), TargetRAIDConfig: cloneMap(t.TargetRAIDConfig),
+		drv: t.drv,
 	}
 	if t.Interfaces != nil {
 		n.Interfaces = maps.Clone(t.Interfaces)

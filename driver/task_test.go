@@ -109,3 +109,21 @@ func TestBindDriverSurvivesCloneAndIsNoChange(t *testing.T) {
 		t.Fatal("Clone dropped the bound driver")
 	}
 }
+
+// A Task's target_raid_config is a read-only view: Clone copies it
+// deeply, and it is never a change.
+func TestTaskTargetRAIDConfigIsCopiedNotChanged(t *testing.T) {
+	task := newTask()
+	task.TargetRAIDConfig = map[string]any{"logical_disks": []any{map[string]any{"size_gb": "MAX", "raid_level": "1", "controller": "software"}}}
+	c := task.Clone()
+	if !driver.IsSoftwareRAID(c.TargetRAIDConfig) {
+		t.Fatalf("Clone's target_raid_config %v", c.TargetRAIDConfig)
+	}
+	c.TargetRAIDConfig["logical_disks"].([]any)[0].(map[string]any)["controller"] = "hw"
+	if !driver.IsSoftwareRAID(task.TargetRAIDConfig) {
+		t.Fatal("changing the clone's target_raid_config changed the original's")
+	}
+	if !task.Changes().Empty() {
+		t.Fatalf("target_raid_config recorded as a change: %+v", task.Changes())
+	}
+}

@@ -478,8 +478,10 @@ func specs(cmd string) (commandSpec, bool, bool) {
 			"run_image":           {async: true},
 			"sync":                {},
 		},
-		"log":    {"collect_system_logs": {}},
-		"rescue": {"finalize_rescue": {async: true, optional: []string{"rescue_password", "hashed"}}},
+		"log": {"collect_system_logs": {}},
+		// IPA's finalize_rescue is a synchronous command: it answers
+		// SUCCEEDED (or FAILED) at once, then the agent stops serving.
+		"rescue": {"finalize_rescue": {optional: []string{"rescue_password", "hashed"}}},
 		"system": {"lockdown": {async: true}},
 	}
 	ext, name, _ := strings.Cut(cmd, ".")
@@ -842,10 +844,19 @@ func (a *Agent) runStep(kind steps.Kind, c *command, beh Behavior) (any, *agentc
 	}
 	if kind == steps.Deploy && step.Interface == "deploy" && step.Name == "write_image" {
 		a.mu.Lock()
-		a.partitions = map[string]any{
-			"root uuid":                 uuid.NewString(),
-			"efi system partition uuid": uuid.NewString(),
-			"partitions":                map[string]any{"root": "/dev/sda2", "efi system partition": "/dev/sda1"},
+		info, _ := step.Args["image_info"].(map[string]any)
+		if info["image_type"] == "partition" {
+			a.partitions = map[string]any{
+				"root uuid":                 uuid.NewString(),
+				"efi system partition uuid": uuid.NewString(),
+				"partitions":                map[string]any{"root": "/dev/sda2", "efi system partition": "/dev/sda1"},
+			}
+		} else {
+			// A whole-disk image: IPA records the disk's identifier
+			// (the MBR's disk signature, hexdump at byte 440) as its
+			// root uuid (standby._fix_up_partition_uuids).
+			id := uuid.New()
+			a.partitions = map[string]any{"root uuid": fmt.Sprintf("0x%02x%02x%02x%02x", id[0], id[1], id[2], id[3])}
 		}
 		a.mu.Unlock()
 	}

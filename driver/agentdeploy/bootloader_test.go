@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -21,9 +22,12 @@ import (
 // prepare_instance_boot asks the agent for image.install_bootloader as
 // Ironic's configure_local_boot does: a partition image always (with the
 // root and, in UEFI mode, the EFI System Partition UUIDs the agent
-// recorded while writing it), a whole-disk image in UEFI mode only (no
-// root UUID: IPA makes the boot entries with efibootmgr), never a
-// whole-disk image in BIOS mode.
+// recorded while writing it), a whole-disk image in UEFI mode (no root
+// UUID: IPA makes the boot entries with efibootmgr), a whole-disk image
+// in BIOS mode only on a software RAID (the holder disks get GRUB; the
+// root UUID is instance_info image_rootfs_uuid, else the disk
+// identifier the agent recorded), never on a plain disk or a hardware
+// RAID volume.
 func TestPrepareInstanceBootInstallsBootloader(t *testing.T) {
 	l := newImageLab(t, imagecache.Options{})
 	client, err := agentclient.NewClient(agentclient.ClientConfig{CommandWaitInterval: 20 * time.Millisecond})
@@ -41,6 +45,10 @@ func TestPrepareInstanceBootInstallsBootloader(t *testing.T) {
 		want            bool
 		mode            string
 		root, efi, prep bool
+		// raid is the node's target_raid_config; rootfs the root_uuid
+		// sent when it is not the agent's.
+		raid   string
+		rootfs string
 	}{
 		{name: "whole disk, BIOS by default", def: netboot.BIOS},
 		{name: "whole disk, UEFI by default", want: true, mode: "uefi"},
@@ -48,6 +56,11 @@ func TestPrepareInstanceBootInstallsBootloader(t *testing.T) {
 		{name: "whole disk, BIOS by instance_info", ii: map[string]any{"deploy_boot_mode": "bios"}},
 		{name: "partition, BIOS", def: netboot.BIOS, ii: map[string]any{"image_type": "partition", "root_gb": 1}, want: true, mode: "bios", root: true},
 		{name: "partition, UEFI", ii: map[string]any{"image_type": "partition", "root_gb": 1}, want: true, mode: "uefi", root: true, efi: true},
+		{name: "whole disk, BIOS, software RAID", def: netboot.BIOS, raid: softwareRAID1, want: true, mode: "bios", root: true},
+		{name: "whole disk, BIOS, software RAID, image_rootfs_uuid", def: netboot.BIOS, raid: softwareRAID1,
+			ii: map[string]any{"image_rootfs_uuid": "6f2d1c3e-8b4a-4f0e-9d7c-2a1b3c4d5e6f"}, want: true, mode: "bios", rootfs: "6f2d1c3e-8b4a-4f0e-9d7c-2a1b3c4d5e6f"},
+		{name: "whole disk, UEFI, software RAID", raid: softwareRAID1, want: true, mode: "uefi", root: true},
+		{name: "whole disk, BIOS, hardware RAID", def: netboot.BIOS, raid: `{"logical_disks": [{"size_gb": "MAX", "raid_level": "1", "controller": "RAID.Integrated.1-1"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := agentdeploy.NewWithOptions(client, agentdeploy.Options{DefaultBootMode: tc.def})
@@ -63,6 +76,11 @@ func TestPrepareInstanceBootInstallsBootloader(t *testing.T) {
 			task.DriverInternalInfo[steps.HardwareManagerVersionKey] = hw
 			for k, v := range tc.props {
 				task.Properties[k] = v
+			}
+			if tc.raid != "" {
+				if err := json.Unmarshal([]byte(tc.raid), &task.TargetRAIDConfig); err != nil {
+					t.Fatal(err)
+				}
 			}
 			before := l.agent.CommandRuns(agentclient.CmdInstallBootloader)
 			l.writeImage(t, d, task)
@@ -106,7 +124,9 @@ func TestPrepareInstanceBootInstallsBootloader(t *testing.T) {
 			switch {
 			case tc.root && (p["root_uuid"] == nil || p["root_uuid"] != parts["root"]):
 				t.Errorf("root_uuid %v, want the agent's root partition %v", p["root_uuid"], parts["root"])
-			case !tc.root && p["root_uuid"] != nil:
+			case tc.rootfs != "" && p["root_uuid"] != tc.rootfs:
+				t.Errorf("root_uuid %v, want instance_info's image_rootfs_uuid %s", p["root_uuid"], tc.rootfs)
+			case !tc.root && tc.rootfs == "" && p["root_uuid"] != nil:
 				t.Errorf("root_uuid %v for a whole-disk image, want null", p["root_uuid"])
 			}
 			switch {
@@ -148,6 +168,10 @@ func TestPrepareInstanceBootBootloaderErrors(t *testing.T) {
 		t.Fatalf("failing install_bootloader: %v, want the agent's error naming the node", err)
 	}
 }
+
+// softwareRAID1 is the target_raid_config of Ironic's software RAID
+// documentation: one RAID-1 volume over every disk.
+const softwareRAID1 = `{"logical_disks": [{"size_gb": "MAX", "raid_level": "1", "controller": "software"}]}`
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 

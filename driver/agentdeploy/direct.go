@@ -618,8 +618,18 @@ func (d *Direct) writeImage(ctx context.Context, t *driver.Task) (driver.StepRes
 // writing it), and a whole-disk image in UEFI mode gets the firmware's
 // boot entries for the loaders on its EFI system partition (the same
 // command with no root UUID: IPA runs efibootmgr). A whole-disk image in
-// BIOS mode boots its own boot code: nothing to do. The boot mode is the
-// node's (pxe.BootMode, Options.DefaultBootMode), sent as
+// BIOS mode boots its own boot code: nothing to do, unless the node's
+// target_raid_config asks for software RAID (driver.IsSoftwareRAID): the
+// image then sits on an md device the firmware cannot read, and the
+// agent installs the boot loader on the RAID's holder disks (BIOS: GRUB
+// on each, from the image's root file system; UEFI: an EFI System
+// Partition on each, mirrored). For software RAID the root UUID is the
+// image's file system UUID from instance_info image_rootfs_uuid, else
+// what the agent recorded while writing the image (for a whole-disk
+// image its disk identifier, which IPA cannot find, so it takes the md
+// device's first partition), as Ironic without Glance; in UEFI mode the
+// call is not retried without target_boot_mode, as in Ironic. The boot
+// mode is the node's (pxe.BootMode, Options.DefaultBootMode), sent as
 // target_boot_mode.
 func (d *Direct) installBootloader(ctx context.Context, t *driver.Task) error {
 	typ, err := imageType(t)
@@ -630,7 +640,8 @@ func (d *Direct) installBootloader(ctx context.Context, t *driver.Task) error {
 	if err != nil {
 		return err
 	}
-	if typ == ImageTypeWholeDisk && mode != netboot.UEFI {
+	softwareRAID := driver.IsSoftwareRAID(t.TargetRAIDConfig)
+	if typ == ImageTypeWholeDisk && mode != netboot.UEFI && !softwareRAID {
 		return nil
 	}
 	if d.client == nil {
@@ -645,20 +656,26 @@ func (d *Direct) installBootloader(ctx context.Context, t *driver.Task) error {
 	a := agentclient.Agent{NodeUUID: t.NodeUUID, URL: url, Token: tok, VerifyCA: ca}
 	cctx, cancel := context.WithTimeout(ctx, d.o.BootloaderTimeout)
 	defer cancel()
-	args := agentclient.InstallBootloaderArgs{TargetBootMode: string(mode)}
-	if typ == ImageTypePartition {
+	args := agentclient.InstallBootloaderArgs{TargetBootMode: string(mode), SoftwareRAID: softwareRAID}
+	rootfs, _ := t.InstanceInfo["image_rootfs_uuid"].(string)
+	if typ == ImageTypePartition || (softwareRAID && rootfs == "") {
 		uuids, err := d.client.GetPartitionUUIDs(cctx, a)
 		if err != nil {
 			return fmt.Errorf("deploy/direct: node %s: the partition UUIDs of the written image: %w", t.NodeUUID, err)
 		}
-		if uuids.Root == "" {
+		if uuids.Root == "" && typ == ImageTypePartition {
 			return fmt.Errorf("deploy/direct: node %s: the agent recorded no root partition UUID for the partition image", t.NodeUUID)
 		}
 		args.RootUUID, args.PRePBootPartUUID = uuids.Root, uuids.PReP
-		if mode == netboot.UEFI {
+		if mode == netboot.UEFI && typ == ImageTypePartition {
 			args.EFISystemPartUUID = uuids.EFISystemPartition
 		}
-		t.SetDriverInternalInfo("root_uuid_or_disk_id", uuids.Root)
+		if uuids.Root != "" {
+			t.SetDriverInternalInfo("root_uuid_or_disk_id", uuids.Root)
+		}
+	}
+	if softwareRAID && rootfs != "" {
+		args.RootUUID = rootfs
 	}
 	if _, err := d.client.InstallBootloader(cctx, a, args); err != nil {
 		return fmt.Errorf("deploy/direct: node %s: install_bootloader (%s, %s image): %w", t.NodeUUID, mode, typ, err)

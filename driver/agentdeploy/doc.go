@@ -5,7 +5,9 @@
 // inventory to the agent API and the interface's hooks (Ironic's names,
 // see NewInspect) turn it into node properties, ports and plugin data; and
 // the "agent" raid interface (RAID): in-band software RAID through the
-// agent's raid steps.
+// agent's raid steps; and the "agent" rescue interface (Rescue): the
+// agent's ramdisk booted for rescue, whose agent gets the rescue
+// password's crypt hash (finalize_rescue) for the ramdisk's rescue user.
 //
 // The interface declares Ironic's direct deploy steps: deploy.deploy (100,
 // boots the ramdisk), deploy.write_image (80, proxied to the agent's

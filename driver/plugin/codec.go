@@ -85,6 +85,9 @@ func encodeTask(t *driver.Task) (*pb.Task, error) {
 	if out.PropertiesJson, err = marshalMap(t.Properties); err != nil {
 		return nil, fmt.Errorf("properties: %w", err)
 	}
+	if out.TargetRaidConfigJson, err = marshalMap(t.TargetRAIDConfig); err != nil {
+		return nil, fmt.Errorf("target_raid_config: %w", err)
+	}
 	if t.Ports != nil {
 		if out.PortsJson, err = json.Marshal(t.Ports); err != nil {
 			return nil, fmt.Errorf("ports: %w", err)
@@ -119,6 +122,9 @@ func decodeTask(in *pb.Task) (*driver.Task, error) {
 	}
 	if t.Properties, err = unmarshalMap(in.PropertiesJson); err != nil {
 		return nil, fmt.Errorf("properties: %w", err)
+	}
+	if t.TargetRAIDConfig, err = unmarshalMap(in.TargetRaidConfigJson); err != nil {
+		return nil, fmt.Errorf("target_raid_config: %w", err)
 	}
 	if len(in.PortsJson) > 0 {
 		if err := json.Unmarshal(in.PortsJson, &t.Ports); err != nil {

@@ -39,3 +39,29 @@ func TestChangesKeepExactNumbers(t *testing.T) {
 		t.Errorf("unmarshalMap = %#v, %v", m, err)
 	}
 }
+
+// TestTaskCarriesTargetRAIDConfig checks that the node's
+// target_raid_config crosses the plugin boundary with the task (a
+// plugin's deploy interface reads it as the built-in one does), and
+// that a node without one arrives without one.
+func TestTaskCarriesTargetRAIDConfig(t *testing.T) {
+	target := map[string]any{"logical_disks": []any{map[string]any{"size_gb": "MAX", "raid_level": "1", "controller": "software"}}}
+	pt, err := encodeTask(&driver.Task{NodeUUID: "n1", HardwareType: "fake-hardware", TargetRAIDConfig: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeTask(pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !driver.IsSoftwareRAID(got.TargetRAIDConfig) {
+		t.Fatalf("target_raid_config after the plugin boundary = %v, want %v", got.TargetRAIDConfig, target)
+	}
+	pt, err = encodeTask(&driver.Task{NodeUUID: "n1", HardwareType: "fake-hardware"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeTask(pt); err != nil || got.TargetRAIDConfig != nil {
+		t.Fatalf("a node without a target: %v, %v", got.TargetRAIDConfig, err)
+	}
+}

@@ -43,6 +43,8 @@ func HardwareTypeDef() driver.HardwareType {
 			driver.KindConsole:    {ImplSocatConsole, driver.NoConsole},
 			// GenericHardware's: in-band RAID by the ramdisk.
 			driver.KindRAID: {driver.NoRAID, "agent"},
+			// GenericHardware's: the agent's rescue ramdisk.
+			driver.KindRescue: {driver.NoRescue, "agent"},
 			// GenericHardware's; flat and noop are Anvil's built-ins.
 			driver.KindNetwork: {driver.Flat, "neutron", "ironic-networking", driver.Noop},
 		},

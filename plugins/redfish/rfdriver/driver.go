@@ -31,7 +31,9 @@ func HardwareTypeDef() driver.HardwareType {
 			driver.KindManagement: {ImplRedfish},
 			driver.KindPower:      {ImplRedfish},
 			driver.KindRAID:       {ImplRedfish, driver.NoRAID, "agent"},
-			driver.KindVendor:     {ImplRedfish, driver.NoVendor},
+			// GenericHardware's: the agent's rescue ramdisk.
+			driver.KindRescue: {driver.NoRescue, "agent"},
+			driver.KindVendor: {ImplRedfish, driver.NoVendor},
 			// GenericHardware's; flat and noop are Anvil's built-ins.
 			driver.KindNetwork: {driver.Flat, "neutron", "ironic-networking", driver.Noop},
 		},

@@ -503,8 +503,11 @@ type Task struct {
 	InstanceInfoJson       []byte                 `protobuf:"bytes,9,opt,name=instance_info_json,json=instanceInfoJson,proto3" json:"instance_info_json,omitempty"`
 	PropertiesJson         []byte                 `protobuf:"bytes,10,opt,name=properties_json,json=propertiesJson,proto3" json:"properties_json,omitempty"`
 	PortsJson              []byte                 `protobuf:"bytes,11,opt,name=ports_json,json=portsJson,proto3" json:"ports_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The node's target_raid_config, read-only (since 3; an older plugin
+	// ignores it).
+	TargetRaidConfigJson []byte `protobuf:"bytes,12,opt,name=target_raid_config_json,json=targetRaidConfigJson,proto3" json:"target_raid_config_json,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -610,6 +613,13 @@ func (x *Task) GetPropertiesJson() []byte {
 func (x *Task) GetPortsJson() []byte {
 	if x != nil {
 		return x.PortsJson
+	}
+	return nil
+}
+
+func (x *Task) GetTargetRaidConfigJson() []byte {
+	if x != nil {
+		return x.TargetRaidConfigJson
 	}
 	return nil
 }
@@ -1079,7 +1089,7 @@ const file_driver_proto_rawDesc = "" +
 	"steps_json\x18\x04 \x01(\fR\tstepsJson\x12.\n" +
 	"\x13vendor_methods_json\x18\x05 \x01(\fR\x11vendorMethodsJson\x12\"\n" +
 	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\x12 \n" +
-	"\vunavailable\x18\a \x01(\tR\vunavailable\"\x94\x04\n" +
+	"\vunavailable\x18\a \x01(\tR\vunavailable\"\xcb\x04\n" +
 	"\x04Task\x12\x1b\n" +
 	"\tnode_uuid\x18\x01 \x01(\tR\bnodeUuid\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12#\n" +
@@ -1096,7 +1106,8 @@ const file_driver_proto_rawDesc = "" +
 	"\x0fproperties_json\x18\n" +
 	" \x01(\fR\x0epropertiesJson\x12\x1d\n" +
 	"\n" +
-	"ports_json\x18\v \x01(\fR\tportsJson\x1a=\n" +
+	"ports_json\x18\v \x01(\fR\tportsJson\x125\n" +
+	"\x17target_raid_config_json\x18\f \x01(\fR\x14targetRaidConfigJson\x1a=\n" +
 	"\x0fInterfacesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x02\n" +
