@@ -76,7 +76,7 @@ func (a *Allocation) Clone() *Allocation {
 	return &c
 }
 
-// AllocationFilter selects allocations in ListAllocations; set fields
+// AllocationFilter selects allocations in a listing; set fields
 // are combined with AND.
 type AllocationFilter struct {
 	// NodeUUID matches the allocation of one node.

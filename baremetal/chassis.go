@@ -1,7 +1,6 @@
 package baremetal
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -74,24 +73,7 @@ func (e *ChassisNotEmptyError) Error() string {
 // Is reports whether target is ErrChassisNotEmpty.
 func (e *ChassisNotEmptyError) Is(target error) bool { return target == ErrChassisNotEmpty }
 
-// ChassisStore keeps chassis.
-type ChassisStore interface {
-	// CreateChassis validates c and inserts it, filling ID, UUID,
-	// CreatedAt, UpdatedAt and Version. Errors: *InvalidFieldError,
-	// *DuplicateError (uuid).
-	CreateChassis(ctx context.Context, c *Chassis) error
-	// GetChassis returns the chassis whose UUID is uuid, or a
-	// *NotFoundError.
-	GetChassis(ctx context.Context, uuid string) (*Chassis, error)
-	// ListChassis returns chassis in ID order, or sorted by page.SortKey
-	// (one of ChassisSortKeys; an *InvalidFieldError otherwise), at most
-	// page.Limit of them, starting after page.Marker.
-	ListChassis(ctx context.Context, page Page) ([]*Chassis, error)
-	// UpdateChassis writes c's description and extra as a
-	// compare-and-swap on c.Version. Errors: *ConflictError,
-	// *NotFoundError, *InvalidFieldError.
-	UpdateChassis(ctx context.Context, c *Chassis) error
-	// DeleteChassis deletes the chassis with the given UUID; one that
-	// nodes still name is refused with a *ChassisNotEmptyError.
-	DeleteChassis(ctx context.Context, uuid string) error
-}
+// ChassisFilter selects chassis in a listing. It has no fields: Ironic
+// filters chassis by none. The type keeps the listing's signature when
+// one comes.
+type ChassisFilter struct{}

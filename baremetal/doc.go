@@ -24,11 +24,21 @@
 // # The Store contract
 //
 // Store is everything the engine needs from a database. It is made of role
-// interfaces (NodeStore, PortStore, PortgroupStore, AllocationStore,
-// DeployTemplateStore, RunbookStore, ReservationStore, ConductorStore,
-// HistoryStore), so a component asks only for the part it uses. Every
-// write is a compare-and-swap on the node's Version: a writer that lost
-// the race gets a *ConflictError and nothing is written. A node is changed
+// interfaces (NodeStore, PortStore, ResourceStore, ReservationStore,
+// ConductorStore, HistoryStore, InventoryStore), so a component asks only
+// for the part it uses. The resources kept beside nodes and ports
+// (portgroups, allocations, deploy templates, runbooks, chassis, volume
+// connectors and targets) share one generic contract, Collection, and
+// ResourceStore hands out one per resource:
+//
+//	rb, err := s.Runbooks().Get(ctx, "bios-reset")
+//	failed, err := s.Allocations().List(ctx,
+//		baremetal.AllocationFilter{State: baremetal.AllocationError}, baremetal.Page{Limit: 50})
+//
+// A component that keeps one resource can ask for its Collection alone.
+//
+// Every write is a compare-and-swap on the node's Version: a writer that
+// lost the race gets a *ConflictError and nothing is written. A node is changed
 // only under its exclusive reservation: AcquireNode takes it with the
 // retries of a LockPolicy (DefaultLockPolicy is Ironic's), and the holder
 // releases it with ReservationStore.ReleaseNode. Several conductors sharing a database are

@@ -58,7 +58,7 @@ func (g *Portgroup) Clone() *Portgroup {
 	return &c
 }
 
-// PortgroupFilter selects portgroups in ListPortgroups; set fields are
+// PortgroupFilter selects portgroups in a listing; set fields are
 // combined with AND.
 type PortgroupFilter struct {
 	// NodeUUID matches the portgroups of one node.

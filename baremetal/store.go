@@ -20,12 +20,7 @@ import (
 type Store interface {
 	NodeStore
 	PortStore
-	PortgroupStore
-	AllocationStore
-	DeployTemplateStore
-	RunbookStore
-	ChassisStore
-	VolumeStore
+	ResourceStore
 	ReservationStore
 	ConductorStore
 	HistoryStore
@@ -107,88 +102,47 @@ type PortStore interface {
 	DeletePort(ctx context.Context, uuid string) error
 }
 
-// PortgroupStore keeps the portgroups of nodes.
-type PortgroupStore interface {
-	// CreatePortgroup validates g (the MAC, when set, is normalised to
-	// lower case) and inserts it, filling ID, UUID, CreatedAt, UpdatedAt
-	// and Version. Errors: *InvalidFieldError, *DuplicateError (uuid,
-	// name, address), *NotFoundError (node).
-	CreatePortgroup(ctx context.Context, g *Portgroup) error
-	// GetPortgroup returns the portgroup whose UUID or name is ident, or
-	// a *NotFoundError.
-	GetPortgroup(ctx context.Context, ident string) (*Portgroup, error)
-	// ListPortgroups returns the portgroups matching f in ID order, at
-	// most page.Limit of them, starting after page.Marker (a UUID).
-	ListPortgroups(ctx context.Context, f PortgroupFilter, page Page) ([]*Portgroup, error)
-	// UpdatePortgroup writes g's fields as a compare-and-swap on
-	// g.Version (a *ConflictError when it moved on). Moving a portgroup
-	// that has ports to another node is refused with a
-	// *PortgroupNotEmptyError.
-	UpdatePortgroup(ctx context.Context, g *Portgroup) error
-	// DeletePortgroup deletes the portgroup with the given UUID; one that
-	// still has ports is refused with a *PortgroupNotEmptyError.
-	DeletePortgroup(ctx context.Context, uuid string) error
-}
-
-// AllocationStore keeps allocations. The binding of a node to an
-// allocation is the conductor's business (it writes the node's
-// AllocationUUID and InstanceUUID under the node's lock); the store only
-// keeps the rows, and deletes a node's allocation with the node.
-type AllocationStore interface {
-	// CreateAllocation validates a and inserts it, filling ID, UUID,
-	// State (allocating when empty), CreatedAt, UpdatedAt and Version.
-	// Errors: *InvalidFieldError, *DuplicateError (uuid, name, and
-	// node_uuid: a node has at most one allocation), *NotFoundError
-	// (node_uuid names no node).
-	CreateAllocation(ctx context.Context, a *Allocation) error
-	// GetAllocation returns the allocation whose UUID or name is ident,
-	// or a *NotFoundError.
-	GetAllocation(ctx context.Context, ident string) (*Allocation, error)
-	// ListAllocations returns the allocations matching f in ID order, at
-	// most page.Limit of them, starting after page.Marker.
-	ListAllocations(ctx context.Context, f AllocationFilter, page Page) ([]*Allocation, error)
-	// UpdateAllocation writes a's fields (NodeUUID included) as a
-	// compare-and-swap on a.Version. Errors: *ConflictError,
-	// *NotFoundError, *InvalidFieldError, *DuplicateError.
-	UpdateAllocation(ctx context.Context, a *Allocation) error
-	// DeleteAllocation deletes the allocation with the given UUID.
-	DeleteAllocation(ctx context.Context, uuid string) error
-}
-
-// DeployTemplateStore keeps deploy templates.
-type DeployTemplateStore interface {
-	// CreateDeployTemplate validates t (see DeployTemplate.Validate) and
-	// inserts it, filling ID, UUID, CreatedAt, UpdatedAt and Version.
-	// Errors: *InvalidFieldError, *DuplicateError (uuid, name).
-	CreateDeployTemplate(ctx context.Context, t *DeployTemplate) error
-	// GetDeployTemplate returns the template whose UUID or name is
-	// ident, or a *NotFoundError.
-	GetDeployTemplate(ctx context.Context, ident string) (*DeployTemplate, error)
-	// ListDeployTemplates returns the templates in ID order, at most
-	// page.Limit of them, starting after page.Marker.
-	ListDeployTemplates(ctx context.Context, page Page) ([]*DeployTemplate, error)
-	// UpdateDeployTemplate writes t as a compare-and-swap on t.Version.
-	UpdateDeployTemplate(ctx context.Context, t *DeployTemplate) error
-	// DeleteDeployTemplate deletes the template with the given UUID.
-	DeleteDeployTemplate(ctx context.Context, uuid string) error
-}
-
-// RunbookStore keeps runbooks.
-type RunbookStore interface {
-	// CreateRunbook validates r (see Runbook.Validate) and inserts it,
-	// filling ID, UUID, CreatedAt, UpdatedAt and Version. Errors:
-	// *InvalidFieldError, *DuplicateError (uuid, name).
-	CreateRunbook(ctx context.Context, r *Runbook) error
-	// GetRunbook returns the runbook whose UUID or name is ident, or a
-	// *NotFoundError.
-	GetRunbook(ctx context.Context, ident string) (*Runbook, error)
-	// ListRunbooks returns the runbooks matching f in ID order, at most
-	// page.Limit of them, starting after page.Marker.
-	ListRunbooks(ctx context.Context, f RunbookFilter, page Page) ([]*Runbook, error)
-	// UpdateRunbook writes r as a compare-and-swap on r.Version.
-	UpdateRunbook(ctx context.Context, r *Runbook) error
-	// DeleteRunbook deletes the runbook with the given UUID.
-	DeleteRunbook(ctx context.Context, uuid string) error
+// ResourceStore hands out the Collection of each resource kept beside
+// nodes and ports. The methods are cheap: each returns a value bound to
+// the store, to use at once or keep. Below is what each resource adds to
+// Collection's contract.
+type ResourceStore interface {
+	// Portgroups keeps the portgroups of nodes. Get takes a UUID or a
+	// name. Create and Update normalise the MAC, when set, to lower
+	// case; a *DuplicateError names uuid, name or address. Moving a
+	// portgroup that has ports to another node, or deleting one, is
+	// refused with a *PortgroupNotEmptyError.
+	Portgroups() Collection[Portgroup, PortgroupFilter]
+	// Allocations keeps allocations. The binding of a node to an
+	// allocation is the conductor's business (it writes the node's
+	// AllocationUUID and InstanceUUID under the node's lock); the store
+	// only keeps the rows, and deletes a node's allocation with the node.
+	// Get takes a UUID or a name. Create sets State to allocating when it
+	// is empty; a *DuplicateError names uuid, name or node_uuid (a node
+	// has at most one allocation).
+	Allocations() Collection[Allocation, AllocationFilter]
+	// DeployTemplates keeps deploy templates (see DeployTemplate.Validate).
+	// Get takes a UUID or a name; a *DuplicateError names uuid or name.
+	DeployTemplates() Collection[DeployTemplate, DeployTemplateFilter]
+	// Runbooks keeps runbooks (see Runbook.Validate). Get takes a UUID or
+	// a name; a *DuplicateError names uuid or name.
+	Runbooks() Collection[Runbook, RunbookFilter]
+	// Chassis keeps chassis. Get takes a UUID; List sorts by
+	// ChassisSortKeys. Deleting a chassis that nodes still name is
+	// refused with a *ChassisNotEmptyError.
+	Chassis() Collection[Chassis, ChassisFilter]
+	// VolumeConnectors keeps nodes' volume connectors. The rules of when
+	// they may change (the node powered off, its lock held) are the
+	// conductor's; the store keeps the rows and their unique constraints.
+	// Get takes a UUID; List sorts by VolumeConnectorSortKeys; a
+	// *DuplicateError names uuid or connector_id (the type and connector
+	// ID pair is taken).
+	VolumeConnectors() Collection[VolumeConnector, VolumeFilter]
+	// VolumeTargets keeps nodes' volume targets, as VolumeConnectors
+	// keeps connectors. List sorts by VolumeTargetSortKeys; a
+	// *DuplicateError names uuid or boot_index (the node has a target
+	// with that boot index).
+	VolumeTargets() Collection[VolumeTarget, VolumeFilter]
 }
 
 // ReservationStore implements the exclusive node lock of reference §5.1:

@@ -129,7 +129,12 @@ func (r *Runbook) Clone() *Runbook {
 	return &c
 }
 
-// RunbookFilter selects runbooks in ListRunbooks.
+// DeployTemplateFilter selects deploy templates in a listing. It has no
+// fields: Ironic filters deploy templates by none. The type keeps the
+// listing's signature when one comes.
+type DeployTemplateFilter struct{}
+
+// RunbookFilter selects runbooks in a listing.
 type RunbookFilter struct {
 	// Owner matches the owner when not empty.
 	Owner string

@@ -1,7 +1,6 @@
 package baremetal
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"time"
@@ -138,47 +137,4 @@ func VolumeTargetSortKeys() []string {
 type VolumeFilter struct {
 	// NodeUUID matches the connectors or targets of one node.
 	NodeUUID string
-}
-
-// VolumeStore keeps nodes' volume connectors and targets. The rules of
-// when they may change (the node powered off, its lock held) are the
-// conductor's; the store keeps the rows and their unique constraints.
-type VolumeStore interface {
-	// CreateVolumeConnector validates c and inserts it, filling ID, UUID,
-	// CreatedAt, UpdatedAt and Version. Errors: *InvalidFieldError,
-	// *DuplicateError (uuid; connector_id: the type and connector ID
-	// pair is taken), *NotFoundError (node).
-	CreateVolumeConnector(ctx context.Context, c *VolumeConnector) error
-	// GetVolumeConnector returns the connector whose UUID is uuid, or a
-	// *NotFoundError.
-	GetVolumeConnector(ctx context.Context, uuid string) (*VolumeConnector, error)
-	// ListVolumeConnectors returns the connectors matching f in ID order,
-	// or sorted by page.SortKey (one of VolumeConnectorSortKeys), at most
-	// page.Limit of them, starting after page.Marker.
-	ListVolumeConnectors(ctx context.Context, f VolumeFilter, page Page) ([]*VolumeConnector, error)
-	// UpdateVolumeConnector writes c (NodeUUID included) as a
-	// compare-and-swap on c.Version. Errors: CreateVolumeConnector's and
-	// *ConflictError.
-	UpdateVolumeConnector(ctx context.Context, c *VolumeConnector) error
-	// DeleteVolumeConnector deletes the connector with the given UUID.
-	DeleteVolumeConnector(ctx context.Context, uuid string) error
-
-	// CreateVolumeTarget validates t and inserts it, filling ID, UUID,
-	// CreatedAt, UpdatedAt and Version. Errors: *InvalidFieldError,
-	// *DuplicateError (uuid; boot_index: the node has a target with that
-	// boot index), *NotFoundError (node).
-	CreateVolumeTarget(ctx context.Context, t *VolumeTarget) error
-	// GetVolumeTarget returns the target whose UUID is uuid, or a
-	// *NotFoundError.
-	GetVolumeTarget(ctx context.Context, uuid string) (*VolumeTarget, error)
-	// ListVolumeTargets returns the targets matching f in ID order, or
-	// sorted by page.SortKey (one of VolumeTargetSortKeys), at most
-	// page.Limit of them, starting after page.Marker.
-	ListVolumeTargets(ctx context.Context, f VolumeFilter, page Page) ([]*VolumeTarget, error)
-	// UpdateVolumeTarget writes t (NodeUUID included) as a
-	// compare-and-swap on t.Version. Errors: CreateVolumeTarget's and
-	// *ConflictError.
-	UpdateVolumeTarget(ctx context.Context, t *VolumeTarget) error
-	// DeleteVolumeTarget deletes the target with the given UUID.
-	DeleteVolumeTarget(ctx context.Context, uuid string) error
 }

@@ -153,7 +153,7 @@ func (c *Conductor) storeAllocation(ctx context.Context, a *baremetal.Allocation
 		a.ConductorAffinity = c.record.ID
 	}
 	a.State = baremetal.AllocationAllocating
-	if err := c.store.CreateAllocation(ctx, a); err != nil {
+	if err := c.store.Allocations().Create(ctx, a); err != nil {
 		return nil, "", err
 	}
 	if backfill != nil {
@@ -166,7 +166,7 @@ func (c *Conductor) storeAllocation(ctx context.Context, a *baremetal.Allocation
 func (c *Conductor) allocationFailed(ctx context.Context, a *baremetal.Allocation, reason string) (*baremetal.Allocation, error) {
 	a.NodeUUID, a.State, a.LastError = "", baremetal.AllocationError, reason
 	c.log.Warn("allocation failed", "allocation", a.UUID, "reason", reason)
-	if err := c.store.UpdateAllocation(context.WithoutCancel(ctx), a); err != nil {
+	if err := c.store.Allocations().Update(context.WithoutCancel(ctx), a); err != nil {
 		return nil, fmt.Errorf("allocation %s failed (%s) and recording the failure failed: %w", a.UUID, reason, err)
 	}
 	return a, nil
@@ -326,7 +326,7 @@ func (c *Conductor) takeNode(ctx context.Context, a *baremetal.Allocation, uuid 
 func (c *Conductor) bind(ctx context.Context, a *baremetal.Allocation, t *task) (bool, error) {
 	before := a.Clone()
 	a.NodeUUID, a.State, a.LastError = t.node.UUID, baremetal.AllocationActive, ""
-	if err := c.store.UpdateAllocation(ctx, a); err != nil {
+	if err := c.store.Allocations().Update(ctx, a); err != nil {
 		*a = *before
 		if errors.Is(err, baremetal.ErrDuplicate) {
 			return false, nil
@@ -337,7 +337,7 @@ func (c *Conductor) bind(ctx context.Context, a *baremetal.Allocation, t *task) 
 	if err := t.save(ctx); err != nil {
 		undo := a.Clone()
 		undo.NodeUUID, undo.State = "", baremetal.AllocationAllocating
-		if uerr := c.store.UpdateAllocation(context.WithoutCancel(ctx), undo); uerr != nil {
+		if uerr := c.store.Allocations().Update(context.WithoutCancel(ctx), undo); uerr != nil {
 			c.log.Error("allocation bound to a node that was not updated", "allocation", a.UUID, "node", t.node.UUID, "error", uerr)
 		} else {
 			*a = *undo
@@ -407,16 +407,16 @@ func (c *Conductor) backfill(ctx context.Context, a *baremetal.Allocation, uuid 
 // refused (ErrVerbRefused) unless the node is in maintenance, when the
 // node is active or in a transition where updates are not allowed.
 func (c *Conductor) DeleteAllocation(ctx context.Context, ident string) error {
-	a, err := c.store.GetAllocation(ctx, ident)
+	a, err := c.store.Allocations().Get(ctx, ident)
 	if err != nil {
 		return err
 	}
 	if a.NodeUUID == "" {
-		return c.store.DeleteAllocation(ctx, a.UUID)
+		return c.store.Allocations().Delete(ctx, a.UUID)
 	}
 	t, err := c.acquire(ctx, a.NodeUUID)
 	if errors.Is(err, baremetal.ErrNotFound) {
-		return c.store.DeleteAllocation(ctx, a.UUID)
+		return c.store.Allocations().Delete(ctx, a.UUID)
 	}
 	if err != nil {
 		return err
@@ -436,7 +436,7 @@ func (c *Conductor) DeleteAllocation(ctx context.Context, ident string) error {
 	if err := c.unbind(ctx, t, a.UUID); err != nil {
 		return err
 	}
-	if err := c.store.DeleteAllocation(ctx, a.UUID); err != nil && !errors.Is(err, baremetal.ErrNotFound) {
+	if err := c.store.Allocations().Delete(ctx, a.UUID); err != nil && !errors.Is(err, baremetal.ErrNotFound) {
 		return err
 	}
 	c.history(ctx, n.UUID, "allocation deleted", "allocation", fmt.Sprintf("allocation %s removed", a.UUID), baremetal.HistoryInfo)
@@ -464,7 +464,7 @@ func (c *Conductor) dropAllocation(ctx context.Context, n *baremetal.Node) {
 	if n.AllocationUUID == "" {
 		return
 	}
-	if err := c.store.DeleteAllocation(ctx, n.AllocationUUID); err != nil && !errors.Is(err, baremetal.ErrNotFound) {
+	if err := c.store.Allocations().Delete(ctx, n.AllocationUUID); err != nil && !errors.Is(err, baremetal.ErrNotFound) {
 		c.log.Warn("allocation of a torn down node not deleted", "node", n.UUID, "allocation", n.AllocationUUID, "error", err)
 	}
 	if n.InstanceUUID == n.AllocationUUID {
@@ -485,7 +485,7 @@ func (c *Conductor) resumeAllocations(ctx context.Context) {
 	f := baremetal.AllocationFilter{State: baremetal.AllocationAllocating, ConductorAffinity: c.record.ID}
 	page := baremetal.Page{Limit: 100}
 	for {
-		batch, err := c.store.ListAllocations(ctx, f, page)
+		batch, err := c.store.Allocations().List(ctx, f, page)
 		if err != nil {
 			c.log.Warn("unfinished allocations not resumed", "error", err)
 			return

@@ -77,7 +77,7 @@ func TestAllocationPicksMatchingNode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CreateAllocation: %v", err)
 			}
-			stored, err := h.store.GetAllocation(h.ctx, a.UUID)
+			stored, err := h.store.Allocations().Get(h.ctx, a.UUID)
 			if err != nil || stored.State != a.State || stored.NodeUUID != a.NodeUUID {
 				t.Fatalf("stored allocation = %+v, %v; returned %+v", stored, err, a)
 			}
@@ -196,7 +196,7 @@ func TestAllocationBackfillAndDelete(t *testing.T) {
 			if !errors.As(err, &af) || !errors.Is(err, conductor.ErrAllocationFailed) || !strings.Contains(af.Reason, tc.want) {
 				t.Fatalf("backfill = %v, want AllocationFailedError containing %q", err, tc.want)
 			}
-			stored, err := h.store.GetAllocation(h.ctx, af.Allocation)
+			stored, err := h.store.Allocations().Get(h.ctx, af.Allocation)
 			if err != nil || stored.State != baremetal.AllocationError || stored.LastError != af.Reason || stored.NodeUUID != "" {
 				t.Fatalf("failed backfill stored as %+v, %v", stored, err)
 			}
@@ -221,7 +221,7 @@ func TestAllocationBackfillAndDelete(t *testing.T) {
 	if n.AllocationUUID != "" || n.InstanceUUID != "" {
 		t.Fatalf("undeployed node still bound to %q/%q", n.AllocationUUID, n.InstanceUUID)
 	}
-	if _, err := h.store.GetAllocation(h.ctx, b.UUID); !errors.Is(err, baremetal.ErrNotFound) {
+	if _, err := h.store.Allocations().Get(h.ctx, b.UUID); !errors.Is(err, baremetal.ErrNotFound) {
 		t.Fatalf("allocation after undeploy = %v, want deleted", err)
 	}
 
@@ -257,7 +257,7 @@ func TestCleanWithStoredRunbook(t *testing.T) {
 		{Interface: "bios", Step: "factory_reset", Args: map[string]any{}, Order: 2},
 		{Interface: "bios", Step: "apply_configuration", Args: map[string]any{"settings": []any{map[string]any{"name": "a", "value": "b"}}}, Order: 1},
 	}}
-	if err := h.store.CreateRunbook(h.ctx, rb); err != nil {
+	if err := h.store.Runbooks().Create(h.ctx, rb); err != nil {
 		t.Fatal(err)
 	}
 	n := h.enroll("runbook", nil)
@@ -287,7 +287,7 @@ func TestCleanWithStoredRunbook(t *testing.T) {
 	h.waitFor(n.UUID, statemachine.Manageable)
 	// A runbook without traits runs nowhere (1.112).
 	bare := &baremetal.Runbook{Name: "no-traits", Steps: rb.Steps}
-	if err := h.store.CreateRunbook(h.ctx, bare); err != nil {
+	if err := h.store.Runbooks().Create(h.ctx, bare); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.Clean(h.ctx, n.UUID, nil, conductor.CleanOptions{Runbook: bare.Name}); !errors.Is(err, conductor.ErrVerbRefused) {
@@ -325,17 +325,17 @@ func TestAllocationsResumeAtStart(t *testing.T) {
 	left := &baremetal.Allocation{ResourceClass: "resume", ConductorAffinity: rec.ID}
 	other := &baremetal.Allocation{ResourceClass: "resume", ConductorAffinity: rec.ID + 1000}
 	for _, a := range []*baremetal.Allocation{left, other} {
-		if err := store.CreateAllocation(h.ctx, a); err != nil {
+		if err := store.Allocations().Create(h.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The same conductor starting again (its row is reused).
 	newHarness(t, store, fake.Config{}, conductor.Options{Hostname: "resume-host", DisableAutomatedClean: true})
-	got, err := store.GetAllocation(h.ctx, left.UUID)
+	got, err := store.Allocations().Get(h.ctx, left.UUID)
 	if err != nil || got.State != baremetal.AllocationActive || got.NodeUUID != n.UUID {
 		t.Fatalf("left allocation after the restart = %+v, %v; want active on %s", got, err, n.UUID)
 	}
-	if got, _ := store.GetAllocation(h.ctx, other.UUID); got.State != baremetal.AllocationAllocating {
+	if got, _ := store.Allocations().Get(h.ctx, other.UUID); got.State != baremetal.AllocationAllocating {
 		t.Fatalf("another conductor's allocation = %s, want it left allocating", got.State)
 	}
 }

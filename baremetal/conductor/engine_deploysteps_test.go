@@ -66,7 +66,7 @@ func TestDeployUserInBandStepRunsAfterAgentReports(t *testing.T) {
 			tc.opts.DisableAutomatedClean = true
 			h := newAgentHarness(t, tc.opts, rec.factory)
 			if tc.stored != nil {
-				if err := h.store.CreateDeployTemplate(h.ctx, tc.stored); err != nil {
+				if err := h.store.DeployTemplates().Create(h.ctx, tc.stored); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -30,7 +30,7 @@ func (c *Conductor) runbookSteps(ctx context.Context, node, verb string, given [
 		return nil, &baremetal.InvalidFieldError{Kind: "node", Ident: node, Field: "runbook",
 			Expected: fmt.Sprintf("either %s steps or a runbook, not both", verb)}
 	}
-	rb, err := c.store.GetRunbook(ctx, ident)
+	rb, err := c.store.Runbooks().Get(ctx, ident)
 	if err != nil {
 		return nil, err
 	}

@@ -365,7 +365,7 @@ func (c *Conductor) templates(ctx context.Context, n *baremetal.Node) ([]steps.T
 		if configured[trait] || !steps.ValidTraitName(trait) {
 			continue
 		}
-		dt, err := c.store.GetDeployTemplate(ctx, trait)
+		dt, err := c.store.DeployTemplates().Get(ctx, trait)
 		if errors.Is(err, baremetal.ErrNotFound) {
 			continue
 		}

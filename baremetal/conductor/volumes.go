@@ -50,7 +50,7 @@ func (e *VolumeStateError) Is(target error) bool { return target == ErrVerbRefus
 // lock's (*baremetal.NodeLockedError) and the store's.
 func (c *Conductor) UpdateVolumeConnector(ctx context.Context, vc *baremetal.VolumeConnector) error {
 	return c.changeVolume(ctx, vc.NodeUUID, "volume connector update", func() error {
-		return c.store.UpdateVolumeConnector(ctx, vc)
+		return c.store.VolumeConnectors().Update(ctx, vc)
 	})
 }
 
@@ -59,30 +59,30 @@ func (c *Conductor) UpdateVolumeConnector(ctx context.Context, vc *baremetal.Vol
 // or in enroll, manageable or adopt failed (a *VolumeStateError
 // otherwise).
 func (c *Conductor) DeleteVolumeConnector(ctx context.Context, uuid string) error {
-	vc, err := c.store.GetVolumeConnector(ctx, uuid)
+	vc, err := c.store.VolumeConnectors().Get(ctx, uuid)
 	if err != nil {
 		return err
 	}
 	return c.changeVolume(ctx, vc.NodeUUID, "volume connector deletion", func() error {
-		return c.store.DeleteVolumeConnector(ctx, vc.UUID)
+		return c.store.VolumeConnectors().Delete(ctx, vc.UUID)
 	})
 }
 
 // UpdateVolumeTarget is UpdateVolumeConnector for a volume target.
 func (c *Conductor) UpdateVolumeTarget(ctx context.Context, vt *baremetal.VolumeTarget) error {
 	return c.changeVolume(ctx, vt.NodeUUID, "volume target update", func() error {
-		return c.store.UpdateVolumeTarget(ctx, vt)
+		return c.store.VolumeTargets().Update(ctx, vt)
 	})
 }
 
 // DeleteVolumeTarget is DeleteVolumeConnector for a volume target.
 func (c *Conductor) DeleteVolumeTarget(ctx context.Context, uuid string) error {
-	vt, err := c.store.GetVolumeTarget(ctx, uuid)
+	vt, err := c.store.VolumeTargets().Get(ctx, uuid)
 	if err != nil {
 		return err
 	}
 	return c.changeVolume(ctx, vt.NodeUUID, "volume target deletion", func() error {
-		return c.store.DeleteVolumeTarget(ctx, vt.UUID)
+		return c.store.VolumeTargets().Delete(ctx, vt.UUID)
 	})
 }
 

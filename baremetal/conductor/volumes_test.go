@@ -46,7 +46,7 @@ func TestVolumeChangesFollowIronicsStateRules(t *testing.T) {
 	newConnector := func(id string) *baremetal.VolumeConnector {
 		t.Helper()
 		vc := &baremetal.VolumeConnector{NodeUUID: n.UUID, Type: "iqn", ConnectorID: id}
-		if err := h.store.CreateVolumeConnector(h.ctx, vc); err != nil {
+		if err := h.store.VolumeConnectors().Create(h.ctx, vc); err != nil {
 			t.Fatal(err)
 		}
 		return vc
@@ -54,7 +54,7 @@ func TestVolumeChangesFollowIronicsStateRules(t *testing.T) {
 	newTarget := func(index int) *baremetal.VolumeTarget {
 		t.Helper()
 		vt := &baremetal.VolumeTarget{NodeUUID: n.UUID, VolumeType: "iscsi", VolumeID: "vol", BootIndex: index}
-		if err := h.store.CreateVolumeTarget(h.ctx, vt); err != nil {
+		if err := h.store.VolumeTargets().Create(h.ctx, vt); err != nil {
 			t.Fatal(err)
 		}
 		return vt
@@ -74,7 +74,7 @@ func TestVolumeChangesFollowIronicsStateRules(t *testing.T) {
 	refused(h.c.UpdateVolumeConnector(h.ctx, vc), "volume connector update", "")
 	vt.VolumeID = "vol-b"
 	refused(h.c.UpdateVolumeTarget(h.ctx, vt), "volume target update", "")
-	if got, _ := h.store.GetVolumeConnector(h.ctx, vc.UUID); got.ConnectorID != "iqn.a" || got.Version != 1 {
+	if got, _ := h.store.VolumeConnectors().Get(h.ctx, vc.UUID); got.ConnectorID != "iqn.a" || got.Version != 1 {
 		t.Fatalf("refused update wrote the connector: %+v", got)
 	}
 

@@ -69,7 +69,7 @@ func (rq *request) allocationView(a *baremetal.Allocation) map[string]any {
 // allocation finds the allocation the path names, by UUID or name.
 func (rq *request) allocation() (*baremetal.Allocation, error) {
 	ident := rq.r.PathValue("allocation")
-	a, err := rq.h.store.GetAllocation(rq.ctx, ident)
+	a, err := rq.h.store.Allocations().Get(rq.ctx, ident)
 	if err != nil {
 		return nil, notFoundAs(err, "Allocation %s could not be found.", ident)
 	}
@@ -106,17 +106,12 @@ func (h *Handler) listAllocations(rq *request) error {
 		}
 		f.NodeUUID = n.UUID
 	}
-	list, err := h.store.ListAllocations(rq.ctx, f, page)
+	list, err := h.store.Allocations().List(rq.ctx, f, page)
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(list))
-	last := ""
-	for _, a := range list {
-		out = append(out, filterView(rq.allocationView(a), fields))
-		last = a.UUID
-	}
-	return rq.reply(http.StatusOK, rq.listBody("allocations", "allocations", out, page, last))
+	return listReply(rq, "allocations", "allocations", list, page, fields, rq.allocationView,
+		func(a *baremetal.Allocation) string { return a.UUID })
 }
 
 // GET /v1/allocations/{allocation}
@@ -224,7 +219,7 @@ func (h *Handler) patchAllocation(rq *request) error {
 	if a.Extra, err = dict(after, "extra"); err != nil {
 		return err
 	}
-	if err := h.store.UpdateAllocation(rq.ctx, a); err != nil {
+	if err := h.store.Allocations().Update(rq.ctx, a); err != nil {
 		return allocationWriteError(err)
 	}
 	return rq.reply(http.StatusOK, rq.allocationView(a))
@@ -251,7 +246,7 @@ func (rq *request) nodeAllocation() (*baremetal.Allocation, error) {
 	if n.AllocationUUID == "" {
 		return nil, notFound("Node %s is not allocated.", n.UUID)
 	}
-	a, err := rq.h.store.GetAllocation(rq.ctx, n.AllocationUUID)
+	a, err := rq.h.store.Allocations().Get(rq.ctx, n.AllocationUUID)
 	if err != nil {
 		return nil, notFoundAs(err, "Allocation %s could not be found.", n.AllocationUUID)
 	}

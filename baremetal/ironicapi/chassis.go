@@ -90,7 +90,7 @@ func (rq *request) chassis(param string) (*baremetal.Chassis, error) {
 			return nil, err
 		}
 	}
-	c, err := rq.h.store.GetChassis(rq.ctx, id)
+	c, err := rq.h.store.Chassis().Get(rq.ctx, id)
 	if err != nil {
 		return nil, notFoundAs(err, "Chassis %s could not be found.", id)
 	}
@@ -184,28 +184,23 @@ func (h *Handler) listChassis(detailPath bool) handlerFunc {
 			return err
 		}
 		if page.Marker != "" {
-			if _, err := h.store.GetChassis(rq.ctx, page.Marker); err != nil {
+			if _, err := h.store.Chassis().Get(rq.ctx, page.Marker); err != nil {
 				return notFoundAs(err, "Chassis %s could not be found.", page.Marker)
 			}
 		}
-		list, err := h.store.ListChassis(rq.ctx, page)
+		list, err := h.store.Chassis().List(rq.ctx, baremetal.ChassisFilter{}, page)
 		if err != nil {
 			return err
 		}
 		if fields == nil && !detail && !detailPath {
 			fields = chassisListFields
 		}
-		out := make([]map[string]any, 0, len(list))
-		last := ""
-		for _, c := range list {
-			out = append(out, filterView(rq.chassisView(c), fields))
-			last = c.UUID
-		}
 		res := "chassis"
 		if detailPath {
 			res = "chassis/detail"
 		}
-		return rq.reply(http.StatusOK, rq.listBody("chassis", res, out, page, last))
+		return listReply(rq, "chassis", res, list, page, fields, rq.chassisView,
+			func(c *baremetal.Chassis) string { return c.UUID })
 	}
 }
 
@@ -371,7 +366,7 @@ func (h *Handler) createChassis(rq *request) error {
 	if c.UUID, err = setChassisFields(c, "chassis", body); err != nil {
 		return err
 	}
-	if err := h.store.CreateChassis(rq.ctx, c); err != nil {
+	if err := h.store.Chassis().Create(rq.ctx, c); err != nil {
 		return chassisWriteError(err)
 	}
 	return rq.created("chassis", c.UUID, rq.chassisView(c))
@@ -411,7 +406,7 @@ func (h *Handler) patchChassis(rq *request) error {
 	if id != c.UUID {
 		return badRequest("Cannot overwrite UUID for an existing Chassis.")
 	}
-	if err := h.store.UpdateChassis(rq.ctx, c); err != nil {
+	if err := h.store.Chassis().Update(rq.ctx, c); err != nil {
 		return chassisWriteError(notFoundAs(err, "Chassis %s could not be found.", c.UUID))
 	}
 	return rq.reply(http.StatusOK, rq.chassisView(c))
@@ -424,7 +419,7 @@ func (h *Handler) deleteChassis(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.DeleteChassis(rq.ctx, c.UUID); err != nil {
+	if err := h.store.Chassis().Delete(rq.ctx, c.UUID); err != nil {
 		return chassisWriteError(notFoundAs(err, "Chassis %s could not be found.", c.UUID))
 	}
 	return rq.status(http.StatusNoContent)
@@ -440,7 +435,7 @@ func (rq *request) checkNodeChassis(was, now string) error {
 		}
 		return nil
 	}
-	if _, err := rq.h.store.GetChassis(rq.ctx, now); err != nil {
+	if _, err := rq.h.store.Chassis().Get(rq.ctx, now); err != nil {
 		if errors.Is(err, baremetal.ErrNotFound) {
 			return badRequest("Chassis %s could not be found.", now)
 		}

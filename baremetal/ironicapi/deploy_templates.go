@@ -51,7 +51,7 @@ func (rq *request) deployTemplateView(t *baremetal.DeployTemplate) map[string]an
 
 func (rq *request) deployTemplate() (*baremetal.DeployTemplate, error) {
 	ident := rq.r.PathValue("template")
-	t, err := rq.h.store.GetDeployTemplate(rq.ctx, ident)
+	t, err := rq.h.store.DeployTemplates().Get(rq.ctx, ident)
 	if err != nil {
 		return nil, notFoundAs(err, "Deploy template %s could not be found.", ident)
 	}
@@ -72,20 +72,15 @@ func (h *Handler) listDeployTemplates(rq *request) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.store.ListDeployTemplates(rq.ctx, page)
+	list, err := h.store.DeployTemplates().List(rq.ctx, baremetal.DeployTemplateFilter{}, page)
 	if err != nil {
 		return err
 	}
 	if fields == nil && !detail {
 		fields = deployTemplateListFields
 	}
-	out := make([]map[string]any, 0, len(list))
-	last := ""
-	for _, t := range list {
-		out = append(out, filterView(rq.deployTemplateView(t), fields))
-		last = t.UUID
-	}
-	return rq.reply(http.StatusOK, rq.listBody("deploy_templates", "deploy_templates", out, page, last))
+	return listReply(rq, "deploy_templates", "deploy_templates", list, page, fields, rq.deployTemplateView,
+		func(t *baremetal.DeployTemplate) string { return t.UUID })
 }
 
 // GET /v1/deploy_templates/{template}
@@ -166,7 +161,7 @@ func (h *Handler) createDeployTemplate(rq *request) error {
 	if err := parseDeployTemplate(raw, t); err != nil {
 		return err
 	}
-	if err := h.store.CreateDeployTemplate(rq.ctx, t); err != nil {
+	if err := h.store.DeployTemplates().Create(rq.ctx, t); err != nil {
 		return deployTemplateWriteError(err)
 	}
 	return rq.created("deploy_templates", t.UUID, rq.deployTemplateView(t))
@@ -208,7 +203,7 @@ func (h *Handler) patchDeployTemplate(rq *request) error {
 	if err := parseDeployTemplate(doc, t); err != nil {
 		return err
 	}
-	if err := h.store.UpdateDeployTemplate(rq.ctx, t); err != nil {
+	if err := h.store.DeployTemplates().Update(rq.ctx, t); err != nil {
 		return deployTemplateWriteError(err)
 	}
 	return rq.reply(http.StatusOK, rq.deployTemplateView(t))
@@ -220,7 +215,7 @@ func (h *Handler) deleteDeployTemplate(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.DeleteDeployTemplate(rq.ctx, t.UUID); err != nil {
+	if err := h.store.DeployTemplates().Delete(rq.ctx, t.UUID); err != nil {
 		return notFoundAs(err, "Deploy template %s could not be found.", t.UUID)
 	}
 	return rq.status(http.StatusNoContent)

@@ -1,41 +1,22 @@
 package ironicapi_test
 
 import (
-	"bytes"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/baremetal/ironicapi"
+	"github.com/anvilmetal/anvil/internal/testlog"
 )
-
-// lockedBuffer is a log sink the handler's goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestFaultstringsReadAsIronic sends requests that fail in the
 // conductor, the store and the drivers, and checks the faultstring is
 // Ironic's wording, without the library's prefixes or wrapping, while
 // the log keeps the wrapped error.
 func TestFaultstringsReadAsIronic(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	l := newLab(t, func(_ *conductor.Options, o *ironicapi.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})

@@ -366,7 +366,7 @@ func (h *Handler) putProvisionState(rq *request) error {
 		if target != "clean" && target != "service" {
 			return badRequest("\"runbook\" is only valid when setting target provision state to clean or service")
 		}
-		rb, err := h.store.GetRunbook(rq.ctx, *runbook)
+		rb, err := h.store.Runbooks().Get(rq.ctx, *runbook)
 		if err != nil {
 			return notFoundAs(err, "Runbook %s could not be found.", *runbook)
 		}

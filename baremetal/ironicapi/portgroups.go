@@ -78,7 +78,7 @@ func (rq *request) portgroupView(g *baremetal.Portgroup) map[string]any {
 // portgroup finds the portgroup the path names, by UUID or name.
 func (rq *request) portgroup() (*baremetal.Portgroup, error) {
 	ident := rq.r.PathValue("portgroup")
-	g, err := rq.h.store.GetPortgroup(rq.ctx, ident)
+	g, err := rq.h.store.Portgroups().Get(rq.ctx, ident)
 	if err != nil {
 		return nil, notFoundAs(err, "Portgroup %s could not be found.", ident)
 	}
@@ -123,18 +123,12 @@ func (h *Handler) listPortgroups(detailPath, underNode bool) handlerFunc {
 			}
 			f.Address = a
 		}
-		groups, err := h.store.ListPortgroups(rq.ctx, f, page)
+		groups, err := h.store.Portgroups().List(rq.ctx, f, page)
 		if err != nil {
 			return err
 		}
 		if fields == nil && !detail {
 			fields = portgroupListFields
-		}
-		out := make([]map[string]any, 0, len(groups))
-		last := ""
-		for _, g := range groups {
-			out = append(out, filterView(rq.portgroupView(g), fields))
-			last = g.UUID
 		}
 		res := "portgroups"
 		if underNode {
@@ -143,7 +137,8 @@ func (h *Handler) listPortgroups(detailPath, underNode bool) handlerFunc {
 		if detailPath {
 			res += "/detail"
 		}
-		return rq.reply(http.StatusOK, rq.listBody("portgroups", res, out, page, last))
+		return listReply(rq, "portgroups", res, groups, page, fields, rq.portgroupView,
+			func(g *baremetal.Portgroup) string { return g.UUID })
 	}
 }
 
@@ -228,7 +223,7 @@ func (h *Handler) createPortgroup(rq *request) error {
 	if g.Mode == "" {
 		g.Mode = defaultPortgroupMode
 	}
-	if err := h.store.CreatePortgroup(rq.ctx, g); err != nil {
+	if err := h.store.Portgroups().Create(rq.ctx, g); err != nil {
 		return portgroupWriteError(err, g)
 	}
 	return rq.created("portgroups", g.UUID, rq.portgroupView(g))
@@ -296,7 +291,7 @@ func (h *Handler) patchPortgroup(rq *request) error {
 		return portgroupWriteError(err, g)
 	}
 	g.NodeUUID = n.UUID
-	if err := h.store.UpdatePortgroup(rq.ctx, g); err != nil {
+	if err := h.store.Portgroups().Update(rq.ctx, g); err != nil {
 		return portgroupWriteError(err, g)
 	}
 	return rq.reply(http.StatusOK, rq.portgroupView(g))
@@ -308,7 +303,7 @@ func (h *Handler) deletePortgroup(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.DeletePortgroup(rq.ctx, g.UUID); err != nil {
+	if err := h.store.Portgroups().Delete(rq.ctx, g.UUID); err != nil {
 		return resourceError(notFoundAs(err, "Portgroup %s could not be found.", g.UUID))
 	}
 	return rq.status(http.StatusNoContent)

@@ -319,7 +319,7 @@ func (h *Handler) listPorts(detailPath bool, parent portParent) handlerFunc {
 		// address, else shard, else conductor groups.
 		switch {
 		case portgroup != "":
-			g, err := h.store.GetPortgroup(rq.ctx, portgroup)
+			g, err := h.store.Portgroups().Get(rq.ctx, portgroup)
 			if errors.Is(err, baremetal.ErrNotFound) || errors.Is(err, baremetal.ErrInvalidInput) {
 				return notFound("Portgroup %s could not be found.", portgroup)
 			}
@@ -526,7 +526,7 @@ func (rq *request) portPortgroup(p *baremetal.Port) (*baremetal.Portgroup, error
 	if p.PortgroupUUID == "" {
 		return nil, nil
 	}
-	g, err := rq.h.store.GetPortgroup(rq.ctx, p.PortgroupUUID)
+	g, err := rq.h.store.Portgroups().Get(rq.ctx, p.PortgroupUUID)
 	if errors.Is(err, baremetal.ErrNotFound) {
 		return nil, badRequest("Portgroup %s could not be found.", p.PortgroupUUID)
 	}

@@ -544,7 +544,7 @@ func TestPortsInPortgroups(t *testing.T) {
 	bond := &baremetal.Portgroup{NodeUUID: a.UUID, Name: "bond0"}
 	other := &baremetal.Portgroup{NodeUUID: b.UUID, Name: "bond1", StandalonePortsSupported: true}
 	for _, g := range []*baremetal.Portgroup{bond, other} {
-		if err := l.c.Store().CreatePortgroup(ctx, g); err != nil {
+		if err := l.c.Store().Portgroups().Create(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}

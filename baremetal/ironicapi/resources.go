@@ -31,6 +31,20 @@ func (rq *request) page() (baremetal.Page, error) {
 	return baremetal.Page{Limit: limit, Marker: q.Get("marker")}, nil
 }
 
+// listReply replies with a listing: each item's view filtered to fields,
+// under key, and, when the page is full, the next link of resource after
+// the last item (uuid names an item).
+func listReply[T any](rq *request, key, resource string, list []*T, page baremetal.Page, fields []string,
+	view func(*T) map[string]any, uuid func(*T) string) error {
+	out := make([]map[string]any, 0, len(list))
+	last := ""
+	for _, x := range list {
+		out = append(out, filterView(view(x), fields))
+		last = uuid(x)
+	}
+	return rq.reply(http.StatusOK, rq.listBody(key, resource, out, page, last))
+}
+
 // listBody is a listing's body: the items under key and, when the page
 // is full, Ironic's "next" link.
 func (rq *request) listBody(key, resource string, items []map[string]any, page baremetal.Page, last string) map[string]any {

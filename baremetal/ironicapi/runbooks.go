@@ -99,7 +99,7 @@ func runbookTraitList(r *baremetal.Runbook) []string {
 
 func (rq *request) runbook() (*baremetal.Runbook, error) {
 	ident := rq.r.PathValue("runbook")
-	r, err := rq.h.store.GetRunbook(rq.ctx, ident)
+	r, err := rq.h.store.Runbooks().Get(rq.ctx, ident)
 	if err != nil {
 		return nil, notFoundAs(err, "Runbook %s could not be found.", ident)
 	}
@@ -120,20 +120,15 @@ func (h *Handler) listRunbooks(rq *request) error {
 	if err != nil {
 		return err
 	}
-	list, err := h.store.ListRunbooks(rq.ctx, baremetal.RunbookFilter{Owner: rq.r.URL.Query().Get("owner")}, page)
+	list, err := h.store.Runbooks().List(rq.ctx, baremetal.RunbookFilter{Owner: rq.r.URL.Query().Get("owner")}, page)
 	if err != nil {
 		return err
 	}
 	if fields == nil && !detail {
 		fields = runbookListFields
 	}
-	out := make([]map[string]any, 0, len(list))
-	last := ""
-	for _, r := range list {
-		out = append(out, filterView(rq.runbookView(r), fields))
-		last = r.UUID
-	}
-	return rq.reply(http.StatusOK, rq.listBody("runbooks", "runbooks", out, page, last))
+	return listReply(rq, "runbooks", "runbooks", list, page, fields, rq.runbookView,
+		func(r *baremetal.Runbook) string { return r.UUID })
 }
 
 // GET /v1/runbooks/{runbook}
@@ -291,7 +286,7 @@ func (h *Handler) createRunbook(rq *request) error {
 	}
 	// No traits until /traits gives some, as Ironic's post sets them.
 	r.Traits = []string{}
-	if err := h.store.CreateRunbook(rq.ctx, r); err != nil {
+	if err := h.store.Runbooks().Create(rq.ctx, r); err != nil {
 		return runbookWriteError(err)
 	}
 	return rq.created("runbooks", r.UUID, rq.runbookView(r))
@@ -323,7 +318,7 @@ func (h *Handler) patchRunbook(rq *request) error {
 	if err := rq.setRunbook(after, r); err != nil {
 		return err
 	}
-	if err := h.store.UpdateRunbook(rq.ctx, r); err != nil {
+	if err := h.store.Runbooks().Update(rq.ctx, r); err != nil {
 		return runbookWriteError(err)
 	}
 	return rq.reply(http.StatusOK, rq.runbookView(r))
@@ -335,7 +330,7 @@ func (h *Handler) deleteRunbook(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.DeleteRunbook(rq.ctx, r.UUID); err != nil {
+	if err := h.store.Runbooks().Delete(rq.ctx, r.UUID); err != nil {
 		return notFoundAs(err, "Runbook %s could not be found.", r.UUID)
 	}
 	return rq.status(http.StatusNoContent)
@@ -358,11 +353,11 @@ func (rq *request) setRunbookTraits(r *baremetal.Runbook, change func([]string) 
 		r.Traits = change(slices.Clone(r.Traits))
 		slices.Sort(r.Traits)
 		r.Traits = slices.Compact(r.Traits)
-		err := rq.h.store.UpdateRunbook(rq.ctx, r)
+		err := rq.h.store.Runbooks().Update(rq.ctx, r)
 		if !errors.Is(err, baremetal.ErrConflict) {
 			return runbookWriteError(err)
 		}
-		if r, err = rq.h.store.GetRunbook(rq.ctx, id); err != nil {
+		if r, err = rq.h.store.Runbooks().Get(rq.ctx, id); err != nil {
 			return notFoundAs(err, "Runbook %s could not be found.", id)
 		}
 	}

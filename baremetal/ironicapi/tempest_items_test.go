@@ -250,7 +250,7 @@ func TestVIFs(t *testing.T) {
 	if st, _, body = do(t, "POST", base, "1.28", `{"id":"vif-g"}`); st != http.StatusNoContent {
 		t.Fatalf("attach vif-g = %d %s", st, body)
 	}
-	g, err := l.c.Store().GetPortgroup(context.Background(), pg)
+	g, err := l.c.Store().Portgroups().Get(context.Background(), pg)
 	if err != nil || g.InternalInfo["tenant_vif_port_id"] != "vif-g" {
 		t.Fatalf("port group internal_info = %v, %v; want vif-g", g.InternalInfo, err)
 	}

@@ -68,7 +68,7 @@ func (rq *request) nodePortLikes(node string) ([]*baremetal.Port, []*baremetal.P
 	var groups []*baremetal.Portgroup
 	page := baremetal.Page{Limit: 1000}
 	for {
-		batch, err := rq.h.store.ListPortgroups(rq.ctx, baremetal.PortgroupFilter{NodeUUID: node}, page)
+		batch, err := rq.h.store.Portgroups().List(rq.ctx, baremetal.PortgroupFilter{NodeUUID: node}, page)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -167,7 +167,7 @@ func (h *Handler) attachVIF(rq *request) error {
 		} else {
 			g := best.group.Clone()
 			g.InternalInfo = withKey(g.InternalInfo, tenantVIFKey, id)
-			err = rq.h.store.UpdatePortgroup(rq.ctx, g)
+			err = rq.h.store.Portgroups().Update(rq.ctx, g)
 		}
 		if err != nil {
 			return err
@@ -202,7 +202,7 @@ func (h *Handler) detachVIF(rq *request) error {
 				g := pl.group.Clone()
 				g.InternalInfo = withoutKey(g.InternalInfo, tenantVIFKey)
 				g.Extra = withoutKey(g.Extra, "vif_port_id")
-				err = rq.h.store.UpdatePortgroup(rq.ctx, g)
+				err = rq.h.store.Portgroups().Update(rq.ctx, g)
 			}
 			if err != nil {
 				return err

@@ -45,13 +45,11 @@ type volumeKind[T any] struct {
 	set  func(x *T, doc string, body map[string]any) error
 	// duplicate is Ironic's 409 for a duplicate that is not the UUID.
 	duplicate func(x *T) error
-	// get, list and create read and write the store; update and remove
-	// go through the conductor, under the node's lock.
-	get    func(s baremetal.Store, ctx context.Context, uuid string) (*T, error)
-	list   func(s baremetal.Store, ctx context.Context, f baremetal.VolumeFilter, page baremetal.Page) ([]*T, error)
-	create func(s baremetal.Store, ctx context.Context, x *T) error
-	update func(c *conductor.Conductor, ctx context.Context, x *T) error
-	remove func(c *conductor.Conductor, ctx context.Context, uuid string) error
+	// collection is the store's collection, read and created through;
+	// update and remove go through the conductor, under the node's lock.
+	collection func(s baremetal.Store) baremetal.Collection[T, baremetal.VolumeFilter]
+	update     func(c *conductor.Conductor, ctx context.Context, x *T) error
+	remove     func(c *conductor.Conductor, ctx context.Context, uuid string) error
 }
 
 // connectorKind is Ironic's volume connectors controller.
@@ -89,11 +87,9 @@ var connectorKind = &volumeKind[baremetal.VolumeConnector]{
 	duplicate: func(c *baremetal.VolumeConnector) error {
 		return Errorf(http.StatusConflict, "A volume connector with type %s and connector ID %s already exists.", c.Type, c.ConnectorID)
 	},
-	get:    baremetal.Store.GetVolumeConnector,
-	list:   baremetal.Store.ListVolumeConnectors,
-	create: baremetal.Store.CreateVolumeConnector,
-	update: (*conductor.Conductor).UpdateVolumeConnector,
-	remove: (*conductor.Conductor).DeleteVolumeConnector,
+	collection: baremetal.Store.VolumeConnectors,
+	update:     (*conductor.Conductor).UpdateVolumeConnector,
+	remove:     (*conductor.Conductor).DeleteVolumeConnector,
 }
 
 // targetKind is Ironic's volume targets controller.
@@ -143,11 +139,9 @@ var targetKind = &volumeKind[baremetal.VolumeTarget]{
 	duplicate: func(t *baremetal.VolumeTarget) error {
 		return Errorf(http.StatusConflict, "A volume target with boot index '%d' for the same node already exists.", t.BootIndex)
 	},
-	get:    baremetal.Store.GetVolumeTarget,
-	list:   baremetal.Store.ListVolumeTargets,
-	create: baremetal.Store.CreateVolumeTarget,
-	update: (*conductor.Conductor).UpdateVolumeTarget,
-	remove: (*conductor.Conductor).DeleteVolumeTarget,
+	collection: baremetal.Store.VolumeTargets,
+	update:     (*conductor.Conductor).UpdateVolumeTarget,
+	remove:     (*conductor.Conductor).DeleteVolumeTarget,
 }
 
 func (h *Handler) volumeRoutes() {
@@ -195,7 +189,7 @@ func volumeItem[T any](rq *request, k *volumeKind[T]) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := k.get(rq.h.store, rq.ctx, id)
+	x, err := k.collection(rq.h.store).Get(rq.ctx, id)
 	if err != nil {
 		return nil, notFoundAs(err, k.what+" %s could not be found.", id)
 	}
@@ -227,7 +221,7 @@ func listVolumes[T any](h *Handler, k *volumeKind[T]) handlerFunc {
 			return err
 		}
 		if page.Marker != "" {
-			if _, err := k.get(h.store, rq.ctx, page.Marker); err != nil {
+			if _, err := k.collection(h.store).Get(rq.ctx, page.Marker); err != nil {
 				return notFoundAs(err, k.what+" %s could not be found.", page.Marker)
 			}
 		}
@@ -244,17 +238,12 @@ func listVolumes[T any](h *Handler, k *volumeKind[T]) handlerFunc {
 			}
 			f.NodeUUID = n.UUID
 		}
-		list, err := k.list(h.store, rq.ctx, f, page)
+		list, err := k.collection(h.store).List(rq.ctx, f, page)
 		if err != nil {
 			return err
 		}
-		out := make([]map[string]any, 0, len(list))
-		last := ""
-		for _, x := range list {
-			out = append(out, filterView(k.view(rq, x), fields))
-			last = *k.uuid(x)
-		}
-		return rq.reply(http.StatusOK, rq.listBody(k.path, res, out, page, last))
+		return listReply(rq, k.path, res, list, page, fields, func(x *T) map[string]any { return k.view(rq, x) },
+			func(x *T) string { return *k.uuid(x) })
 	}
 }
 
@@ -352,7 +341,7 @@ func createVolumeItem[T any](h *Handler, k *volumeKind[T]) handlerFunc {
 			return err
 		}
 		*k.node(x) = n.UUID
-		if err := k.create(h.store, rq.ctx, x); err != nil {
+		if err := k.collection(h.store).Create(rq.ctx, x); err != nil {
 			return volumeWriteError(k, x, err)
 		}
 		return rq.created("volume/"+k.path, *k.uuid(x), k.view(rq, x))

@@ -96,18 +96,13 @@ var allocations = newCrud(crud[baremetal.Allocation, allocationRow]{
 	explain: explainAllocationDuplicate,
 })
 
-// CreateAllocation implements baremetal.AllocationStore.
-func (s *Store) CreateAllocation(ctx context.Context, a *baremetal.Allocation) error {
-	return allocations.create(ctx, s, a)
+// Allocations implements baremetal.ResourceStore.
+func (s *Store) Allocations() baremetal.Collection[baremetal.Allocation, baremetal.AllocationFilter] {
+	return bind(s, allocations, allocationWhere)
 }
 
-// GetAllocation implements baremetal.AllocationStore.
-func (s *Store) GetAllocation(ctx context.Context, ident string) (*baremetal.Allocation, error) {
-	return allocations.get(ctx, s, ident)
-}
-
-// ListAllocations implements baremetal.AllocationStore.
-func (s *Store) ListAllocations(ctx context.Context, f baremetal.AllocationFilter, page baremetal.Page) ([]*baremetal.Allocation, error) {
+// allocationWhere is the conditions of an allocation listing.
+func allocationWhere(f baremetal.AllocationFilter) (filters, error) {
 	w := ofNode(f.NodeUUID)
 	if f.ResourceClass != "" {
 		w.add("a.resource_class = ?", f.ResourceClass)
@@ -121,15 +116,5 @@ func (s *Store) ListAllocations(ctx context.Context, f baremetal.AllocationFilte
 	if f.ConductorAffinity != 0 {
 		w.add("a.conductor_affinity = ?", f.ConductorAffinity)
 	}
-	return allocations.list(ctx, s, w, page)
-}
-
-// UpdateAllocation implements baremetal.AllocationStore.
-func (s *Store) UpdateAllocation(ctx context.Context, a *baremetal.Allocation) error {
-	return allocations.update(ctx, s, a)
-}
-
-// DeleteAllocation implements baremetal.AllocationStore.
-func (s *Store) DeleteAllocation(ctx context.Context, id string) error {
-	return allocations.remove(ctx, s, id)
+	return w, nil
 }

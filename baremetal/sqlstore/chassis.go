@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -48,28 +47,8 @@ var chassisTable = newCrud(crud[baremetal.Chassis, chassisRow]{
 		refused: func(uuid string) error { return &baremetal.ChassisNotEmptyError{Chassis: uuid} }},
 })
 
-// CreateChassis implements baremetal.ChassisStore.
-func (s *Store) CreateChassis(ctx context.Context, c *baremetal.Chassis) error {
-	return chassisTable.create(ctx, s, c)
-}
-
-// GetChassis implements baremetal.ChassisStore.
-func (s *Store) GetChassis(ctx context.Context, uuid string) (*baremetal.Chassis, error) {
-	return chassisTable.get(ctx, s, uuid)
-}
-
-// ListChassis implements baremetal.ChassisStore.
-func (s *Store) ListChassis(ctx context.Context, page baremetal.Page) ([]*baremetal.Chassis, error) {
-	return chassisTable.list(ctx, s, filters{}, page)
-}
-
-// UpdateChassis implements baremetal.ChassisStore.
-func (s *Store) UpdateChassis(ctx context.Context, c *baremetal.Chassis) error {
-	return chassisTable.update(ctx, s, c)
-}
-
-// DeleteChassis implements baremetal.ChassisStore. The reference of
-// nodes.chassis_uuid refuses the delete when a node joined meanwhile.
-func (s *Store) DeleteChassis(ctx context.Context, uuid string) error {
-	return chassisTable.remove(ctx, s, uuid)
+// Chassis implements baremetal.ResourceStore. The reference of
+// nodes.chassis_uuid refuses a delete when a node joined meanwhile.
+func (s *Store) Chassis() baremetal.Collection[baremetal.Chassis, baremetal.ChassisFilter] {
+	return bind(s, chassisTable, noFilter[baremetal.ChassisFilter])
 }

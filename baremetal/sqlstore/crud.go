@@ -16,10 +16,11 @@ import (
 
 // This file holds the one create, get, list, update and delete that the
 // resource tables beside nodes and ports share: a resource describes
-// its table once, as a crud value, and each of its Store methods is one
-// call. Writes are compare-and-swap on the version column, failures are
-// the baremetal package's typed errors, and a failed write changes
-// neither the store nor the caller's value.
+// its table once, as a crud value, and its Store accessor binds that
+// description to the store as a baremetal.Collection. Writes are
+// compare-and-swap on the version column, failures are the baremetal
+// package's typed errors, and a failed write changes neither the store
+// nor the caller's value.
 
 // nodeLink says whether a resource's rows belong to a node (node_id).
 type nodeLink int
@@ -502,6 +503,48 @@ func (c *crud[T, R]) remove(ctx context.Context, s *Store, uid string) error {
 		return ch.refused(uid)
 	}
 	return s.finish(ctx, err, "deleting "+c.noun+" "+uid, nil)
+}
+
+// collection is a resource table bound to a store: the
+// baremetal.Collection a Store accessor returns. where turns a listing's
+// filter into conditions.
+type collection[T, R, F any] struct {
+	s     *Store
+	c     *crud[T, R]
+	where func(F) (filters, error)
+}
+
+// bind binds the table c to s, with where for its listings' filter.
+func bind[T, R, F any](s *Store, c *crud[T, R], where func(F) (filters, error)) baremetal.Collection[T, F] {
+	return collection[T, R, F]{s: s, c: c, where: where}
+}
+
+// noFilter is the where of a resource whose filter has no fields.
+func noFilter[F any](F) (filters, error) { return filters{}, nil }
+
+// Create implements baremetal.Collection.
+func (b collection[T, R, F]) Create(ctx context.Context, x *T) error { return b.c.create(ctx, b.s, x) }
+
+// Get implements baremetal.Collection.
+func (b collection[T, R, F]) Get(ctx context.Context, ident string) (*T, error) {
+	return b.c.get(ctx, b.s, ident)
+}
+
+// List implements baremetal.Collection.
+func (b collection[T, R, F]) List(ctx context.Context, f F, page baremetal.Page) ([]*T, error) {
+	w, err := b.where(f)
+	if err != nil {
+		return nil, err
+	}
+	return b.c.list(ctx, b.s, w, page)
+}
+
+// Update implements baremetal.Collection.
+func (b collection[T, R, F]) Update(ctx context.Context, x *T) error { return b.c.update(ctx, b.s, x) }
+
+// Delete implements baremetal.Collection.
+func (b collection[T, R, F]) Delete(ctx context.Context, uuid string) error {
+	return b.c.remove(ctx, b.s, uuid)
 }
 
 // casUpdate runs an UPDATE of table's row uuid guarded by version inside

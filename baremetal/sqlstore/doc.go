@@ -49,9 +49,10 @@
 // and targets) goes through one generic create, get, list, update and
 // delete (crud.go): a resource describes its table once (columns, node
 // link, unique constraints, rows that keep it from being deleted,
-// sortable columns) and each Store method is one call. A new resource
-// table is a migration, a row type, its argument and decode functions,
-// and a description.
+// sortable columns) and its accessor (Store.Portgroups, ...) binds that
+// description and the conditions of its listing filter to the store as a
+// baremetal.Collection. A new resource table is a migration, a row type,
+// its argument and decode functions, a description and its accessor.
 //
 // A node names its chassis by UUID (nodes.chassis_uuid): PostgreSQL
 // keeps the reference with a foreign key; SQLite, which cannot drop a

@@ -79,26 +79,26 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 		t.Fatal(err)
 	}
 	g := &baremetal.Portgroup{NodeUUID: n.UUID, Name: "bond0"}
-	if err := s.CreatePortgroup(ctx, g); err != nil {
+	if err := s.Portgroups().Create(ctx, g); err != nil {
 		t.Fatalf("schema 5 cannot store a portgroup: %v", err)
 	}
 	port := &baremetal.Port{NodeUUID: n.UUID, Address: "52:54:00:00:00:05", PortgroupUUID: g.UUID}
 	if err := s.CreatePort(ctx, port); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateAllocation(ctx, &baremetal.Allocation{ResourceClass: "baremetal"}); err != nil {
+	if err := s.Allocations().Create(ctx, &baremetal.Allocation{ResourceClass: "baremetal"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DownTo(ctx, 4); err != nil {
 		t.Fatalf("migrating down to 4: %v", err)
 	}
-	if _, err := s.ListAllocations(ctx, baremetal.AllocationFilter{}, baremetal.Page{}); err == nil {
+	if _, err := s.Allocations().List(ctx, baremetal.AllocationFilter{}, baremetal.Page{}); err == nil {
 		t.Fatal("allocations table still there after migrating down to 4")
 	}
 	if _, err := p.UpTo(ctx, 5); err != nil {
 		t.Fatalf("migrating up to 5: %v", err)
 	}
-	if _, err := s.ListPortgroups(ctx, baremetal.PortgroupFilter{}, baremetal.Page{}); err != nil {
+	if _, err := s.Portgroups().List(ctx, baremetal.PortgroupFilter{}, baremetal.Page{}); err != nil {
 		t.Fatalf("portgroups table missing after migrating up to 5: %v", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
@@ -108,7 +108,7 @@ func checkResourcesMigration(t *testing.T, s *sqlstore.Store, p *goose.Provider)
 	if err != nil || got.PortgroupUUID != "" || got.NodeUUID != n.UUID {
 		t.Fatalf("port after down and up = %+v, %v; want it kept, on its node, without portgroup", got, err)
 	}
-	if l, err := s.ListPortgroups(ctx, baremetal.PortgroupFilter{}, baremetal.Page{}); err != nil || len(l) != 0 {
+	if l, err := s.Portgroups().List(ctx, baremetal.PortgroupFilter{}, baremetal.Page{}); err != nil || len(l) != 0 {
 		t.Fatalf("portgroups after down and up = %d, %v; want an empty table", len(l), err)
 	}
 	if err := s.DeletePort(ctx, port.UUID); err != nil {
@@ -134,23 +134,23 @@ func checkChassisVolumeMigration(t *testing.T, s *sqlstore.Store, p *goose.Provi
 		t.Fatal("no chassis and volume migration embedded")
 	}
 	ch := &baremetal.Chassis{Description: "rack 1"}
-	if err := s.CreateChassis(ctx, ch); err != nil {
+	if err := s.Chassis().Create(ctx, ch); err != nil {
 		t.Fatalf("schema %d cannot store a chassis: %v", version, err)
 	}
 	n := &baremetal.Node{Name: "in-chassis", ChassisUUID: ch.UUID}
 	if err := s.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateVolumeConnector(ctx, &baremetal.VolumeConnector{NodeUUID: n.UUID, Type: "iqn", ConnectorID: "iqn.2026-01.org.example:n1"}); err != nil {
+	if err := s.VolumeConnectors().Create(ctx, &baremetal.VolumeConnector{NodeUUID: n.UUID, Type: "iqn", ConnectorID: "iqn.2026-01.org.example:n1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateVolumeTarget(ctx, &baremetal.VolumeTarget{NodeUUID: n.UUID, VolumeType: "iscsi", VolumeID: "v1"}); err != nil {
+	if err := s.VolumeTargets().Create(ctx, &baremetal.VolumeTarget{NodeUUID: n.UUID, VolumeType: "iscsi", VolumeID: "v1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DownTo(ctx, version-1); err != nil {
 		t.Fatalf("migrating down to %d: %v", version-1, err)
 	}
-	if _, err := s.ListChassis(ctx, baremetal.Page{}); err == nil {
+	if _, err := s.Chassis().List(ctx, baremetal.ChassisFilter{}, baremetal.Page{}); err == nil {
 		t.Fatalf("chassis table still there after migrating down to %d", version-1)
 	}
 	if _, err := p.UpTo(ctx, version); err != nil {
@@ -160,7 +160,7 @@ func checkChassisVolumeMigration(t *testing.T, s *sqlstore.Store, p *goose.Provi
 	if err != nil || got.ChassisUUID != "" {
 		t.Fatalf("node after down and up = %+v, %v; want it kept without a chassis", got, err)
 	}
-	if l, err := s.ListVolumeConnectors(ctx, baremetal.VolumeFilter{}, baremetal.Page{}); err != nil || len(l) != 0 {
+	if l, err := s.VolumeConnectors().List(ctx, baremetal.VolumeFilter{}, baremetal.Page{}); err != nil || len(l) != 0 {
 		t.Fatalf("volume connectors after down and up = %d, %v; want an empty table", len(l), err)
 	}
 	if err := s.DeleteNode(ctx, n.UUID); err != nil {
@@ -237,19 +237,19 @@ func checkAPI1115Migration(t *testing.T, s *sqlstore.Store, p *goose.Provider) {
 	}
 	rb := &baremetal.Runbook{Name: "CUSTOM_LEGACY", Description: "old", Traits: []string{"CUSTOM_OTHER"},
 		Steps: []baremetal.RunbookStep{{Interface: "bios", Step: "factory_reset", Args: map[string]any{}}}}
-	if err := s.CreateRunbook(ctx, rb); err != nil {
+	if err := s.Runbooks().Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DownTo(ctx, version-1); err != nil {
 		t.Fatalf("migrating down to %d: %v", version-1, err)
 	}
-	if _, err := s.GetRunbook(ctx, rb.UUID); err == nil {
+	if _, err := s.Runbooks().Get(ctx, rb.UUID); err == nil {
 		t.Fatalf("runbook read without its traits column at schema %d", version-1)
 	}
 	if _, err := p.UpTo(ctx, version); err != nil {
 		t.Fatalf("migrating up to %d: %v", version, err)
 	}
-	got, err := s.GetRunbook(ctx, rb.UUID)
+	got, err := s.Runbooks().Get(ctx, rb.UUID)
 	if err != nil || !reflect.DeepEqual(got.Traits, []string{"CUSTOM_LEGACY"}) || got.Description != "" {
 		t.Fatalf("runbook after down and up = %+v, %v; want its name as its one trait, no description", got, err)
 	}

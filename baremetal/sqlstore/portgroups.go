@@ -81,36 +81,21 @@ var portgroups = newCrud(crud[baremetal.Portgroup, portgroupRow]{
 		refused: func(uuid string) error { return &baremetal.PortgroupNotEmptyError{Portgroup: uuid} }},
 })
 
-// CreatePortgroup implements baremetal.PortgroupStore.
-func (s *Store) CreatePortgroup(ctx context.Context, g *baremetal.Portgroup) error {
-	return portgroups.create(ctx, s, g)
+// Portgroups implements baremetal.ResourceStore. The foreign key of
+// ports.portgroup_id refuses a delete when a port joined meanwhile.
+func (s *Store) Portgroups() baremetal.Collection[baremetal.Portgroup, baremetal.PortgroupFilter] {
+	return bind(s, portgroups, portgroupWhere)
 }
 
-// GetPortgroup implements baremetal.PortgroupStore.
-func (s *Store) GetPortgroup(ctx context.Context, ident string) (*baremetal.Portgroup, error) {
-	return portgroups.get(ctx, s, ident)
-}
-
-// ListPortgroups implements baremetal.PortgroupStore.
-func (s *Store) ListPortgroups(ctx context.Context, f baremetal.PortgroupFilter, page baremetal.Page) ([]*baremetal.Portgroup, error) {
+// portgroupWhere is the conditions of a portgroup listing.
+func portgroupWhere(f baremetal.PortgroupFilter) (filters, error) {
 	w := ofNode(f.NodeUUID)
 	if f.Address != "" {
 		mac, err := baremetal.NormalizeMAC("address", f.Address)
 		if err != nil {
-			return nil, &baremetal.InvalidFieldError{Kind: "portgroup", Field: "address", Expected: "a 48-bit MAC address such as 52:54:00:12:34:56"}
+			return w, &baremetal.InvalidFieldError{Kind: "portgroup", Field: "address", Expected: "a 48-bit MAC address such as 52:54:00:12:34:56"}
 		}
 		w.add("g.address = ?", mac)
 	}
-	return portgroups.list(ctx, s, w, page)
-}
-
-// UpdatePortgroup implements baremetal.PortgroupStore.
-func (s *Store) UpdatePortgroup(ctx context.Context, g *baremetal.Portgroup) error {
-	return portgroups.update(ctx, s, g)
-}
-
-// DeletePortgroup implements baremetal.PortgroupStore. The foreign key of
-// ports.portgroup_id refuses the delete when a port joined meanwhile.
-func (s *Store) DeletePortgroup(ctx context.Context, id string) error {
-	return portgroups.remove(ctx, s, id)
+	return w, nil
 }

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"slices"
 
@@ -158,43 +157,18 @@ var runbooks = newCrud(crud[baremetal.Runbook, templateRow]{
 	unique: func(r *baremetal.Runbook) []uniqueField { return uniqueName(r.Name) },
 })
 
-// CreateDeployTemplate implements baremetal.DeployTemplateStore.
-func (s *Store) CreateDeployTemplate(ctx context.Context, t *baremetal.DeployTemplate) error {
-	return deployTemplates.create(ctx, s, t)
+// DeployTemplates implements baremetal.ResourceStore.
+func (s *Store) DeployTemplates() baremetal.Collection[baremetal.DeployTemplate, baremetal.DeployTemplateFilter] {
+	return bind(s, deployTemplates, noFilter[baremetal.DeployTemplateFilter])
 }
 
-// GetDeployTemplate implements baremetal.DeployTemplateStore.
-func (s *Store) GetDeployTemplate(ctx context.Context, ident string) (*baremetal.DeployTemplate, error) {
-	return deployTemplates.get(ctx, s, ident)
+// Runbooks implements baremetal.ResourceStore.
+func (s *Store) Runbooks() baremetal.Collection[baremetal.Runbook, baremetal.RunbookFilter] {
+	return bind(s, runbooks, runbookWhere)
 }
 
-// ListDeployTemplates implements baremetal.DeployTemplateStore.
-func (s *Store) ListDeployTemplates(ctx context.Context, page baremetal.Page) ([]*baremetal.DeployTemplate, error) {
-	return deployTemplates.list(ctx, s, filters{}, page)
-}
-
-// UpdateDeployTemplate implements baremetal.DeployTemplateStore.
-func (s *Store) UpdateDeployTemplate(ctx context.Context, t *baremetal.DeployTemplate) error {
-	return deployTemplates.update(ctx, s, t)
-}
-
-// DeleteDeployTemplate implements baremetal.DeployTemplateStore.
-func (s *Store) DeleteDeployTemplate(ctx context.Context, id string) error {
-	return deployTemplates.remove(ctx, s, id)
-}
-
-// CreateRunbook implements baremetal.RunbookStore.
-func (s *Store) CreateRunbook(ctx context.Context, r *baremetal.Runbook) error {
-	return runbooks.create(ctx, s, r)
-}
-
-// GetRunbook implements baremetal.RunbookStore.
-func (s *Store) GetRunbook(ctx context.Context, ident string) (*baremetal.Runbook, error) {
-	return runbooks.get(ctx, s, ident)
-}
-
-// ListRunbooks implements baremetal.RunbookStore.
-func (s *Store) ListRunbooks(ctx context.Context, f baremetal.RunbookFilter, page baremetal.Page) ([]*baremetal.Runbook, error) {
+// runbookWhere is the conditions of a runbook listing.
+func runbookWhere(f baremetal.RunbookFilter) (filters, error) {
 	var w filters
 	if f.Owner != "" {
 		w.add("owner = ?", f.Owner)
@@ -202,15 +176,5 @@ func (s *Store) ListRunbooks(ctx context.Context, f baremetal.RunbookFilter, pag
 	if f.Public != nil {
 		w.add("public = ?", *f.Public)
 	}
-	return runbooks.list(ctx, s, w, page)
-}
-
-// UpdateRunbook implements baremetal.RunbookStore.
-func (s *Store) UpdateRunbook(ctx context.Context, r *baremetal.Runbook) error {
-	return runbooks.update(ctx, s, r)
-}
-
-// DeleteRunbook implements baremetal.RunbookStore.
-func (s *Store) DeleteRunbook(ctx context.Context, id string) error {
-	return runbooks.remove(ctx, s, id)
+	return w, nil
 }

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -67,31 +66,6 @@ var volumeConnectors = newCrud(crud[baremetal.VolumeConnector, volumeConnectorRo
 	},
 })
 
-// CreateVolumeConnector implements baremetal.VolumeStore.
-func (s *Store) CreateVolumeConnector(ctx context.Context, c *baremetal.VolumeConnector) error {
-	return volumeConnectors.create(ctx, s, c)
-}
-
-// GetVolumeConnector implements baremetal.VolumeStore.
-func (s *Store) GetVolumeConnector(ctx context.Context, uuid string) (*baremetal.VolumeConnector, error) {
-	return volumeConnectors.get(ctx, s, uuid)
-}
-
-// ListVolumeConnectors implements baremetal.VolumeStore.
-func (s *Store) ListVolumeConnectors(ctx context.Context, f baremetal.VolumeFilter, page baremetal.Page) ([]*baremetal.VolumeConnector, error) {
-	return volumeConnectors.list(ctx, s, ofNode(f.NodeUUID), page)
-}
-
-// UpdateVolumeConnector implements baremetal.VolumeStore.
-func (s *Store) UpdateVolumeConnector(ctx context.Context, c *baremetal.VolumeConnector) error {
-	return volumeConnectors.update(ctx, s, c)
-}
-
-// DeleteVolumeConnector implements baremetal.VolumeStore.
-func (s *Store) DeleteVolumeConnector(ctx context.Context, uuid string) error {
-	return volumeConnectors.remove(ctx, s, uuid)
-}
-
 type volumeTargetRow struct {
 	rowBase
 	VolumeType string         `db:"volume_type"`
@@ -142,27 +116,15 @@ var volumeTargets = newCrud(crud[baremetal.VolumeTarget, volumeTargetRow]{
 	},
 })
 
-// CreateVolumeTarget implements baremetal.VolumeStore.
-func (s *Store) CreateVolumeTarget(ctx context.Context, t *baremetal.VolumeTarget) error {
-	return volumeTargets.create(ctx, s, t)
+// VolumeConnectors implements baremetal.ResourceStore.
+func (s *Store) VolumeConnectors() baremetal.Collection[baremetal.VolumeConnector, baremetal.VolumeFilter] {
+	return bind(s, volumeConnectors, volumeWhere)
 }
 
-// GetVolumeTarget implements baremetal.VolumeStore.
-func (s *Store) GetVolumeTarget(ctx context.Context, uuid string) (*baremetal.VolumeTarget, error) {
-	return volumeTargets.get(ctx, s, uuid)
+// VolumeTargets implements baremetal.ResourceStore.
+func (s *Store) VolumeTargets() baremetal.Collection[baremetal.VolumeTarget, baremetal.VolumeFilter] {
+	return bind(s, volumeTargets, volumeWhere)
 }
 
-// ListVolumeTargets implements baremetal.VolumeStore.
-func (s *Store) ListVolumeTargets(ctx context.Context, f baremetal.VolumeFilter, page baremetal.Page) ([]*baremetal.VolumeTarget, error) {
-	return volumeTargets.list(ctx, s, ofNode(f.NodeUUID), page)
-}
-
-// UpdateVolumeTarget implements baremetal.VolumeStore.
-func (s *Store) UpdateVolumeTarget(ctx context.Context, t *baremetal.VolumeTarget) error {
-	return volumeTargets.update(ctx, s, t)
-}
-
-// DeleteVolumeTarget implements baremetal.VolumeStore.
-func (s *Store) DeleteVolumeTarget(ctx context.Context, uuid string) error {
-	return volumeTargets.remove(ctx, s, uuid)
-}
+// volumeWhere is the conditions of a volume connector or target listing.
+func volumeWhere(f baremetal.VolumeFilter) (filters, error) { return ofNode(f.NodeUUID), nil }

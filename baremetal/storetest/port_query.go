@@ -23,7 +23,7 @@ func testQueryPorts(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		return p
 	}
 	g := &baremetal.Portgroup{NodeUUID: a.UUID, Name: "bond0"}
-	if err := s.CreatePortgroup(ctx(t), g); err != nil {
+	if err := s.Portgroups().Create(ctx(t), g); err != nil {
 		t.Fatal(err)
 	}
 	p1 := mk(a, "52:54:00:00:00:03", "eth0", "intel")

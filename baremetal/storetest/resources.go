@@ -38,22 +38,22 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		Properties: map[string]any{"miimon": float64(100), "xmit_hash_policy": "layer3+4"}, StandalonePortsSupported: true,
 		PhysicalNetwork: "physnet1", InternalInfo: map[string]any{"tenant_vif_port_id": "vif-1"}, Extra: map[string]any{"rack": "r1"},
 	}
-	if err := s.CreatePortgroup(c, g); err != nil {
-		t.Fatalf("CreatePortgroup: %v", err)
+	if err := s.Portgroups().Create(c, g); err != nil {
+		t.Fatalf("Portgroups().Create: %v", err)
 	}
 	if g.ID == 0 || g.UUID == "" || g.Version != 1 || !g.CreatedAt.Equal(clock.Now()) || g.Address != "52:54:00:aa:bb:01" || g.NodeUUID != n1.UUID {
 		t.Fatalf("created portgroup = %+v: want ID, UUID, version 1, stamps, lower-case MAC and node UUID filled", g)
 	}
 	for _, ident := range []string{g.UUID, strings.ToUpper(g.UUID), "bond0"} {
-		got, err := s.GetPortgroup(c, ident)
+		got, err := s.Portgroups().Get(c, ident)
 		if err != nil {
-			t.Fatalf("GetPortgroup(%s): %v", ident, err)
+			t.Fatalf("Portgroups().Get(%s): %v", ident, err)
 		}
 		if !reflect.DeepEqual(got, g) {
-			t.Fatalf("GetPortgroup(%s) = %+v, want %+v", ident, got, g)
+			t.Fatalf("Portgroups().Get(%s) = %+v, want %+v", ident, got, g)
 		}
 	}
-	wantNotFound(t, func() error { _, err := s.GetPortgroup(c, "bond9"); return err }(), "portgroup", "GetPortgroup(unknown)")
+	wantNotFound(t, func() error { _, err := s.Portgroups().Get(c, "bond9"); return err }(), "portgroup", "Portgroups().Get(unknown)")
 
 	// Duplicates and bad input leave the store unchanged.
 	for _, tc := range []struct {
@@ -69,18 +69,18 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"node_uuid", &baremetal.Portgroup{NodeUUID: "nope"}},
 		{"mode", &baremetal.Portgroup{NodeUUID: n1.UUID, Mode: strings.Repeat("m", 256)}},
 	} {
-		wantField(t, s.CreatePortgroup(c, tc.g), tc.field)
+		wantField(t, s.Portgroups().Create(c, tc.g), tc.field)
 	}
-	wantNotFound(t, s.CreatePortgroup(c, &baremetal.Portgroup{NodeUUID: "aaaaaaaa-0000-4000-8000-00000000dead"}), "node", "CreatePortgroup(unknown node)")
+	wantNotFound(t, s.Portgroups().Create(c, &baremetal.Portgroup{NodeUUID: "aaaaaaaa-0000-4000-8000-00000000dead"}), "node", "Portgroups().Create(unknown node)")
 
 	// A second portgroup without a name or address: both are optional.
 	g2 := &baremetal.Portgroup{NodeUUID: n2.UUID}
-	if err := s.CreatePortgroup(c, g2); err != nil {
-		t.Fatalf("CreatePortgroup(no name, no address): %v", err)
+	if err := s.Portgroups().Create(c, g2); err != nil {
+		t.Fatalf("Portgroups().Create(no name, no address): %v", err)
 	}
-	all, err := s.ListPortgroups(c, baremetal.PortgroupFilter{}, baremetal.Page{})
+	all, err := s.Portgroups().List(c, baremetal.PortgroupFilter{}, baremetal.Page{})
 	if err != nil || len(all) != 2 || all[0].UUID != g.UUID || all[1].UUID != g2.UUID {
-		t.Fatalf("ListPortgroups = %d, %v; want the two in creation order", len(all), err)
+		t.Fatalf("Portgroups().List = %d, %v; want the two in creation order", len(all), err)
 	}
 	for _, tc := range []struct {
 		f    baremetal.PortgroupFilter
@@ -93,20 +93,20 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{baremetal.PortgroupFilter{}, baremetal.Page{Marker: g.UUID}, []string{g2.UUID}},
 		{baremetal.PortgroupFilter{NodeUUID: n1.UUID}, baremetal.Page{Marker: g.UUID}, nil},
 	} {
-		got, err := s.ListPortgroups(c, tc.f, tc.page)
+		got, err := s.Portgroups().List(c, tc.f, tc.page)
 		if err != nil {
-			t.Fatalf("ListPortgroups(%+v, %+v): %v", tc.f, tc.page, err)
+			t.Fatalf("Portgroups().List(%+v, %+v): %v", tc.f, tc.page, err)
 		}
 		var ids []string
 		for _, x := range got {
 			ids = append(ids, x.UUID)
 		}
 		if !reflect.DeepEqual(ids, tc.want) {
-			t.Fatalf("ListPortgroups(%+v, %+v) = %v, want %v", tc.f, tc.page, ids, tc.want)
+			t.Fatalf("Portgroups().List(%+v, %+v) = %v, want %v", tc.f, tc.page, ids, tc.want)
 		}
 	}
 	wantField(t, func() error {
-		_, err := s.ListPortgroups(c, baremetal.PortgroupFilter{}, baremetal.Page{Marker: "aaaaaaaa-0000-4000-8000-00000000dead"})
+		_, err := s.Portgroups().List(c, baremetal.PortgroupFilter{}, baremetal.Page{Marker: "aaaaaaaa-0000-4000-8000-00000000dead"})
 		return err
 	}(), "marker")
 
@@ -114,15 +114,15 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	stale := g.Clone()
 	g.Mode, g.Extra = "active-backup", nil
 	clock.Advance(1e9)
-	if err := s.UpdatePortgroup(c, g); err != nil || g.Version != 2 || !g.UpdatedAt.Equal(clock.Now()) {
-		t.Fatalf("UpdatePortgroup = %v (version %d); want version 2 and a new stamp", err, g.Version)
+	if err := s.Portgroups().Update(c, g); err != nil || g.Version != 2 || !g.UpdatedAt.Equal(clock.Now()) {
+		t.Fatalf("Portgroups().Update = %v (version %d); want version 2 and a new stamp", err, g.Version)
 	}
 	stale.Mode = "balance-rr"
-	wantIs(t, s.UpdatePortgroup(c, stale), baremetal.ErrConflict, "UpdatePortgroup(stale)")
-	if got, _ := s.GetPortgroup(c, g.UUID); got.Mode != "active-backup" || got.Extra != nil {
+	wantIs(t, s.Portgroups().Update(c, stale), baremetal.ErrConflict, "Portgroups().Update(stale)")
+	if got, _ := s.Portgroups().Get(c, g.UUID); got.Mode != "active-backup" || got.Extra != nil {
 		t.Fatalf("portgroup after a lost update = %+v", got)
 	}
-	wantField(t, s.UpdatePortgroup(c, &baremetal.Portgroup{UUID: g2.UUID, NodeUUID: n2.UUID, Name: "bond0", Version: g2.Version}), "name")
+	wantField(t, s.Portgroups().Update(c, &baremetal.Portgroup{UUID: g2.UUID, NodeUUID: n2.UUID, Name: "bond0", Version: g2.Version}), "name")
 
 	// Ports join portgroups of their own node only.
 	p := &baremetal.Port{NodeUUID: n1.UUID, Address: "52:54:00:00:01:01", PortgroupUUID: strings.ToUpper(g.UUID)}
@@ -166,28 +166,28 @@ func testPortgroups(t *testing.T, s baremetal.Store, clock *ManualClock) {
 	}
 
 	// A portgroup with ports can be neither deleted nor moved.
-	err = s.DeletePortgroup(c, g.UUID)
+	err = s.Portgroups().Delete(c, g.UUID)
 	var ne *baremetal.PortgroupNotEmptyError
 	if !errors.As(err, &ne) || ne.Portgroup != g.UUID || !errors.Is(err, baremetal.ErrPortgroupNotEmpty) {
-		t.Fatalf("DeletePortgroup(with ports) = %v, want PortgroupNotEmptyError naming it", err)
+		t.Fatalf("Portgroups().Delete(with ports) = %v, want PortgroupNotEmptyError naming it", err)
 	}
 	moved := g.Clone()
 	moved.NodeUUID = n2.UUID
-	wantIs(t, s.UpdatePortgroup(c, moved), baremetal.ErrPortgroupNotEmpty, "UpdatePortgroup(move with ports)")
+	wantIs(t, s.Portgroups().Update(c, moved), baremetal.ErrPortgroupNotEmpty, "Portgroups().Update(move with ports)")
 	p.PortgroupUUID = ""
 	if err := s.UpdatePort(c, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeletePortgroup(c, g.UUID); err != nil {
-		t.Fatalf("DeletePortgroup(empty): %v", err)
+	if err := s.Portgroups().Delete(c, g.UUID); err != nil {
+		t.Fatalf("Portgroups().Delete(empty): %v", err)
 	}
-	wantNotFound(t, s.DeletePortgroup(c, g.UUID), "portgroup", "DeletePortgroup(again)")
+	wantNotFound(t, s.Portgroups().Delete(c, g.UUID), "portgroup", "Portgroups().Delete(again)")
 
 	// Deleting a node deletes its ports and portgroups.
 	if err := s.DeleteNode(c, n2.UUID); err != nil {
 		t.Fatalf("DeleteNode with a portgroup and a member port: %v", err)
 	}
-	wantNotFound(t, func() error { _, err := s.GetPortgroup(c, g2.UUID); return err }(), "portgroup", "portgroup of a deleted node")
+	wantNotFound(t, func() error { _, err := s.Portgroups().Get(c, g2.UUID); return err }(), "portgroup", "portgroup of a deleted node")
 	wantNotFound(t, func() error { _, err := s.GetPort(c, other.UUID); return err }(), "port", "port of a deleted node")
 }
 
@@ -198,19 +198,19 @@ func testAllocations(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		Name: "alloc-1", ResourceClass: "baremetal", Traits: []string{"CUSTOM_GPU"},
 		CandidateNodes: []string{strings.ToUpper(n1.UUID), n2.UUID}, Extra: map[string]any{"k": "v"}, Owner: "project-a",
 	}
-	if err := s.CreateAllocation(c, a); err != nil {
-		t.Fatalf("CreateAllocation: %v", err)
+	if err := s.Allocations().Create(c, a); err != nil {
+		t.Fatalf("Allocations().Create: %v", err)
 	}
 	if a.ID == 0 || a.UUID == "" || a.State != baremetal.AllocationAllocating || a.Version != 1 || a.CandidateNodes[0] != n1.UUID || !a.CreatedAt.Equal(clock.Now()) {
 		t.Fatalf("created allocation = %+v: want ID, UUID, state allocating, version 1, candidates lower case", a)
 	}
 	for _, ident := range []string{a.UUID, "alloc-1"} {
-		got, err := s.GetAllocation(c, ident)
+		got, err := s.Allocations().Get(c, ident)
 		if err != nil || !reflect.DeepEqual(got, a) {
-			t.Fatalf("GetAllocation(%s) = %+v, %v; want %+v", ident, got, err, a)
+			t.Fatalf("Allocations().Get(%s) = %+v, %v; want %+v", ident, got, err, a)
 		}
 	}
-	wantNotFound(t, func() error { _, err := s.GetAllocation(c, "nope"); return err }(), "allocation", "GetAllocation(unknown)")
+	wantNotFound(t, func() error { _, err := s.Allocations().Get(c, "nope"); return err }(), "allocation", "Allocations().Get(unknown)")
 
 	for _, tc := range []struct {
 		field string
@@ -227,35 +227,35 @@ func testAllocations(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"name", &baremetal.Allocation{ResourceClass: "x", Name: "a b"}},
 		{"node_uuid", &baremetal.Allocation{NodeUUID: "nope"}},
 	} {
-		wantField(t, s.CreateAllocation(c, tc.a), tc.field)
+		wantField(t, s.Allocations().Create(c, tc.a), tc.field)
 	}
-	wantNotFound(t, s.CreateAllocation(c, &baremetal.Allocation{NodeUUID: "aaaaaaaa-0000-4000-8000-00000000dead"}), "node", "CreateAllocation(unknown node)")
+	wantNotFound(t, s.Allocations().Create(c, &baremetal.Allocation{NodeUUID: "aaaaaaaa-0000-4000-8000-00000000dead"}), "node", "Allocations().Create(unknown node)")
 
 	// A backfill names its node; a node has one allocation at most.
 	b := &baremetal.Allocation{NodeUUID: n2.UUID, State: baremetal.AllocationActive}
-	if err := s.CreateAllocation(c, b); err != nil {
-		t.Fatalf("CreateAllocation(backfill without resource class): %v", err)
+	if err := s.Allocations().Create(c, b); err != nil {
+		t.Fatalf("Allocations().Create(backfill without resource class): %v", err)
 	}
-	wantField(t, s.CreateAllocation(c, &baremetal.Allocation{NodeUUID: n2.UUID}), "node_uuid")
+	wantField(t, s.Allocations().Create(c, &baremetal.Allocation{NodeUUID: n2.UUID}), "node_uuid")
 
 	// Update: the conductor binds the node; compare-and-swap.
 	stale := a.Clone()
 	a.State, a.NodeUUID = baremetal.AllocationActive, n1.UUID
 	clock.Advance(1e9)
-	if err := s.UpdateAllocation(c, a); err != nil || a.Version != 2 || !a.UpdatedAt.Equal(clock.Now()) {
-		t.Fatalf("UpdateAllocation = %v, version %d", err, a.Version)
+	if err := s.Allocations().Update(c, a); err != nil || a.Version != 2 || !a.UpdatedAt.Equal(clock.Now()) {
+		t.Fatalf("Allocations().Update = %v, version %d", err, a.Version)
 	}
 	stale.State, stale.LastError = baremetal.AllocationError, "late"
-	wantIs(t, s.UpdateAllocation(c, stale), baremetal.ErrConflict, "UpdateAllocation(stale)")
+	wantIs(t, s.Allocations().Update(c, stale), baremetal.ErrConflict, "Allocations().Update(stale)")
 	taken := b.Clone()
 	taken.NodeUUID = n1.UUID
-	wantField(t, s.UpdateAllocation(c, taken), "node_uuid")
-	if got, _ := s.GetAllocation(c, a.UUID); got.State != baremetal.AllocationActive || got.NodeUUID != n1.UUID || got.LastError != "" {
+	wantField(t, s.Allocations().Update(c, taken), "node_uuid")
+	if got, _ := s.Allocations().Get(c, a.UUID); got.State != baremetal.AllocationActive || got.NodeUUID != n1.UUID || got.LastError != "" {
 		t.Fatalf("allocation after a lost update = %+v", got)
 	}
 
 	e := &baremetal.Allocation{ResourceClass: "other", State: baremetal.AllocationError, LastError: "no node", Owner: "project-b"}
-	if err := s.CreateAllocation(c, e); err != nil {
+	if err := s.Allocations().Create(c, e); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -270,28 +270,28 @@ func testAllocations(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{baremetal.AllocationFilter{Owner: "project-a"}, baremetal.Page{}, []string{a.UUID}},
 		{baremetal.AllocationFilter{}, baremetal.Page{Limit: 2, Marker: a.UUID}, []string{b.UUID, e.UUID}},
 	} {
-		got, err := s.ListAllocations(c, tc.f, tc.page)
+		got, err := s.Allocations().List(c, tc.f, tc.page)
 		if err != nil {
-			t.Fatalf("ListAllocations(%+v): %v", tc.f, err)
+			t.Fatalf("Allocations().List(%+v): %v", tc.f, err)
 		}
 		var ids []string
 		for _, x := range got {
 			ids = append(ids, x.UUID)
 		}
 		if !reflect.DeepEqual(ids, tc.want) {
-			t.Fatalf("ListAllocations(%+v, %+v) = %v, want %v", tc.f, tc.page, ids, tc.want)
+			t.Fatalf("Allocations().List(%+v, %+v) = %v, want %v", tc.f, tc.page, ids, tc.want)
 		}
 	}
 
-	if err := s.DeleteAllocation(c, e.UUID); err != nil {
-		t.Fatalf("DeleteAllocation: %v", err)
+	if err := s.Allocations().Delete(c, e.UUID); err != nil {
+		t.Fatalf("Allocations().Delete: %v", err)
 	}
-	wantNotFound(t, s.DeleteAllocation(c, e.UUID), "allocation", "DeleteAllocation(again)")
+	wantNotFound(t, s.Allocations().Delete(c, e.UUID), "allocation", "Allocations().Delete(again)")
 	// Deleting a node deletes its allocation.
 	if err := s.DeleteNode(c, n2.UUID); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound(t, func() error { _, err := s.GetAllocation(c, b.UUID); return err }(), "allocation", "allocation of a deleted node")
+	wantNotFound(t, func() error { _, err := s.Allocations().Get(c, b.UUID); return err }(), "allocation", "allocation of a deleted node")
 }
 
 func testDeployTemplates(t *testing.T, s baremetal.Store, clock *ManualClock) {
@@ -300,23 +300,23 @@ func testDeployTemplates(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{Interface: "raid", Step: "create_configuration", Args: map[string]any{"logical_disks": []any{map[string]any{"size_gb": "MAX", "raid_level": "1"}}}, Priority: 90},
 		{Interface: "bios", Step: "apply_configuration", Args: map[string]any{"big": int64(9007199254740993)}, Priority: 0},
 	}}
-	if err := s.CreateDeployTemplate(c, dt); err != nil {
-		t.Fatalf("CreateDeployTemplate: %v", err)
+	if err := s.DeployTemplates().Create(c, dt); err != nil {
+		t.Fatalf("DeployTemplates().Create: %v", err)
 	}
 	if dt.ID == 0 || dt.UUID == "" || dt.Version != 1 || !dt.CreatedAt.Equal(clock.Now()) {
 		t.Fatalf("created template = %+v", dt)
 	}
 	for _, ident := range []string{dt.UUID, "CUSTOM_RAID1"} {
-		got, err := s.GetDeployTemplate(c, ident)
+		got, err := s.DeployTemplates().Get(c, ident)
 		if err != nil {
-			t.Fatalf("GetDeployTemplate(%s): %v", ident, err)
+			t.Fatalf("DeployTemplates().Get(%s): %v", ident, err)
 		}
 		if fmt.Sprint(got.Steps[1].Args["big"]) != "9007199254740993" {
 			t.Fatalf("step argument 9007199254740993 read back as %v", got.Steps[1].Args["big"])
 		}
 		got.Steps[1].Args, dt.Steps[1].Args = nil, nil
 		if !reflect.DeepEqual(got, dt) {
-			t.Fatalf("GetDeployTemplate(%s) = %+v, want %+v", ident, got, dt)
+			t.Fatalf("DeployTemplates().Get(%s) = %+v, want %+v", ident, got, dt)
 		}
 		dt.Steps[1].Args = map[string]any{"big": int64(9007199254740993)}
 	}
@@ -338,32 +338,32 @@ func testDeployTemplates(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"steps", &baremetal.DeployTemplate{Name: "CUSTOM_B", Steps: []baremetal.DeployTemplateStep{step("raid", "x", 1), step("raid", "x", 2)}}},
 		{"steps", &baremetal.DeployTemplate{Name: "CUSTOM_B", Steps: []baremetal.DeployTemplateStep{{Interface: "raid", Step: "x"}}}},
 	} {
-		wantField(t, s.CreateDeployTemplate(c, tc.dt), tc.field)
+		wantField(t, s.DeployTemplates().Create(c, tc.dt), tc.field)
 	}
 	second := &baremetal.DeployTemplate{Name: "CUSTOM_B", Steps: []baremetal.DeployTemplateStep{step("deploy", "write_image", 80)}}
-	if err := s.CreateDeployTemplate(c, second); err != nil {
+	if err := s.DeployTemplates().Create(c, second); err != nil {
 		t.Fatal(err)
 	}
-	list, err := s.ListDeployTemplates(c, baremetal.Page{})
+	list, err := s.DeployTemplates().List(c, baremetal.DeployTemplateFilter{}, baremetal.Page{})
 	if err != nil || len(list) != 2 || list[0].Name != "CUSTOM_RAID1" || list[1].Name != "CUSTOM_B" {
-		t.Fatalf("ListDeployTemplates = %v, %v", list, err)
+		t.Fatalf("DeployTemplates().List = %v, %v", list, err)
 	}
-	if list, err := s.ListDeployTemplates(c, baremetal.Page{Marker: dt.UUID, Limit: 5}); err != nil || len(list) != 1 || list[0].UUID != second.UUID {
-		t.Fatalf("ListDeployTemplates(after the first) = %v, %v", list, err)
+	if list, err := s.DeployTemplates().List(c, baremetal.DeployTemplateFilter{}, baremetal.Page{Marker: dt.UUID, Limit: 5}); err != nil || len(list) != 1 || list[0].UUID != second.UUID {
+		t.Fatalf("DeployTemplates().List(after the first) = %v, %v", list, err)
 	}
 	stale := second.Clone()
 	second.Name = "CUSTOM_C"
-	if err := s.UpdateDeployTemplate(c, second); err != nil || second.Version != 2 {
-		t.Fatalf("UpdateDeployTemplate = %v", err)
+	if err := s.DeployTemplates().Update(c, second); err != nil || second.Version != 2 {
+		t.Fatalf("DeployTemplates().Update = %v", err)
 	}
-	wantIs(t, s.UpdateDeployTemplate(c, stale), baremetal.ErrConflict, "UpdateDeployTemplate(stale)")
+	wantIs(t, s.DeployTemplates().Update(c, stale), baremetal.ErrConflict, "DeployTemplates().Update(stale)")
 	second.Name = "CUSTOM_RAID1"
-	wantField(t, s.UpdateDeployTemplate(c, second), "name")
-	if err := s.DeleteDeployTemplate(c, second.UUID); err != nil {
+	wantField(t, s.DeployTemplates().Update(c, second), "name")
+	if err := s.DeployTemplates().Delete(c, second.UUID); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound(t, s.DeleteDeployTemplate(c, second.UUID), "deploy_template", "DeleteDeployTemplate(again)")
-	wantNotFound(t, func() error { _, err := s.GetDeployTemplate(c, "CUSTOM_C"); return err }(), "deploy_template", "GetDeployTemplate(deleted)")
+	wantNotFound(t, s.DeployTemplates().Delete(c, second.UUID), "deploy_template", "DeployTemplates().Delete(again)")
+	wantNotFound(t, func() error { _, err := s.DeployTemplates().Get(c, "CUSTOM_C"); return err }(), "deploy_template", "DeployTemplates().Get(deleted)")
 }
 
 func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
@@ -374,17 +374,17 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 			{Interface: "management", Step: "update_firmware", Args: map[string]any{"url": "http://fw"}, Order: 2},
 			{Interface: "bios", Step: "factory_reset", Args: map[string]any{}, Order: 1},
 		}}
-	if err := s.CreateRunbook(c, rb); err != nil {
-		t.Fatalf("CreateRunbook: %v", err)
+	if err := s.Runbooks().Create(c, rb); err != nil {
+		t.Fatalf("Runbooks().Create: %v", err)
 	}
 	if rb.Steps[0].Order != 1 || rb.Version != 1 || rb.UUID == "" || !rb.UpdatedAt.Equal(clock.Now()) ||
 		!reflect.DeepEqual(rb.Traits, []string{"CUSTOM_FW", "CUSTOM_RACK2"}) {
 		t.Fatalf("created runbook = %+v: want its steps in run order, traits sorted, version 1", rb)
 	}
 	for _, ident := range []string{rb.UUID, "CUSTOM_FIRMWARE"} {
-		got, err := s.GetRunbook(c, ident)
+		got, err := s.Runbooks().Get(c, ident)
 		if err != nil || !reflect.DeepEqual(got, rb) {
-			t.Fatalf("GetRunbook(%s) = %+v, %v; want %+v", ident, got, err, rb)
+			t.Fatalf("Runbooks().Get(%s) = %+v, %v; want %+v", ident, got, err, rb)
 		}
 	}
 	step := func(order int) baremetal.RunbookStep {
@@ -405,15 +405,15 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{"steps", &baremetal.Runbook{Name: "CUSTOM_B", Steps: []baremetal.RunbookStep{step(-1)}}},
 		{"owner", &baremetal.Runbook{Name: "CUSTOM_B", Steps: []baremetal.RunbookStep{step(0)}, Owner: strings.Repeat("o", 256)}},
 	} {
-		wantField(t, s.CreateRunbook(c, tc.rb), tc.field)
+		wantField(t, s.Runbooks().Create(c, tc.rb), tc.field)
 	}
 	// Since 1.112 a name is any logical name; no traits are an empty list.
 	private := &baremetal.Runbook{Name: "erase-disks.v2", Owner: "project-b", Steps: []baremetal.RunbookStep{step(0)}}
-	if err := s.CreateRunbook(c, private); err != nil {
+	if err := s.Runbooks().Create(c, private); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetRunbook(c, "erase-disks.v2"); err != nil || got.Traits == nil || len(got.Traits) != 0 || got.Description != "" {
-		t.Fatalf("GetRunbook(no traits) = %+v, %v; want an empty trait list", got, err)
+	if got, err := s.Runbooks().Get(c, "erase-disks.v2"); err != nil || got.Traits == nil || len(got.Traits) != 0 || got.Description != "" {
+		t.Fatalf("Runbooks().Get(no traits) = %+v, %v; want an empty trait list", got, err)
 	}
 	yes, no := true, false
 	for _, tc := range []struct {
@@ -425,7 +425,7 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 		{baremetal.RunbookFilter{Public: &yes}, []string{rb.UUID}},
 		{baremetal.RunbookFilter{Public: &no, Owner: "project-a"}, nil},
 	} {
-		got, err := s.ListRunbooks(c, tc.f, baremetal.Page{})
+		got, err := s.Runbooks().List(c, tc.f, baremetal.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,24 +434,24 @@ func testRunbooks(t *testing.T, s baremetal.Store, clock *ManualClock) {
 			ids = append(ids, x.UUID)
 		}
 		if !reflect.DeepEqual(ids, tc.want) {
-			t.Fatalf("ListRunbooks(%+v) = %v, want %v", tc.f, ids, tc.want)
+			t.Fatalf("Runbooks().List(%+v) = %v, want %v", tc.f, ids, tc.want)
 		}
 	}
 	stale := private.Clone()
 	private.Public = true
 	private.Traits = []string{"CUSTOM_ERASE"}
 	private.Description = "wipes"
-	if err := s.UpdateRunbook(c, private); err != nil || private.Version != 2 {
-		t.Fatalf("UpdateRunbook = %v", err)
+	if err := s.Runbooks().Update(c, private); err != nil || private.Version != 2 {
+		t.Fatalf("Runbooks().Update = %v", err)
 	}
-	if got, err := s.GetRunbook(c, private.UUID); err != nil || !reflect.DeepEqual(got.Traits, []string{"CUSTOM_ERASE"}) || got.Description != "wipes" {
-		t.Fatalf("GetRunbook(updated) = %+v, %v; want its traits and description", got, err)
+	if got, err := s.Runbooks().Get(c, private.UUID); err != nil || !reflect.DeepEqual(got.Traits, []string{"CUSTOM_ERASE"}) || got.Description != "wipes" {
+		t.Fatalf("Runbooks().Get(updated) = %+v, %v; want its traits and description", got, err)
 	}
-	wantIs(t, s.UpdateRunbook(c, stale), baremetal.ErrConflict, "UpdateRunbook(stale)")
-	if err := s.DeleteRunbook(c, private.UUID); err != nil {
+	wantIs(t, s.Runbooks().Update(c, stale), baremetal.ErrConflict, "Runbooks().Update(stale)")
+	if err := s.Runbooks().Delete(c, private.UUID); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound(t, s.DeleteRunbook(c, private.UUID), "runbook", "DeleteRunbook(again)")
+	wantNotFound(t, s.Runbooks().Delete(c, private.UUID), "runbook", "Runbooks().Delete(again)")
 }
 
 // testConcurrentAllocationOfNode checks the store lets one allocation
@@ -463,7 +463,7 @@ func testConcurrentAllocationOfNode(t *testing.T, s baremetal.Store, _ *ManualCl
 	allocs := make([]*baremetal.Allocation, writers)
 	for i := range allocs {
 		allocs[i] = &baremetal.Allocation{ResourceClass: "baremetal"}
-		if err := s.CreateAllocation(c, allocs[i]); err != nil {
+		if err := s.Allocations().Create(c, allocs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -474,7 +474,7 @@ func testConcurrentAllocationOfNode(t *testing.T, s baremetal.Store, _ *ManualCl
 		go func() {
 			defer wg.Done()
 			a.NodeUUID, a.State = n.UUID, baremetal.AllocationActive
-			errs[i] = s.UpdateAllocation(c, a)
+			errs[i] = s.Allocations().Update(c, a)
 		}()
 	}
 	wg.Wait()
