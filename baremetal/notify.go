@@ -20,6 +20,11 @@ const (
 	// a verb for a node it does not own, so the owner picks it up at once
 	// instead of at its next intent poll.
 	TopicIntent = "intent"
+	// TopicTakeover is published with its hostname by a conductor that
+	// released dead conductors' reservations, so that the nodes' owners
+	// take the interrupted ones over at once instead of at their next
+	// orphan check.
+	TopicTakeover = "takeover"
 )
 
 // ClusterNotifier carries small notifications between the conductors that

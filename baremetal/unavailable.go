@@ -41,8 +41,12 @@ func (e *StoreUnavailableError) Is(target error) bool { return target == ErrStor
 // unexpected end of the connection, a connection the database/sql pool
 // found bad, or an error that says so itself with an Unavailable() bool
 // method (a store's own driver errors: SQLite's disk full, I/O error and
-// read-only database, for example). Context cancellation is not
-// unavailability: the caller gave up.
+// read-only database, for example). An error whose Unavailable() says
+// false is not, whatever it wraps (unless it wraps a
+// StoreUnavailableError): the conductor so marks what a driver call
+// returned, whose network failures (a BMC, an agent) are not the
+// database's. Context cancellation is not unavailability: the caller
+// gave up.
 //
 // The conductor retries what such errors interrupted (a release, a state
 // write) until the database answers again, and never shows their text to
@@ -51,14 +55,20 @@ func IsStoreUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, driver.ErrBadConn) ||
+	if errors.Is(err, ErrStoreUnavailable) {
+		return true
+	}
+	// An error that says whether it is the database's absence is taken
+	// at its word, before guessing from what it wraps: a driver's or an
+	// agent's network failure says it is not.
+	var u interface{ Unavailable() bool }
+	if errors.As(err, &u) {
+		return u.Unavailable()
+	}
+	if errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) {
-		return true
-	}
-	var u interface{ Unavailable() bool }
-	if errors.As(err, &u) && u.Unavailable() {
 		return true
 	}
 	var op *net.OpError

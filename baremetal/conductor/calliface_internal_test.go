@@ -3,16 +3,13 @@ package conductor
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
-	"github.com/anvilmetal/anvil/driver/fake"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -23,15 +20,7 @@ import (
 // eleven of them used to return an untyped "no ... interface" error.
 func TestVerbsLackingInterfaceAreUnsupported(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
-	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
-		t.Fatal(err)
-	}
+	store, reg := sqliteAndFakeRegistry(t)
 	c, err := New(store, reg, Options{})
 	if err != nil {
 		t.Fatal(err)

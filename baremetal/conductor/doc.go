@@ -141,6 +141,20 @@
 // explains when a dead conductor's nodes are released and how each
 // interrupted operation is resumed, restarted, left to wait or failed.
 //
+// # Rescue
+//
+// Rescue(ctx, node, password) boots an active node into a rescue
+// ramdisk. With a rescue interface that is an AgentRescuer (the "agent"
+// rescue interface of package agentdeploy) the conductor powers the node
+// off, leaves the tenant network, has the boot interface prepare the
+// rescue ramdisk (rescue_kernel and rescue_ramdisk) and powers it on; at
+// the agent's heartbeat it sends the password's crypt hash
+// (Options.RescuePasswordHashAlgorithm, SHA-256 by default) with
+// rescue.finalize_rescue, never the password, and the node is "rescue"
+// once the agent answers SUCCEEDED. Unrescue boots the instance from its
+// disk again. The password and its hash live in instance_info only while
+// the rescue runs; views mask them.
+//
 // # Consoles
 //
 // SetConsoleMode enables or disables a node's serial console and returns

@@ -37,6 +37,10 @@ type Conductor struct {
 	// powering into a ramdisk (node UUID to *tokenDesk), so a lookup
 	// during the power action needs no lock (see EnsureAgentToken).
 	bootTokens sync.Map
+	// unanswered holds, per node, the agent tokens this conductor's
+	// lookups wrote without learning whether the write committed (see
+	// noteUnanswered).
+	unanswered unansweredTokens
 
 	store   baremetal.Store
 	drivers *driver.Registry
@@ -208,6 +212,7 @@ func (c *Conductor) Launch(ctx context.Context) error {
 	go c.dispatch(bg)
 	c.loops.Add(1)
 	go c.drainBootStages(bg)
+	c.startKeepalive(bg)
 
 	if err := c.recoverNodes(ctx); err != nil {
 		c.log.Warn("start-up recovery incomplete", "error", err)

@@ -61,6 +61,7 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 			driver.KindPower:   {simfleet.PowerName, fake.Name},
 			driver.KindInspect: {fake.Name, agentdeploy.InspectName},
 			driver.KindRAID:    {fake.Name, driver.NoRAID, agentdeploy.RAIDName},
+			driver.KindRescue:  {fake.Name, driver.NoRescue, agentdeploy.RescueName},
 		},
 	})
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
@@ -99,6 +100,9 @@ func newAgentHarnessFleet(t *testing.T, opts conductor.Options, settings conduct
 		t.Fatal(err)
 	}
 	if err := reg.RegisterInterface(driver.KindRAID, agentdeploy.RAIDName, agentdeploy.NewRAID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.RegisterInterface(driver.KindRescue, agentdeploy.RescueName, agentdeploy.NewRescue()); err != nil {
 		t.Fatal(err)
 	}
 	// The listener is bound before the conductor exists (the fleet needs

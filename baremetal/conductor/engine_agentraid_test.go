@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/agentclient/agenttest"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
@@ -168,6 +169,57 @@ func TestAgentRAIDNeedsTarget(t *testing.T) {
 				t.Fatal("create_configuration reached the agent without a target")
 			}
 		}
+	}
+}
+
+// TestAgentRAIDDeployInstallsBootloaderOnHolders: a node whose
+// target_raid_config is software RAID gets image.install_bootloader after
+// a whole-disk deploy in BIOS mode (the harness's machines boot BIOS),
+// which a plain disk does not: the conductor hands the deploy interface
+// the node's target (Ironic's configure_local_boot reads
+// node.target_raid_config), and the root UUID sent is the disk
+// identifier the agent recorded, as Ironic without Glance sends it.
+func TestAgentRAIDDeployInstallsBootloaderOnHolders(t *testing.T) {
+	t.Parallel()
+	h, agents := newRAIDHarness(t)
+	n, err := h.c.Enroll(h.ctx, &baremetal.Node{Name: uniqueName("raid-deploy"), Driver: "fake-hardware",
+		PowerInterface: simfleet.PowerName, DeployInterface: agentdeploy.Name, RAIDInterface: agentdeploy.RAIDName,
+		InstanceInfo: map[string]any{"image_source": "http://images.example/disk.raw", "image_checksum": "0123456789abcdef0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Manage(h.ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(n.UUID, statemachine.Manageable)
+	if err := h.c.SetTargetRAIDConfig(h.ctx, n.UUID, jsonObject(t, `{"logical_disks": [{"size_gb": "MAX", "raid_level": "1", "controller": "software"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Provide(h.ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(n.UUID, statemachine.Available)
+	if err := h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitFor(n.UUID, statemachine.Active)
+	var params map[string]any
+	for _, a := range *agents {
+		for _, e := range a.Executed() {
+			if e.Command == agentclient.CmdInstallBootloader {
+				params = e.Params
+			}
+		}
+	}
+	if params == nil {
+		t.Fatal("no install_bootloader after the deploy onto a software RAID")
+	}
+	root, _ := params["root_uuid"].(string)
+	if params["target_boot_mode"] != "bios" || !strings.HasPrefix(root, "0x") || params["efi_system_part_uuid"] != nil {
+		t.Fatalf("install_bootloader %v, want BIOS with the agent's disk identifier as root_uuid", params)
+	}
+	if got.DriverInternalInfo["root_uuid_or_disk_id"] != root {
+		t.Fatalf("driver_internal_info root_uuid_or_disk_id %v, want %s", got.DriverInternalInfo["root_uuid_or_disk_id"], root)
 	}
 }
 

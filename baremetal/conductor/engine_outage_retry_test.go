@@ -3,7 +3,11 @@ package conductor_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,5 +60,44 @@ func TestTearDownAndPrepareWaitOutTheDatabase(t *testing.T) {
 	got = h.waitFor(n.UUID, statemachine.Available)
 	if failed.Load() != 4 || got.LastError != "" {
 		t.Fatalf("undeploy: %d injected failures in all, last error %q; want 4 and none", failed.Load(), got.LastError)
+	}
+}
+
+// TestDriverNetworkFailureIsNotTheDatabase: a step whose driver call
+// fails to reach its BMC or agent (a network error: connection refused)
+// fails the deploy with that error, at once. It used to be taken for the
+// database's absence, since a network error is how an outage surfaces:
+// last_error said "The database was unavailable" (the chaos test's
+// takeover of a deploy at prepare_instance_boot whose agent was gone),
+// with nothing in the log, and the conductor's outage retries would wait
+// on the unreachable BMC or agent as on the database.
+func TestDriverNetworkFailureIsNotTheDatabase(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	for _, op := range []string{"deploy.deploy", "deploy.tear_down"} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, openStore(t, false), fake.Config{Failures: map[string]error{op: refused}}, conductor.Options{})
+			n := h.manageable("net-failure", fake.Name)
+			h.must(h.c.Provide(h.ctx, n.UUID))
+			h.waitFor(n.UUID, statemachine.Available)
+			var got *baremetal.Node
+			if op == "deploy.deploy" {
+				h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
+				got = h.waitFor(n.UUID, statemachine.DeployFailed)
+			} else {
+				h.must(h.c.Deploy(h.ctx, n.UUID, conductor.DeployOptions{}))
+				h.waitFor(n.UUID, statemachine.Active)
+				start := time.Now()
+				h.must(h.c.Undeploy(h.ctx, n.UUID))
+				got = h.waitFor(n.UUID, statemachine.Error)
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("tear-down failing to reach its BMC took %s to fail: retried as a database outage", d)
+				}
+			}
+			if strings.Contains(got.LastError, "database") || !strings.Contains(got.LastError, "connection refused") {
+				t.Fatalf("last_error %q, want the driver's network error, not the database", got.LastError)
+			}
+		})
 	}
 }

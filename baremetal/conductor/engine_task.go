@@ -269,7 +269,15 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 	}
 	var ps []*baremetal.Port
 	if !t.noPorts {
-		ps, err = t.loadPorts(ctx)
+		// Nothing has run yet: in the conductor's own work a read that
+		// meets a database outage waits for the database (holding the
+		// node) rather than failing whatever the driver call was for (a
+		// deploy step run after a heartbeat, say).
+		err = t.c.retryStoreCall(ctx, t, "reading the node's ports", func() error {
+			var err error
+			ps, err = t.loadPorts(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -283,6 +291,7 @@ func (t *task) view(ctx context.Context) (*driver.Task, error) {
 		DriverInternalInfo: jsonmap.Clone(n.DriverInternalInfo),
 		InstanceInfo:       jsonmap.Clone(n.InstanceInfo),
 		Properties:         jsonmap.Clone(n.Properties),
+		TargetRAIDConfig:   jsonmap.Clone(n.TargetRAIDConfig),
 	}
 	for _, p := range ps {
 		v.Ports = append(v.Ports, driver.Port{UUID: p.UUID, Address: p.Address, PXEEnabled: p.PXEEnabled,
@@ -352,12 +361,36 @@ func (t *task) call(ctx context.Context, fn func(*driver.Driver, *driver.Task) e
 	if err != nil {
 		return err
 	}
-	callErr := fn(d, v)
+	callErr := driverFailure(fn(d, v))
 	if err := t.absorb(ctx, v); err != nil {
+		if baremetal.IsStoreUnavailable(err) {
+			// Said outright, so that joined with the driver's error it
+			// still reads as the database's absence.
+			err = &baremetal.StoreUnavailableError{Op: "recording the ports of node " + t.node.UUID, Err: err}
+		}
 		return errors.Join(callErr, err)
 	}
 	return callErr
 }
+
+// driverCallError is what a driver call returned. Its network failures
+// (a BMC, an agent out of reach) are not the database's:
+// baremetal.IsStoreUnavailable reads it as available, so a step that
+// failed to reach its agent is not retried as a database outage, nor
+// reported as one ("The database was unavailable"), unless the error is
+// a *baremetal.StoreUnavailableError.
+type driverCallError struct{ err error }
+
+func driverFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &driverCallError{err}
+}
+
+func (e *driverCallError) Error() string     { return e.err.Error() }
+func (e *driverCallError) Unwrap() error     { return e.err }
+func (e *driverCallError) Unavailable() bool { return false }
 
 // callIface runs fn, as call does, with the node's implementation of kind
 // as the Go interface T. A node whose driver lacks that interface gets an
@@ -507,6 +540,13 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 	}
 	if j.kind == jobCommandDone {
 		c.processCommandDone(ctx, j.uuid, j.watched)
+		return
+	}
+	if j.kind == jobTakeover {
+		if j.done != nil {
+			defer j.done()
+		}
+		c.takeOverNode(ctx, j.uuid)
 		return
 	}
 	if j.run != nil {

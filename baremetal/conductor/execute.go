@@ -234,12 +234,10 @@ func (c *Conductor) doAbort(ctx context.Context, t *task, in intent) error {
 		delete(n.DriverInternalInfo, ramdiskDisabledKey(steps.Service))
 		n.ServiceStep = map[string]any{}
 	case statemachine.RescueWait:
-		err = t.call(ctx, func(d *driver.Driver, v *driver.Task) error {
-			if r := d.Rescue(); r != nil {
-				return r.CleanUp(ctx, v)
-			}
-			return nil
-		})
+		// Ironic's _do_node_rescue_abort: the rescue's clean-up (for
+		// the agent's rescue, the ramdisk's boot and the rescuing
+		// network too).
+		err = c.cleanUpRescue(ctx, t)
 	case statemachine.InspectWait:
 		// The ramdisk booted for in-band inspection is shut down (Ironic
 		// always powers the node off on an inspection abort).

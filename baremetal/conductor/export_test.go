@@ -30,3 +30,6 @@ func (c *Conductor) SyncLocalState(ctx context.Context) { c.syncLocalState(ctx) 
 // ConsoleHostKey is the driver_internal_info key naming the conductor
 // that runs a node's console, for the tests of the console hand-over.
 const ConsoleHostKey = consoleHostKey
+
+// BusyWorkers is how many workers are running a job.
+func (c *Conductor) BusyWorkers() int64 { return c.busy.Load() }

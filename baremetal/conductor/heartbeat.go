@@ -2,8 +2,10 @@ package conductor
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,10 +79,15 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 		return false, err
 	}
 	t := c.newTask(n)
-	if tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string); tok != "" {
+	if tok, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string); tok != "" && !c.unanswered.holds(n.UUID, tok) {
 		t.release()
 		return false, nil
 	}
+	// No token, or one that reached no agent: a lookup of this conductor
+	// wrote it and answered an error, the write's outcome lost to the
+	// database going away (its commit landed, its answer did not). It is
+	// replaced by candidate, so the agent looking up again is not locked
+	// out by a token nobody was given.
 	n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
 	n.DriverInternalInfo[driver.InternalAgentToken] = candidate
 	if rs, ok := c.store.(baremetal.ReleasingNodeStore); ok {
@@ -90,17 +97,83 @@ func (b agentBackend) EnsureAgentToken(ctx context.Context, nodeUUID, candidate 
 		// the commit and the answer locks the agent out for good (as in
 		// Ironic), so that window is kept as short as it can be.
 		if err := rs.UpdateNodeReleasing(ctx, n, c.host, nil); err != nil {
+			c.noteUnanswered(n.UUID, candidate, err)
 			t.release()
 			return false, err
 		}
 		c.resv.released(n.UUID)
+		c.unanswered.forget(n.UUID)
 		return true, nil
 	}
 	defer t.release()
 	if err := t.save(ctx); err != nil {
+		c.noteUnanswered(n.UUID, candidate, err)
 		return false, err
 	}
+	c.unanswered.forget(n.UUID)
 	return true, nil
+}
+
+// noteUnanswered remembers candidate, the token a lookup of node uuid
+// failed to write with err, when err leaves the write's outcome unknown
+// (the database went away mid-statement: the commit may have landed with
+// its answer lost). The lookup answers an error, so the token reaches no
+// agent; the agent's next lookup on this conductor finds it stored and
+// replaces it (EnsureAgentToken) instead of answering the masked value,
+// which would lock the agent out for a token it never had.
+func (c *Conductor) noteUnanswered(uuid, candidate string, err error) {
+	if baremetal.IsStoreUnavailable(err) {
+		c.unanswered.add(uuid, candidate)
+	}
+}
+
+// maxUnanswered bounds the tokens remembered per node by noteUnanswered:
+// lookups failing one after another through a database outage.
+const maxUnanswered = 8
+
+// unansweredTokens holds, per node, the tokens of lookups whose write's
+// outcome was lost (noteUnanswered). An entry lives in the conductor that
+// wrote it, the only process that knows the token went unanswered; it is
+// dropped by the node's next successful lookup on this conductor.
+type unansweredTokens struct {
+	mu     sync.Mutex
+	tokens map[string][]string
+}
+
+func (u *unansweredTokens) add(uuid, token string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tokens == nil {
+		u.tokens = map[string][]string{}
+	}
+	l := append(u.tokens[uuid], token)
+	if len(l) > maxUnanswered {
+		l = l[len(l)-maxUnanswered:]
+	}
+	u.tokens[uuid] = l
+}
+
+// holds reports whether stored, node uuid's stored token, is one of the
+// node's unanswered tokens. When it is not, the remembered tokens no
+// longer matter (stored reached an agent) and are forgotten.
+func (u *unansweredTokens) holds(uuid, stored string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, tok := range u.tokens[uuid] {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(stored)) == 1 {
+			return true
+		}
+	}
+	delete(u.tokens, uuid)
+	return false
+}
+
+// forget drops node uuid's unanswered tokens: a token of its was written
+// and answered.
+func (u *unansweredTokens) forget(uuid string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.tokens, uuid)
 }
 
 func (b agentBackend) RecordHeartbeat(ctx context.Context, hb agentclient.Heartbeat) error {
@@ -162,28 +235,70 @@ func (c *Conductor) heartbeatPending(uuid string, state statemachine.State, sinc
 	return ok && hb.ReceivedAt.After(since)
 }
 
+// heartbeatTaken drops hb, node uuid's pending heartbeat, once a worker
+// holds the node to process it (or could not take it): a newer heartbeat
+// received meanwhile stays, with the job queued for it.
+func (c *Conductor) heartbeatTaken(uuid string, hb agentclient.Heartbeat) {
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
+	if cur, ok := c.pendingHB[uuid]; ok && cur.ReceivedAt.Equal(hb.ReceivedAt) {
+		delete(c.pendingHB, uuid)
+	}
+}
+
 // processHeartbeat records the latest heartbeat of a node and continues
 // whatever waits for it (reference §7.2).
 func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	c.hbMu.Lock()
 	hb, ok := c.pendingHB[uuid]
-	delete(c.pendingHB, uuid)
 	c.hbMu.Unlock()
 	if !ok {
 		return
 	}
+	// The heartbeat stays pending until this worker holds the node or
+	// knows it cannot: a callback timeout check running meanwhile sees
+	// that the agent called in time. On a loaded database the
+	// reservation waits seconds for a connection, and a check that found
+	// nothing pending then took the node and failed it.
 	n, err := c.reserve(ctx, uuid)
+	if err != nil && c.lockedBySelf(err) && c.clock.Now().Sub(hb.ReceivedAt) < heartbeatRetryWindow {
+		// Held by this very conductor: its callback timeout check, which
+		// looks for a pending heartbeat again once it holds the node, or
+		// an operation about to end. The heartbeat stays pending, so the
+		// check sees that the agent called and spares the node, and its
+		// job is tried again once the hold ends. Dropping it here (as
+		// for a node another conductor holds) made the check find
+		// nothing pending and fail a node whose agent had just called.
+		c.retryHeartbeat(uuid)
+		return
+	}
+	c.heartbeatTaken(uuid, hb)
 	if err != nil {
-		// Locked: Ironic drops the heartbeat; the agent sends another.
+		// Locked by another conductor: Ironic drops the heartbeat; the
+		// agent sends another.
+		c.log.Debug("heartbeat dropped: the node is locked", "node", uuid, "error", err)
 		return
 	}
-	// Another conductor owning the node gets its heartbeats routed there
-	// (NodeOwner); the agent sends another.
-	t := c.ownedTask(n)
-	if t == nil {
+	// The agent API chose this conductor (its rings may briefly disagree
+	// with ours): it continues the node unless it cannot serve it.
+	if !c.servesNode(n) {
+		c.releaseQuietly(n.UUID)
+		c.log.Debug("heartbeat dropped: this conductor does not serve the node", "node", uuid)
 		return
 	}
+	t := c.newTask(n)
 	defer t.release()
+	if !c.heartbeatTokenCurrent(n, hb) {
+		// Accepted with the token of the node's previous boot, which a
+		// power action has since wiped (and the new boot's lookup may
+		// have replaced): Ironic's conductor checks the token under the
+		// node's lock and refuses such a heartbeat. Processing it would
+		// pin the previous boot's URL and certificate, and the next
+		// command would go to a ramdisk that is gone. The current boot's
+		// agent sends its own.
+		c.log.Info("heartbeat of a previous boot dropped: its agent token is no longer the node's", "node", uuid)
+		return
+	}
 	// The first heartbeat of a boot attempt is marked in the node and
 	// recorded as a boot stage once the node is saved: the mark rides on
 	// the save the heartbeat makes anyway, so later heartbeats cost no
@@ -254,6 +369,47 @@ func (c *Conductor) processHeartbeat(ctx context.Context, uuid string) {
 	if perr := c.continueWait(ctx, t, state); perr != nil {
 		c.log.Debug("heartbeat processing ended with an error", "node", uuid, "error", perr)
 	}
+}
+
+// heartbeatRetryWindow bounds how long after its arrival a heartbeat
+// whose node this conductor holds is tried again (processHeartbeat):
+// past it the heartbeat is dropped, and the agent's next one counts.
+const heartbeatRetryWindow = 10 * time.Second
+
+// heartbeatRetryPause is the pause before a heartbeat whose node this
+// conductor held is tried again.
+const heartbeatRetryPause = 200 * time.Millisecond
+
+// lockedBySelf reports whether err, from a reservation, says this
+// conductor holds the node.
+func (c *Conductor) lockedBySelf(err error) bool {
+	var locked *baremetal.NodeLockedError
+	return errors.As(err, &locked) && strings.EqualFold(locked.Holder, c.host)
+}
+
+// retryHeartbeat queues node uuid's pending heartbeat again after a
+// short real-time pause. The queue holds one heartbeat job per node, so
+// the retries of heartbeats that met the same hold merge into one.
+func (c *Conductor) retryHeartbeat(uuid string) {
+	time.AfterFunc(heartbeatRetryPause, func() {
+		if c.running.Load() {
+			c.queue.push(job{uuid: uuid, kind: jobHeartbeat})
+		}
+	})
+}
+
+// heartbeatTokenCurrent reports whether hb carries the node's current
+// agent token (the stored one, or the one a lookup deposited during a
+// power action into the ramdisk). A heartbeat recorded without a token
+// (a backend caller other than the agent API's handler, which refuses
+// one without) matches a node without one.
+func (c *Conductor) heartbeatTokenCurrent(n *baremetal.Node, hb agentclient.Heartbeat) bool {
+	stored, _ := n.DriverInternalInfo[driver.InternalAgentToken].(string)
+	if (stored == "" && hb.AgentToken == "") || agentclient.TokensEqual(stored, hb.AgentToken) {
+		return true
+	}
+	pending := c.pendingToken(n.UUID)
+	return pending != "" && agentclient.TokensEqual(pending, hb.AgentToken)
 }
 
 // EventTypeAgent is the history event type of the heartbeats a node in a

@@ -29,6 +29,8 @@ type job struct {
 	run func(ctx context.Context)
 	// watched is the finished command wait a jobCommandDone continues.
 	watched *commandWatch
+	// done, when set, is called once a jobTakeover has run.
+	done func()
 }
 
 type jobKind int
@@ -39,6 +41,9 @@ const (
 	// jobCommandDone continues a node whose agent command finished
 	// (AgentSettings.PollCommands).
 	jobCommandDone
+	// jobTakeover takes over a node a dead conductor left mid-operation
+	// (takeOverNode).
+	jobTakeover
 )
 
 func (j job) key() string {
@@ -51,20 +56,33 @@ func (j job) key() string {
 			id = j.watched.id
 		}
 		return "cmd:" + j.uuid + ":" + id
+	case jobTakeover:
+		return "takeover:" + j.uuid
 	}
 	return j.uuid
 }
 
-// jobQueue is the FIFO of work waiting for a worker. It holds node UUIDs
-// only: the work itself is the intent persisted on the node, so nothing is
-// lost if the process dies with a full queue.
+// jobQueue is the work waiting for a worker, in two FIFOs: an agent's
+// heartbeat or finished command (prompt: agentJob) goes before the rest
+// (intents, takeovers), so that it waits for the next free worker rather
+// than behind a backlog of operations that each hold a worker for
+// seconds. A heartbeat that waited behind such a backlog on a loaded
+// conductor went unprocessed past the callback timeout (the chaos test's
+// 500 nodes under -race). It holds node UUIDs only: the work itself is
+// the intent persisted on the node, so nothing is lost if the process
+// dies with a full queue.
 type jobQueue struct {
 	mu     sync.Mutex
+	prompt []job
 	items  []job
 	queued map[string]bool
 	wake   chan struct{}
 	closed bool
 }
+
+// agentJob says j continues a node for its agent (a heartbeat, a
+// finished command): short work that a waiting agent's node needs.
+func agentJob(j job) bool { return j.kind == jobHeartbeat || j.kind == jobCommandDone }
 
 func newJobQueue() *jobQueue {
 	return &jobQueue{queued: make(map[string]bool), wake: make(chan struct{}, 1)}
@@ -78,7 +96,11 @@ func (q *jobQueue) push(j job) bool {
 		return false
 	}
 	q.queued[j.key()] = true
-	q.items = append(q.items, j)
+	if agentJob(j) {
+		q.prompt = append(q.prompt, j)
+	} else {
+		q.items = append(q.items, j)
+	}
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -90,10 +112,13 @@ func (q *jobQueue) push(j job) bool {
 func (q *jobQueue) pop(ctx context.Context) (job, bool) {
 	for {
 		q.mu.Lock()
-		if len(q.items) > 0 {
-			j := q.items[0]
-			q.items[0] = job{}
-			q.items = q.items[1:]
+		for _, lane := range []*[]job{&q.prompt, &q.items} {
+			if len(*lane) == 0 {
+				continue
+			}
+			j := (*lane)[0]
+			(*lane)[0] = job{}
+			*lane = (*lane)[1:]
 			delete(q.queued, j.key())
 			q.mu.Unlock()
 			return j, true
@@ -114,14 +139,21 @@ func (q *jobQueue) pop(ctx context.Context) (job, bool) {
 func (q *jobQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items)
+	return len(q.prompt) + len(q.items)
 }
 
 func (q *jobQueue) close() {
 	q.mu.Lock()
 	q.closed = true
-	q.items = nil
+	dropped := append(q.prompt, q.items...)
+	q.prompt, q.items = nil, nil
 	q.mu.Unlock()
+	for _, j := range dropped {
+		// Whoever waits for a dropped job stops waiting.
+		if j.done != nil {
+			j.done()
+		}
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -130,17 +162,19 @@ func (q *jobQueue) close() {
 
 // submit hands j to an idle worker at once, or queues it. A job carrying
 // a reservation that cannot be handed over has its reservation released
-// first: queued work never holds a lock.
-func (c *Conductor) submit(j job) {
+// first: queued work never holds a lock. It reports false when j was
+// dropped: the conductor is not running, or the same job is queued
+// already.
+func (c *Conductor) submit(j job) bool {
 	if !c.running.Load() {
 		if j.node != nil {
 			c.releaseQuietly(j.node.UUID)
 		}
-		return
+		return false
 	}
 	select {
 	case c.handoff <- j:
-		return
+		return true
 	default:
 	}
 	if j.node != nil {
@@ -149,8 +183,9 @@ func (c *Conductor) submit(j job) {
 		c.releaseQuietly(j.node.UUID)
 		j.node = nil
 	}
-	c.queue.push(j)
+	queued := c.queue.push(j)
 	c.metrics.queuedIntents.Set(float64(c.queue.len()))
+	return queued
 }
 
 // releaseQuietly releases this conductor's reservation of the node. A

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -70,8 +72,12 @@ type cluster struct {
 	own      *Ownership
 	draining atomic.Bool
 	rerun    map[string]bool
-	// takeoverBusy is set while a periodic takeover pass runs.
-	takeoverBusy atomic.Bool
+	// hardwareTypes are the hardware types this conductor enables: the
+	// nodes it can work on, whoever the rings make their owner.
+	hardwareTypes map[string]bool
+	// takeoverBusy is set while a takeover pass runs (takeoverPass);
+	// takeoverAgain asks the running pass for one more.
+	takeoverBusy, takeoverAgain atomic.Bool
 
 	takeovers *prometheus.CounterVec
 	latency   prometheus.Histogram
@@ -89,9 +95,12 @@ func (c *Conductor) startCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl := &cluster{opts: o, own: own, rerun: map[string]bool{}}
+	cl := &cluster{opts: o, own: own, rerun: map[string]bool{}, hardwareTypes: map[string]bool{}}
 	for _, k := range o.RerunSafeSteps {
 		cl.rerun[k] = true
+	}
+	for _, h := range c.drivers.Enabled().HardwareTypes {
+		cl.hardwareTypes[h] = true
 	}
 	labels := prometheus.Labels{"conductor": c.host}
 	cl.takeovers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "anvil", Subsystem: "conductor", Name: "takeovers_total",
@@ -118,16 +127,18 @@ func (c *Conductor) startClusterLoops(ctx context.Context) {
 	c.loops.Add(1)
 	go func() {
 		defer c.loops.Done()
-		cl.own.Run(ctx, func(ctx context.Context) { c.pollIntents(ctx) })
+		cl.own.Run(ctx, c.ringChanged)
 	}()
 	if n := cl.opts.Notifier; n != nil {
 		mch, mcancel := n.Subscribe(baremetal.TopicMembership)
 		ich, icancel := n.Subscribe(baremetal.TopicIntent)
+		tch, tcancel := n.Subscribe(baremetal.TopicTakeover)
 		c.loops.Add(1)
 		go func() {
 			defer c.loops.Done()
 			defer mcancel()
 			defer icancel()
+			defer tcancel()
 			for {
 				select {
 				case <-ctx.Done():
@@ -136,6 +147,8 @@ func (c *Conductor) startClusterLoops(ctx context.Context) {
 					cl.own.Wake()
 				case uuid := <-ich:
 					c.intentNotified(ctx, uuid)
+				case <-tch:
+					c.takeoverNotified(ctx)
 				}
 			}
 		}()
@@ -153,6 +166,52 @@ func (c *Conductor) intentNotified(ctx context.Context, uuid string) {
 	}
 	if _, ok := readIntent(n); ok {
 		c.queue.push(job{uuid: uuid})
+	}
+}
+
+// takeoverNotified runs when a conductor released a dead one's
+// reservations (tellOwners): the rings are rebuilt from the database,
+// and, if they hold this conductor (a conductor the others take for
+// dead, its keepalive late, does not act on the notice), it takes over
+// the interrupted nodes it owns.
+func (c *Conductor) takeoverNotified(ctx context.Context) {
+	cl := c.cluster
+	if _, err := cl.own.Refresh(ctx); err != nil {
+		c.log.Warn("takeover notice: ring rebuild failed; the orphan check takes the nodes over", "error", err)
+		return
+	}
+	if !slices.ContainsFunc(cl.own.Alive(), func(h string) bool { return strings.EqualFold(h, c.host) }) {
+		return
+	}
+	c.takeoverPass(ctx)
+}
+
+// ringChanged runs after a ring rebuild changed the set of live
+// conductors: the intents and the interrupted nodes this conductor now
+// owns are picked up at once, not at the next poll or orphan check. A
+// conductor that joins (a restart under the same hostname among them)
+// takes its share of the nodes a dead one left, and a survivor whose
+// ring dropped the dead one takes the nodes released before it knew it
+// owned them.
+func (c *Conductor) ringChanged(ctx context.Context) {
+	c.pollIntents(ctx)
+	c.takeoverPass(ctx)
+}
+
+// takeoverPass lists the interrupted nodes this conductor owns and hands
+// each to the worker pool (takeOverInterrupted, without waiting). One
+// pass runs at a time; a pass asked for while one runs makes that one
+// run again, so a release it listed too early for is not missed.
+func (c *Conductor) takeoverPass(ctx context.Context) {
+	cl := c.cluster
+	cl.takeoverAgain.Store(true)
+	for cl.takeoverAgain.Load() {
+		if !cl.takeoverBusy.CompareAndSwap(false, true) {
+			return // the running pass sees takeoverAgain
+		}
+		cl.takeoverAgain.Store(false)
+		c.takeOverInterrupted(ctx, false)
+		cl.takeoverBusy.Store(false)
 	}
 }
 
@@ -179,6 +238,27 @@ func (c *Conductor) ownsNode(n *baremetal.Node) bool {
 		return false
 	}
 	return cl.own.Owns(n)
+}
+
+// servesNode reports whether this conductor continues n for its agent
+// when the agent's heartbeat reaches it: always for a lone conductor; in
+// a cluster when it is not draining and serves n's conductor group and
+// hardware type, whichever conductor its rings make n's owner. Ironic's
+// conductor processes any heartbeat its API hands it, under the node's
+// lock: the API's rings chose it. While a membership change (a death, a
+// restart, a database cut) reaches the API and the conductors at
+// different moments, their rings disagree; a conductor that dropped the
+// heartbeats its rings gave to another left the node's agent unheard,
+// and the owner failed the node at its callback timeout.
+func (c *Conductor) servesNode(n *baremetal.Node) bool {
+	cl := c.cluster
+	if cl == nil {
+		return true
+	}
+	if cl.draining.Load() {
+		return false
+	}
+	return sameGroup(n.ConductorGroup, c.opts.ConductorGroup) && cl.hardwareTypes[n.Driver]
 }
 
 // ownedOnly keeps the nodes this conductor owns, reusing nodes' array.

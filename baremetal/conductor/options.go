@@ -68,6 +68,10 @@ type Options struct {
 	RescueCallbackTimeout  time.Duration
 	ServiceCallbackTimeout time.Duration
 	InspectWaitTimeout     time.Duration
+	// RescuePasswordHashAlgorithm hashes the rescue password the agent
+	// gets (Ironic's [conductor]rescue_password_hash_algorithm):
+	// RescueHashSHA256 ("sha256", the default) or RescueHashSHA512.
+	RescuePasswordHashAlgorithm string
 	// CheckProvisionStateInterval paces the callback-timeout checks;
 	// default 60 s; negative disables them.
 	CheckProvisionStateInterval time.Duration
@@ -139,7 +143,7 @@ type Options struct {
 	CleanStepPriorityOverride map[string]int
 	// DeployTemplates are the deploy templates, matched by name against
 	// instance_info traits. The store's deploy templates
-	// (baremetal.DeployTemplateStore) join them, looked up by those
+	// (baremetal.Store.DeployTemplates) join them, looked up by those
 	// traits at each deployment; a configured template shadows a stored
 	// one of the same name.
 	DeployTemplates []DeployTemplate
@@ -337,6 +341,14 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.BootStageBuffer <= 0 {
 		out.BootStageBuffer = DefaultBootStageBuffer
+	}
+	switch out.RescuePasswordHashAlgorithm {
+	case "":
+		out.RescuePasswordHashAlgorithm = RescueHashSHA256
+	case RescueHashSHA256, RescueHashSHA512:
+	default:
+		return out, &baremetal.InvalidFieldError{Kind: "conductor", Ident: out.Hostname, Field: "rescue_password_hash_algorithm",
+			Expected: fmt.Sprintf("%q or %q, got %q", RescueHashSHA256, RescueHashSHA512, out.RescuePasswordHashAlgorithm)}
 	}
 	out.Agent = out.Agent.withDefaults()
 	return out, nil

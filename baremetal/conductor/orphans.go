@@ -30,7 +30,7 @@ func (c *Conductor) ClusterCollectors() []prometheus.Collector {
 // through export_test.go.
 func (c *Conductor) checkOrphanNodes(ctx context.Context) {
 	if c.breakOrphans(ctx) {
-		c.takeOverInterrupted(ctx)
+		c.takeOverInterrupted(ctx, true)
 	}
 }
 
@@ -145,19 +145,19 @@ func (w *peerWatch) observe(now time.Time, alive []*baremetal.ConductorRecord) t
 }
 
 // checkOrphansPeriodic is checkOrphanNodes as the loop runs it: the
-// takeover (which may run steps) gets a goroutine of its own, so that a
-// long takeover never delays the next release of a dead conductor's
-// reservations. A pass starts only when the previous one has finished.
+// takeover pass (listing the interrupted nodes, handing each to the
+// worker pool, then the consoles) gets a goroutine of its own and does
+// not wait for the takeovers, so that it never delays the next release
+// of a dead conductor's reservations. A pass starts only when the
+// previous one has finished.
 func (c *Conductor) checkOrphansPeriodic(ctx context.Context) {
-	cl := c.cluster
-	if !c.breakOrphans(ctx) || !cl.takeoverBusy.CompareAndSwap(false, true) {
+	if !c.breakOrphans(ctx) {
 		return
 	}
 	c.loops.Add(1)
 	go func() {
 		defer c.loops.Done()
-		defer cl.takeoverBusy.Store(false)
-		c.takeOverInterrupted(ctx)
+		c.takeoverPass(ctx)
 	}()
 }
 
@@ -194,8 +194,12 @@ func (c *Conductor) breakOrphans(ctx context.Context) bool {
 			cl.latency.Observe(now.Sub(seen).Seconds())
 			slowest = max(slowest, now.Sub(seen))
 		}
-		c.history(ctx, b.NodeUUID, "reservation released", "conductor",
-			fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host), baremetal.HistoryWarning)
+		// Dated when the release committed, not when its note is
+		// written: a release of a hundred nodes writes a hundred notes,
+		// one after the other.
+		c.addHistory(ctx, &baremetal.HistoryEntry{NodeUUID: b.NodeUUID, Event: "reservation released", EventType: "conductor",
+			Message:  fmt.Sprintf("reservation of dead conductor %s released by conductor %s", b.Holder, c.host),
+			Severity: baremetal.HistoryWarning, Conductor: c.host, CreatedAt: now})
 	}
 	if len(broken) > 0 {
 		holders := make([]string, 0, len(lastSeen))
@@ -212,6 +216,27 @@ func (c *Conductor) breakOrphans(ctx context.Context) bool {
 		if _, err := cl.own.Refresh(ctx); err != nil {
 			c.log.Warn("ring rebuild failed", "error", err)
 		}
+		c.tellOwners(ctx, broken)
 	}
 	return true
+}
+
+// tellOwners tells the other conductors that this one released the
+// reservations of dead conductors (the nodes in broken), on the takeover
+// topic (takeoverNotified): each takes over the interrupted nodes it
+// owns. This conductor takes over its own share itself; a node another
+// conductor owns would otherwise wait, unreserved in its "-ing" state,
+// for that owner's next orphan check (a minute), as the owner's own
+// check may have run just before the release. A missed notice costs
+// that wait and nothing else.
+func (c *Conductor) tellOwners(ctx context.Context, broken []baremetal.BrokenReservation) {
+	n := c.cluster.opts.Notifier
+	if n == nil || len(broken) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := n.Publish(ctx, baremetal.TopicTakeover, c.host); err != nil {
+		c.log.Warn("takeover notice not sent; the owners take the nodes over at their next orphan check", "nodes", len(broken), "error", err)
+	}
 }

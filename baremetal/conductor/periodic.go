@@ -17,16 +17,25 @@ import (
 // goroutine paced by the injected clock; a task never overlaps itself and
 // its first run is one interval after start, as in Ironic.
 func (c *Conductor) startPeriodics(ctx context.Context) {
-	c.every(ctx, c.opts.KeepaliveInterval, func(ctx context.Context) {
-		if err := c.store.KeepaliveConductor(ctx, c.host, !c.draining()); err != nil {
-			c.log.Warn("conductor keepalive failed", "error", err)
-		}
-	})
 	c.every(ctx, c.opts.SyncPowerStateInterval, func(ctx context.Context) { c.syncPowerStates(ctx) })
 	c.every(ctx, c.opts.PowerFailureRecoveryInterval, func(ctx context.Context) { c.recoverPowerFailures(ctx) })
 	c.every(ctx, c.opts.CheckProvisionStateInterval, func(ctx context.Context) { c.checkTimeouts(ctx) })
 	c.every(ctx, c.opts.IntentPollInterval, func(ctx context.Context) { c.pollIntents(ctx) })
 	c.startClusterLoops(ctx)
+}
+
+// startKeepalive starts the keepalive loop. Launch starts it as soon as
+// the conductor is registered, before its start-up recovery: a recovery
+// that outlasts the heartbeat timeout (a restarted conductor's
+// interrupted nodes on a loaded database) must not make a live
+// conductor dead to its peers, which would break the reservations it is
+// working under.
+func (c *Conductor) startKeepalive(ctx context.Context) {
+	c.every(ctx, c.opts.KeepaliveInterval, func(ctx context.Context) {
+		if err := c.store.KeepaliveConductor(ctx, c.host, !c.draining()); err != nil {
+			c.log.Warn("conductor keepalive failed", "error", err)
+		}
+	})
 }
 
 func (c *Conductor) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
@@ -89,7 +98,9 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 			c.queue.push(job{uuid: n.UUID})
 			continue
 		}
-		if !statemachine.IsStuckTreatedAsFail(n.ProvisionState) {
+		if !statemachine.IsStuckTreatedAsFail(n.ProvisionState) || c.cluster != nil {
+			// A cluster's orphan check resumes or fails an interrupted
+			// node: nothing to reserve it for here.
 			continue
 		}
 		locked, err := c.reserve(ctx, n.UUID)
@@ -98,11 +109,6 @@ func (c *Conductor) recoverNodes(ctx context.Context) error {
 		}
 		t := c.newTask(locked)
 		if _, ok := readIntent(locked); !ok && statemachine.IsStuckTreatedAsFail(locked.ProvisionState) {
-			if c.cluster != nil {
-				// The cluster's orphan check resumes or fails it.
-				t.release()
-				continue
-			}
 			msg := fmt.Sprintf("Conductor %s was restarted while the node was %s; the operation cannot be resumed", c.host, locked.ProvisionState)
 			t.fail(ctx, msg, true)
 		}
@@ -197,6 +203,11 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 	if n.ProvisionState != state || n.Maintenance {
 		return
 	}
+	if c.heartbeatPending(uuid, state, heardSince) {
+		// It came while this check waited for the node's lock.
+		c.log.Info("callback timeout check: a heartbeat of the node's agent came meanwhile; not failing it", "node", uuid, "state", state)
+		return
+	}
 	if in, ok := readIntent(n); ok && in.Op == opContinueInspection {
 		// The ramdisk's data arrived in time; its processing is queued.
 		return
@@ -210,8 +221,10 @@ func (c *Conductor) timeoutNode(ctx context.Context, uuid string, state statemac
 		return
 	}
 	if state == statemachine.RescueWait {
-		_ = c.powerAction(ctx, t, driver.PowerOff, 0)
-		delete(n.InstanceInfo, "rescue_password")
+		// Ironic's cleanup_rescuewait_timeout: power off, the rescue
+		// cleaned up, the agent forgotten; the node fails below.
+		c.rescueFailed(ctx, t, msg, false)
+		msg = n.LastError
 	}
 	if state == statemachine.InspectWait {
 		// As on an abort: the inspection ramdisk's boot is torn down and
@@ -335,6 +348,15 @@ func (c *Conductor) syncPowerState(ctx context.Context, shared *baremetal.Node) 
 	defer lt.release()
 	n := lt.node
 	if n.Maintenance || n.TargetPowerState != "" || statemachine.PowerSyncExcluded(n.ProvisionState) {
+		return
+	}
+	if hw == n.PowerState {
+		// The listing was stale: the node's power changed (and was
+		// recorded) after the run listed it, and the BMC agrees with the
+		// record. A run over a large fleet reaches its last nodes
+		// minutes after listing them; Ironic reads each node afresh.
+		c.metrics.powerSync.WithLabelValues("match").Inc()
+		setCount(0)
 		return
 	}
 	if n.PowerState == "" {

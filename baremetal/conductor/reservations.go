@@ -68,10 +68,11 @@ func (r *reservations) dec(uuid string) {
 // end records the outcome of the reservation begin counted. A failed
 // reservation whose outcome is unknown (the database went away, the
 // context ended) or that found the node held by this very conductor with
-// no goroutine holding it leaves the node a suspect.
-func (r *reservations) end(uuid, host string, err error) {
+// no goroutine holding it leaves the node a suspect; end reports the
+// latter, a phantom for certain.
+func (r *reservations) end(uuid, host string, err error) (phantom bool) {
 	if err == nil {
-		return
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,7 +85,9 @@ func (r *reservations) end(uuid, host string, err error) {
 		r.suspects[uuid] = true
 	case errors.As(err, &locked) && strings.EqualFold(locked.Holder, host) && r.held[uuid] == 0:
 		r.suspects[uuid] = true
+		return true
 	}
+	return false
 }
 
 // released drops a reservation of uuid that was released (or found
@@ -139,14 +142,23 @@ func (r *reservations) takeSweep() ([]string, bool) {
 	return out, full
 }
 
-// reserve takes node uuid's reservation (one attempt), tracking it.
+// reserve takes node uuid's reservation (one attempt), tracking it. A
+// node it finds reserved in this conductor's name with none of its
+// goroutines holding it (a phantom an outage left) it releases at once
+// and reserves again: the work retrying this reserve would otherwise
+// keep the sweep from ever finding the node unheld, and the node would
+// wait, refusing its verbs, until the retries happened to leave a gap.
 func (c *Conductor) reserve(ctx context.Context, uuid string) (*baremetal.Node, error) {
-	if err := c.resv.begin(ctx, uuid); err != nil {
-		return nil, err
+	for again := true; ; again = false {
+		if err := c.resv.begin(ctx, uuid); err != nil {
+			return nil, err
+		}
+		n, err := c.store.ReserveNode(ctx, uuid, c.host)
+		if phantom := c.resv.end(uuid, c.host, err); !phantom || !again {
+			return n, err
+		}
+		c.sweepOne(ctx, uuid)
 	}
-	n, err := c.store.ReserveNode(ctx, uuid, c.host)
-	c.resv.end(uuid, c.host, err)
-	return n, err
 }
 
 // lockStore is the store as baremetal.AcquireNode sees it: reservations

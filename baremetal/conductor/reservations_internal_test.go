@@ -2,13 +2,12 @@ package conductor
 
 import (
 	"context"
-	"path/filepath"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
-	"github.com/anvilmetal/anvil/baremetal/sqlstore"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/builtin"
 	"github.com/anvilmetal/anvil/driver/fake"
@@ -47,15 +46,7 @@ func (p *heldProbe) UpdateNode(ctx context.Context, n *baremetal.Node, host stri
 // while it still ran).
 func TestHealthSyncCountsItsReservation(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "anvil.db"), sqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
-	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
-		t.Fatal(err)
-	}
+	st, reg := sqliteAndFakeRegistry(t)
 	probe := &heldProbe{Store: st, seen: map[string][]int{}}
 	c, err := New(probe, reg, Options{Hostname: "health-host", SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
 	if err != nil {
@@ -115,5 +106,65 @@ func TestHealthSyncCountsItsReservation(t *testing.T) {
 	c.resv.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d reservations of the node still counted after the sync", left)
+	}
+}
+
+// TestReserveReleasesItsOwnPhantom: a reservation in this conductor's
+// name that none of its goroutines holds (a reserve whose commit landed
+// while an outage lost its answer) is released by the next reserve of
+// the node, which then takes it. It used to wait for the phantom sweep,
+// and the work retrying that very reserve every 200 ms kept the sweep
+// from claiming the node: in the chaos test an undeploy's node stayed in
+// deleting, reserved by its own live conductor, for 40 s after a
+// database cut.
+func TestReserveReleasesItsOwnPhantom(t *testing.T) {
+	ctx := context.Background()
+	st, reg := sqliteAndFakeRegistry(t)
+	c, err := New(st, reg, Options{Hostname: "phantom-host", SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Enroll(ctx, &baremetal.Node{Name: "phantom-1", Driver: builtin.FakeHardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The phantom: reserved in the store under this conductor's name,
+	// behind the reservation book's back (as a lost answer leaves it).
+	if _, err := st.ReserveNode(ctx, n.UUID, "phantom-host"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.reserve(ctx, n.UUID)
+	if err != nil {
+		t.Fatalf("reserve of a node this conductor's phantom holds: %v, want the node", err)
+	}
+	if got.Reservation != "phantom-host" {
+		t.Errorf("reservation %q, want phantom-host", got.Reservation)
+	}
+	c.resv.mu.Lock()
+	held, suspect := c.resv.held[n.UUID], c.resv.suspects[n.UUID]
+	c.resv.mu.Unlock()
+	if held != 1 || suspect {
+		t.Errorf("reservation book: held %d, suspect %v; want 1, false", held, suspect)
+	}
+	// Another conductor's reservation is never released this way.
+	if err := st.ReleaseNode(ctx, n.UUID, "phantom-host"); err != nil {
+		t.Fatal(err)
+	}
+	c.resv.released(n.UUID)
+	if _, err := st.ReserveNode(ctx, n.UUID, "other-host"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.reserve(ctx, n.UUID); !errors.Is(err, baremetal.ErrNodeLocked) {
+		t.Fatalf("reserve of a node another conductor holds: %v, want ErrNodeLocked", err)
+	}
+	// Nor is this conductor's own live reservation.
+	if err := st.ReleaseNode(ctx, n.UUID, "other-host"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.reserve(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.reserve(ctx, n.UUID); !errors.Is(err, baremetal.ErrNodeLocked) {
+		t.Fatalf("second reserve while the first holds: %v, want ErrNodeLocked", err)
 	}
 }

@@ -397,6 +397,11 @@ func (c *Conductor) classify(t *task, kind steps.Kind, res driver.StepResult, er
 	case errors.Is(err, agentclient.ErrVersionMismatch):
 		return steps.Outcome{Kind: steps.VersionMismatch}
 	}
+	if baremetal.IsStoreUnavailable(err) {
+		// last_error says only that the database was unavailable and
+		// points here for the details.
+		c.log.Warn("step failed: the database is unavailable", "node", n.UUID, "error", err)
+	}
 	return steps.Outcome{Kind: steps.StepFailed, Node: n.UUID, Err: describeErr(err)}
 }
 

@@ -288,6 +288,10 @@ type agentRouter struct {
 	dead     map[string]bool
 	muted    map[string]bool
 	count    map[string]int // conductor + " " + node -> requests served
+	// pinned, when set, receives every agent request, whoever owns the
+	// node: a router whose rings disagree with the conductors' (an API
+	// that saw a membership change before they did).
+	pinned string
 }
 
 func newAgentRouter() *agentRouter {
@@ -310,6 +314,13 @@ func (r *agentRouter) add(host string, c *conductor.Conductor) {
 func (r *agentRouter) route(c *conductor.Conductor) {
 	r.mu.Lock()
 	r.view = c
+	r.mu.Unlock()
+}
+
+// pin sends every agent request to host.
+func (r *agentRouter) pin(host string) {
+	r.mu.Lock()
+	r.pinned = host
 	r.mu.Unlock()
 }
 
@@ -348,6 +359,11 @@ func (r *agentRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if node != "" && view != nil {
 		host, _ = view.NodeOwner(req.Context(), node)
 	}
+	r.mu.Lock()
+	if r.pinned != "" {
+		host = r.pinned
+	}
+	r.mu.Unlock()
 	r.mu.Lock()
 	if host == "" {
 		live := make([]string, 0, len(r.handlers))

@@ -88,6 +88,23 @@ func startMemberReg(t *testing.T, s baremetal.Store, host string, reg *driver.Re
 	return c
 }
 
+// deployVia manages, provides and deploys node uuid through c's verbs,
+// waiting in s for each stable state on the way.
+func deployVia(ctx context.Context, t *testing.T, c *conductor.Conductor, s baremetal.Store, uuid string) {
+	t.Helper()
+	if err := c.Manage(ctx, uuid); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, uuid, statemachine.Manageable)
+	if err := c.Provide(ctx, uuid); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, uuid, statemachine.Available)
+	if err := c.Deploy(ctx, uuid, conductor.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func waitState(t *testing.T, s baremetal.Store, uuid string, want statemachine.State) *baremetal.Node {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -178,17 +195,7 @@ func takeover(t *testing.T, pg, safe bool) {
 
 	n := ownedBy(t, survivor, "victim")
 	// Verbs go to the survivor; the victim, the owner, executes them.
-	if err := survivor.Manage(ctx, n.UUID); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, s, n.UUID, statemachine.Manageable)
-	if err := survivor.Provide(ctx, n.UUID); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, s, n.UUID, statemachine.Available)
-	if err := survivor.Deploy(ctx, n.UUID, conductor.DeployOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployVia(ctx, t, survivor, s, n.UUID)
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
@@ -686,4 +693,76 @@ func (b *busyAfterListing) ListNodes(ctx context.Context, f baremetal.NodeFilter
 		}()
 	}
 	return nodes, err
+}
+
+// TestReleaserTellsTheOwner: the conductor that releases a dead
+// conductor's reservation of a node mid-operation that another conductor
+// owns tells the owner, which takes the node over at once. Before, the
+// node waited, unreserved in deploying, for the owner's next orphan check
+// (a minute): the owner's own check had run before the release (the
+// chaos test saw deploys and undeploys stuck for 50 s after a kill).
+func TestReleaserTellsTheOwner(t *testing.T) {
+	t.Parallel()
+	forBothStores(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		clock := storetest.NewManualClock(clusterEpoch)
+		s, dsn := clusterStore(t, pg, clock)
+		cl := conductor.ClusterOptions{Notifier: clusterNotifier(t, dsn)}
+		register(t, s, "ghost", "", builtin.FakeHardware)
+		a := startMember(t, s, "a", fake.Config{}, cl)
+		b := startMember(t, s, "b", fake.Config{}, cl)
+		waitAlive(t, a, 3)
+		waitAlive(t, b, 3)
+
+		// A node b owns once the ghost is gone, left deploying by the
+		// ghost with its reservation.
+		clock.Advance(61 * time.Second)
+		for _, h := range []string{"a", "b"} {
+			if err := s.KeepaliveConductor(ctx, h, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []*conductor.Conductor{a, b} {
+			if _, err := c.Ownership().Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitAlive(t, c, 2)
+		}
+		n := ownedBy(t, a, "b")
+		n.ProvisionState, n.TargetProvisionState = statemachine.Deploying, statemachine.Active
+		if err := s.UpdateNode(ctx, n, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReserveNode(ctx, n.UUID, "ghost"); err != nil {
+			t.Fatal(err)
+		}
+
+		// a releases the ghost's reservation; it does not own the node.
+		a.CheckOrphanNodes(ctx)
+		if !historyHas(t, s, n.UUID, "reservation of dead conductor ghost released by conductor a") {
+			t.Fatal("a did not release the ghost's reservation")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !historyHas(t, s, n.UUID, "conductor b took the node over") {
+			if time.Now().After(deadline) {
+				got, _ := s.GetNode(ctx, n.UUID)
+				t.Fatalf("b never took the node over: %s reserved by %q; the owner was not told", got.ProvisionState, got.Reservation)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for {
+			got, err := s.GetNode(ctx, n.UUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Reservation == "" && (got.ProvisionState == statemachine.Active || got.ProvisionState == statemachine.DeployFailed) {
+				t.Logf("after b's takeover: %s (last error %q)", got.ProvisionState, got.LastError)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after b's takeover the node is %s reserved by %q", got.ProvisionState, got.Reservation)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
 }

@@ -614,7 +614,7 @@ func (c *Conductor) Abort(ctx context.Context, ident string) error {
 	case statemachine.DeployWait, statemachine.DeployHold:
 		delete(n.DriverInternalInfo, driver.InternalAgentURL)
 	case statemachine.RescueWait:
-		delete(n.InstanceInfo, "rescue_password")
+		t.forgetRescuePassword()
 	}
 	if prev, ok := readIntent(n); ok && prev.Op == opContinueInspection {
 		c.history(ctx, n.UUID, "inspection data dropped", "inspection",

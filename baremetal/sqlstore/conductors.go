@@ -121,7 +121,7 @@ func (s *Store) RegisterConductor(ctx context.Context, r baremetal.ConductorRegi
 // touchConductor sets online and updated_at of a conductor.
 func (s *Store) touchConductor(ctx context.Context, hostname string, online bool) error {
 	q := "UPDATE conductors SET online = ?, updated_at = ? WHERE hostname = ?"
-	res, err := s.w.ExecContext(ctx, s.d.q(q), online, micros(s.now()), hostname)
+	res, err := s.ka.ExecContext(ctx, s.d.q(q), online, micros(s.now()), hostname)
 	if err != nil {
 		return fmt.Errorf("sqlstore: updating conductor %s: %w", hostname, err)
 	}

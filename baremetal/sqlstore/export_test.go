@@ -58,3 +58,24 @@ func QueryStringsForTest(ctx context.Context, s *Store, q string) ([]string, err
 	err := s.w.SelectContext(ctx, &out, q)
 	return out, err
 }
+
+// HoldConnsForTest takes n connections of the store's write pool and
+// keeps them until release is called, as node work filling the pool
+// does.
+func HoldConnsForTest(ctx context.Context, s *Store, n int) (release func(), err error) {
+	var held []interface{ Close() error }
+	release = func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}
+	for range n {
+		c, err := s.w.Conn(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, c)
+	}
+	return release, nil
+}

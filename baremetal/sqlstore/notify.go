@@ -40,7 +40,7 @@ type Notifier struct {
 }
 
 // notifyTopics are the topics the listener subscribes to.
-var notifyTopics = []string{baremetal.TopicMembership, baremetal.TopicIntent}
+var notifyTopics = []string{baremetal.TopicMembership, baremetal.TopicIntent, baremetal.TopicTakeover}
 
 // NewNotifier connects to the PostgreSQL database of dsn (the same DSN the
 // store was opened with, so the same schema) and starts listening. log

@@ -57,9 +57,16 @@ type Options struct {
 // Store is the sqlx implementation of baremetal.Store for SQLite and
 // PostgreSQL. Create it with OpenSQLite or OpenPostgres.
 type Store struct {
-	d     dialect
-	w     *sqlx.DB // writes (one connection on SQLite)
-	r     *sqlx.DB // reads (read-only pool on a SQLite file; w otherwise)
+	d dialect
+	w *sqlx.DB // writes (one connection on SQLite)
+	r *sqlx.DB // reads (read-only pool on a SQLite file; w otherwise)
+	// ka is the conductors' keepalive connection: on PostgreSQL a pool
+	// of one of its own, so that a keepalive never waits for a
+	// connection behind the node work filling w (a keepalive late by
+	// the heartbeat timeout makes a live conductor dead to its peers,
+	// which break its reservations); w on SQLite, whose single writer
+	// serialises every write anyway.
+	ka    *sqlx.DB
 	clock clock.Clock
 	st    statements
 	batch *batcher // SQLite group commit; nil on PostgreSQL
@@ -173,6 +180,14 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		_ = db.Close()
 		return nil, err
 	}
+	ka, err := sqlx.Open("pgx", dsn)
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlstore: opening postgres: %w", err)
+	}
+	ka.SetMaxOpenConns(1)
+	ka.SetMaxIdleConns(1)
+	s.ka = ka
 	return s, nil
 }
 
@@ -184,7 +199,7 @@ func newStore(ctx context.Context, d dialect, w, r *sqlx.DB, opts Options) (*Sto
 	if clk == nil {
 		clk = clock.System()
 	}
-	s := &Store{d: d, w: w, r: r, clock: clk, subs: map[int]func(baremetal.NodeChange){}}
+	s := &Store{d: d, w: w, r: r, ka: w, clock: clk, subs: map[int]func(baremetal.NodeChange){}}
 	if err := s.prepare(ctx); err != nil {
 		s.st.close()
 		return nil, err
@@ -254,11 +269,14 @@ func (s *Store) Dialect() string { return s.d.name }
 // Close closes the store's statements and connections.
 func (s *Store) Close() error {
 	s.st.close()
-	var err error
+	var err, kerr error
 	if s.r != s.w {
 		err = s.r.Close()
 	}
-	return errors.Join(err, s.w.Close())
+	if s.ka != s.w {
+		kerr = s.ka.Close()
+	}
+	return errors.Join(err, kerr, s.w.Close())
 }
 
 // now returns the store clock's time, truncated to the stored precision.

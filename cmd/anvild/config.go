@@ -77,11 +77,14 @@ type Config struct {
 	VMedia vmediaConfig
 
 	// [anvil]
-	PluginDirs   []string
-	Netboot      bool
-	NetbootHTTP  string // netboot_http_listen
-	NetbootTFTP  string // netboot_tftp_listen
-	IPXEDir      string
+	PluginDirs  []string
+	Netboot     bool
+	NetbootHTTP string // netboot_http_listen
+	NetbootTFTP string // netboot_tftp_listen
+	IPXEDir     string
+	// HTTPGRUB is http_grub_efi: netboot.Options.HTTPGRUB, the GRUB UEFI
+	// HTTP boot loads for the http boot interface (netboot/grubimage).
+	HTTPGRUB     string
 	Ring         string
 	LogFormat    string
 	Metrics      bool
@@ -327,6 +330,8 @@ func options() []option {
 		{"conductor", "deploy_callback_timeout", "", "", seconds(true, func(c *Config) *time.Duration { return &c.Conductor.DeployCallbackTimeout })},
 		{"conductor", "clean_callback_timeout", "", "", seconds(true, func(c *Config) *time.Duration { return &c.Conductor.CleanCallbackTimeout })},
 		{"conductor", "rescue_callback_timeout", "", "", seconds(true, func(c *Config) *time.Duration { return &c.Conductor.RescueCallbackTimeout })},
+		{"conductor", "rescue_password_hash_algorithm", "", "", choice([]string{conductor.RescueHashSHA256, conductor.RescueHashSHA512},
+			func(c *Config) *string { return &c.Conductor.RescuePasswordHashAlgorithm })},
 		{"conductor", "service_callback_timeout", "", "", seconds(true, func(c *Config) *time.Duration { return &c.Conductor.ServiceCallbackTimeout })},
 		{"conductor", "inspect_wait_timeout", "", "", seconds(true, func(c *Config) *time.Duration { return &c.Conductor.InspectWaitTimeout })},
 		{"conductor", "power_state_change_timeout", "", "", seconds(false, func(c *Config) *time.Duration { return &c.Conductor.PowerStateChangeTimeout })},
@@ -459,6 +464,7 @@ func options() []option {
 		{"anvil", "netboot_http_listen", "netboot-http-listen", "boot server HTTP listen address (e.g. 192.0.2.1:8080)", str(func(c *Config) *string { return &c.NetbootHTTP })},
 		{"anvil", "netboot_tftp_listen", "netboot-tftp-listen", "boot server TFTP listen address (e.g. 192.0.2.1:69)", str(func(c *Config) *string { return &c.NetbootTFTP })},
 		{"anvil", "ipxe_dir", "", "", str(func(c *Config) *string { return &c.IPXEDir })},
+		{"anvil", "http_grub_efi", "", "", absPath(func(c *Config) *string { return &c.HTTPGRUB })},
 		{"anvil", "hash_ring", "", "", choice([]string{"balanced", "ironic"}, func(c *Config) *string { return &c.Ring })},
 		{"anvil", "log_format", "log-format", "text or json", choice([]string{"text", "json"}, func(c *Config) *string { return &c.LogFormat })},
 		{"anvil", "metrics", "", "", boolean(func(c *Config) *bool { return &c.Metrics })},

@@ -60,6 +60,7 @@ sync_power_state_interval = 0
 automated_clean = false
 enable_health_monitoring = false
 deploy_callback_timeout = 600
+rescue_password_hash_algorithm = sha512
 conductor_group = rack1
 max_concurrent_deploy = 10
 max_concurrent_clean = -1
@@ -107,6 +108,7 @@ agent_command_polling = false
 		{"automated clean", c.Conductor.DisableAutomatedClean, true},
 		{"health monitoring off", c.Conductor.DisableHealthMonitoring, true},
 		{"deploy callback", c.Conductor.DeployCallbackTimeout, 600 * time.Second},
+		{"rescue password hash", c.Conductor.RescuePasswordHashAlgorithm, "sha512"},
 		{"group: the flag wins", c.Conductor.ConductorGroup, "rack2"},
 		{"max deploy", c.Conductor.MaxConcurrentDeploy, 10},
 		{"max clean", c.Conductor.MaxConcurrentClean, -1},
@@ -142,6 +144,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad port in file", conf: "[api]\nport = http\n", want: `anvil.conf line 2: [api]port = "http": expected an integer >= 0`},
 		{name: "port out of range", args: []string{"--port", "70000"}, want: "[api]port"},
 		{name: "bad boolean", conf: "[conductor]\n\nautomated_clean = maybe\n", want: `line 3: [conductor]automated_clean = "maybe": expected a boolean`},
+		{name: "rescue hash md5 refused", conf: "[conductor]\nrescue_password_hash_algorithm = md5\n", want: `[conductor]rescue_password_hash_algorithm = "md5": expected one of sha256, sha512`},
 		{name: "keystone refused", conf: "[DEFAULT]\nauth_strategy = keystone\n", want: "[DEFAULT]auth_strategy = \"keystone\": expected one of noauth, http_basic"},
 		{name: "bad flag value", args: []string{"--host-ip", "not-an-ip"}, want: `flag --host-ip: [api]host_ip = "not-an-ip": expected an IP address`},
 		{name: "negative timeout", conf: "[conductor]\ndeploy_callback_timeout = -5\n", want: "[conductor]deploy_callback_timeout"},
@@ -250,5 +253,22 @@ func TestMediaEnv(t *testing.T) {
 	if _, err := parseConfig([]string{"--config-file", writeConf(t, "[DEFAULT]\nisolinux_bin = isolinux.bin\n")}, nil, func(string, ...any) {}); err == nil ||
 		!strings.Contains(err.Error(), "isolinux_bin") {
 		t.Errorf("a relative isolinux_bin: %v", err)
+	}
+}
+
+// TestHTTPGRUBConfig: [anvil]http_grub_efi names the boot server's HTTP
+// boot GRUB (netboot.Options.HTTPGRUB); a relative path is refused,
+// naming the key.
+func TestHTTPGRUBConfig(t *testing.T) {
+	cfg, err := parseConfig([]string{"--config-file", writeConf(t, "[anvil]\nhttp_grub_efi = /var/lib/anvil/grubhttpx64.efi\n")}, nil, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPGRUB != "/var/lib/anvil/grubhttpx64.efi" {
+		t.Errorf("http_grub_efi = %q", cfg.HTTPGRUB)
+	}
+	if _, err := parseConfig([]string{"--config-file", writeConf(t, "[anvil]\nhttp_grub_efi = grubhttpx64.efi\n")}, nil, func(string, ...any) {}); err == nil ||
+		!strings.Contains(err.Error(), "http_grub_efi") || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("a relative http_grub_efi: %v", err)
 	}
 }

@@ -205,7 +205,7 @@ type driverDeps struct {
 }
 
 // libraryBundles are the implementations the library has and anvild runs
-// in its own process: the agent-based deploy, inspect and RAID
+// in its own process: the agent-based deploy, inspect, RAID and rescue
 // interfaces, and the ipmitool-socat console (a long-running process and
 // a TCP port on the conductor host).
 //
@@ -221,6 +221,7 @@ func libraryBundles(d driverDeps, cm *console.Manager, deployLookup func(string)
 		{Kind: driver.KindDeploy, Name: agentdeploy.Name, Impl: agentdeploy.NewWithOptions(d.Client, d.Images)},
 		{Kind: driver.KindInspect, Name: agentdeploy.InspectName, Impl: inspect},
 		{Kind: driver.KindRAID, Name: agentdeploy.RAIDName, Impl: agentdeploy.NewRAID()},
+		{Kind: driver.KindRescue, Name: agentdeploy.RescueName, Impl: agentdeploy.NewRescue()},
 		{Kind: driver.KindDeploy, Name: agentdeploy.CustomAgentName, Impl: agentdeploy.NewCustomAgent(d.Client)},
 		{Kind: driver.KindDeploy, Name: agentdeploy.RamdiskName, Impl: agentdeploy.NewRamdisk()},
 		{Kind: driver.KindDeploy, Name: agentdeploy.AutodetectName, Impl: agentdeploy.NewAutodetect(agentdeploy.DefaultAutodetectCandidates(), deployLookup)},

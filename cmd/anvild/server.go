@@ -211,7 +211,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger, stdout io.Writer)
 
 	var boot *netboot.Server
 	if cfg.Netboot {
-		no := netboot.Options{HTTPBase: cfg.HTTPURL, Resolver: c, Observer: c, Logger: log, IPXEDir: cfg.IPXEDir}
+		no := netboot.Options{HTTPBase: cfg.HTTPURL, Resolver: c, Observer: c, Logger: log, IPXEDir: cfg.IPXEDir, HTTPGRUB: cfg.HTTPGRUB}
 		if cfg.TFTPServer != "" {
 			no.TFTPServer = netip.MustParseAddr(cfg.TFTPServer)
 		}
