@@ -51,6 +51,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -58,6 +59,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -94,6 +96,10 @@ type config struct {
 	bmcConcurrency int
 	syncWorkers    int
 	workers        int
+	// noHealth turns the conductor's health monitoring off (Ironic's
+	// [conductor]enable_health_monitoring = false); by default every
+	// power sync also reads each node's health from its BMC.
+	noHealth bool
 	// maxConcurrent is the deploy and clean limit; 0 means the busy
 	// share, so the cycle is never refused.
 	maxConcurrent int
@@ -135,11 +141,18 @@ type Latency struct {
 
 // Report is the JSON scalebench prints.
 type Report struct {
-	Nodes          int     `json:"nodes"`
-	BusyNodes      int     `json:"busy_nodes"`
-	Database       string  `json:"database"`
-	IntervalSec    float64 `json:"sync_interval_s"`
-	SyncWorkers    int     `json:"sync_workers"`
+	Nodes       int     `json:"nodes"`
+	BusyNodes   int     `json:"busy_nodes"`
+	Database    string  `json:"database"`
+	IntervalSec float64 `json:"sync_interval_s"`
+	SyncWorkers int     `json:"sync_workers"`
+	// HealthMonitoring says each power sync also reads every node's
+	// health (Ironic's enable_health_monitoring, on by default): a second
+	// call to the node's BMC.
+	HealthMonitoring bool `json:"health_monitoring"`
+	// SyncBMCCalls is how many calls to its BMC the sync makes per node:
+	// the power state, and the health with health monitoring.
+	SyncBMCCalls   int     `json:"sync_bmc_calls_per_node"`
 	Workers        int     `json:"workers"`
 	MaxConcurrent  int     `json:"max_concurrent_deploy_clean"`
 	IPMILatencyMs  float64 `json:"ipmi_latency_ms"`
@@ -157,15 +170,26 @@ type Report struct {
 	// TimedOut says -timeout ended the window before -runs runs finished.
 	TimedOut bool `json:"timed_out"`
 	// SyncBoundSec is the shortest a sync run can be: the steady nodes'
-	// BMC latencies over the sync workers (the busy nodes are mostly
-	// skipped, being reserved or waiting for their agent).
+	// BMC latencies times the BMC calls per node, over the sync workers
+	// (the busy nodes are mostly skipped, being reserved or waiting for
+	// their agent).
 	SyncBoundSec    float64 `json:"sync_bmc_bound_s"`
 	ConductorCPU    float64 `json:"conductor_cpu_cores"`
 	ConductorCounts string  `json:"conductor_cpu_counts"`
 	PluginCPU       float64 `json:"plugin_cpu_cores"`
-	PeakRSSMiB      float64 `json:"conductor_peak_rss_mib"`
-	PluginRSSMiB    float64 `json:"plugin_peak_rss_mib"`
-	Heartbeat       Latency `json:"heartbeat_handling"`
+	// ConductorCPUWait and PluginCPUWait are how long each process's
+	// threads waited, runnable, for a CPU in the window (Linux
+	// schedstat): time the machine's other processes took from them. A
+	// starved process shows it here; an idle one does not.
+	ConductorCPUWait float64 `json:"conductor_cpu_wait_s"`
+	PluginCPUWait    float64 `json:"plugin_cpu_wait_s"`
+	// SchedLatency is how long the conductor process's goroutines waited,
+	// runnable, to run (runtime/metrics /sched/latencies in the window):
+	// its one P busy with other goroutines, or its thread off the CPU.
+	SchedLatency Latency `json:"goroutine_sched_latency"`
+	PeakRSSMiB   float64 `json:"conductor_peak_rss_mib"`
+	PluginRSSMiB float64 `json:"plugin_peak_rss_mib"`
+	Heartbeat    Latency `json:"heartbeat_handling"`
 	// Verbs are the client's calls until accepted or refused: Update
 	// (instance_info), Deploy, Undeploy.
 	Verbs   Latency `json:"verb_latency"`
@@ -195,6 +219,7 @@ func main() {
 	flag.IntVar(&cfg.bmcConcurrency, "bmc-concurrency", 1, "calls each node's BMC serves at once")
 	flag.IntVar(&cfg.syncWorkers, "sync-workers", conductor.DefaultPeriodicMaxWorkers, "power sync workers (Ironic: min(sync_power_state_workers, periodic_max_workers) = 8)")
 	flag.IntVar(&cfg.workers, "workers", conductor.DefaultWorkers, "conductor worker pool size")
+	health := flag.Bool("health-monitoring", true, "read every node's health on each power sync (Ironic's enable_health_monitoring, default true): a second BMC call per node")
 	flag.IntVar(&cfg.maxConcurrent, "max-concurrent", 0, "max_concurrent_deploy and max_concurrent_clean (0: the busy node count, so the cycle is never refused)")
 	flag.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", 0, "fixed agent heartbeat interval (0: IPA's pace, heartbeat_timeout × random(0.3, 0.6))")
 	flag.BoolVar(&cfg.fastAgents, "fast-agents", false, "pace the agents fast (200 ms heartbeats, 50 ms retries) instead of IPA's pace, for quick runs")
@@ -203,6 +228,7 @@ func main() {
 	verbose := flag.Bool("v", false, "log the conductor, the plugin host and the agents to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured window to this file")
 	flag.Parse()
+	cfg.noHealth = !*health
 	if *verbose {
 		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -286,6 +312,24 @@ func (cfg *config) check() error {
 	return nil
 }
 
+// syncBMCCalls is how many calls to its BMC the power sync makes per
+// node: it reads the power state and, with health monitoring, the health
+// (the fake management interface reads it from the simulated BMC, as the
+// redfish and ipmitool ones read it from the real one).
+func (cfg *config) syncBMCCalls() int {
+	if cfg.noHealth {
+		return 1
+	}
+	return 2
+}
+
+// syncBound is the shortest a power sync run can be when the steady
+// nodes' BMC latencies add up to bmcTime: every call of every node, over
+// the sync workers.
+func (cfg *config) syncBound(bmcTime time.Duration) time.Duration {
+	return bmcTime * time.Duration(cfg.syncBMCCalls()) / time.Duration(cfg.syncWorkers)
+}
+
 func round(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // latencies collects durations, bounded: past maxSamples it keeps a
@@ -361,6 +405,7 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 		maxConc = max(busy, 1)
 	}
 	rep := &Report{Nodes: cfg.nodes, BusyNodes: busy, IntervalSec: cfg.interval.Seconds(), SyncWorkers: cfg.syncWorkers,
+		HealthMonitoring: !cfg.noHealth, SyncBMCCalls: cfg.syncBMCCalls(),
 		Workers: cfg.workers, MaxConcurrent: maxConc, IPMILatencyMs: float64(cfg.ipmiLatency) / 1e6,
 		RedfishLatency: float64(cfg.redfishLatency) / 1e6, GoMaxProcs: runtime.GOMAXPROCS(0),
 		BMC:             fmt.Sprintf("one simulated BMC per node serving %d call(s) at a time, inside the plugin process", cfg.bmcConcurrency),
@@ -530,7 +575,7 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	cond, err := conductor.New(store, reg, conductor.Options{
 		Agent:    conductor.AgentSettings{Client: client},
 		Hostname: "scalebench-" + runID, ConductorGroup: group, Workers: cfg.workers, Logger: quiet,
-		SyncPowerStateInterval: cfg.interval, PeriodicMaxWorkers: cfg.syncWorkers,
+		SyncPowerStateInterval: cfg.interval, PeriodicMaxWorkers: cfg.syncWorkers, DisableHealthMonitoring: cfg.noHealth,
 		MaxConcurrentDeploy: maxConc, MaxConcurrentClean: maxConc,
 		WatchBuffer: max(conductor.DefaultWatchBuffer, 16*busy),
 	})
@@ -557,7 +602,7 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	})
 	go srv.ServeTLS(ln, "", "") // ends when srv.Close runs
 	rep.SetupSec = round(time.Since(setupStart).Seconds())
-	rep.SyncBoundSec = round(bmcTime.Seconds() / float64(cfg.syncWorkers))
+	rep.SyncBoundSec = round(cfg.syncBound(bmcTime).Seconds())
 
 	timeout := cfg.timeout
 	if timeout <= 0 {
@@ -610,6 +655,9 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	winStart, cpu0 := time.Now(), procstat.SelfCPU().Seconds()
 	pst0, _ := procstat.Read(pluginPID)
 	pcpu0 := pst0.CPU.Seconds()
+	wait0, _ := procstat.CPUWait(os.Getpid())
+	pwait0, _ := procstat.CPUWait(pluginPID)
+	sched0 := schedLatencies()
 	heartbeats.reset()
 	cyc.verbs.reset()
 	cyc.resetCounts()
@@ -647,6 +695,13 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	cpu := procstat.SelfCPU().Seconds() - cpu0
 	pst1, perr := procstat.Read(pluginPID)
 	pcpu1 := pst1.CPU.Seconds()
+	if wait1, err := procstat.CPUWait(os.Getpid()); err == nil {
+		rep.ConductorCPUWait = round((wait1 - wait0).Seconds())
+	}
+	if pwait1, err := procstat.CPUWait(pluginPID); err == nil && perr == nil {
+		rep.PluginCPUWait = round((pwait1 - pwait0).Seconds())
+	}
+	rep.SchedLatency = histogramDelta(sched0, schedLatencies())
 	if prof != nil {
 		pprof.StopCPUProfile()
 	}
@@ -671,6 +726,64 @@ func run(ctx context.Context, cfg config, prof *os.File) (*Report, error) {
 	}
 	rep.Holds = rep.AllRunsInTime && rep.ConductorCPU < 1 && rep.Failures == 0 && !rep.TimedOut
 	return rep, nil
+}
+
+// schedLatencies reads the runtime's histogram of goroutine scheduling
+// latencies (cumulative since the process started).
+func schedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// histogramDelta summarises what a cumulative histogram of seconds
+// gained between two reads: the count, and the p50, p99 and max as the
+// upper bound of the bucket they fall in (the lower bound for the last,
+// unbounded bucket), in milliseconds.
+func histogramDelta(before, after *metrics.Float64Histogram) Latency {
+	if after == nil {
+		return Latency{}
+	}
+	counts := slices.Clone(after.Counts)
+	if before != nil && len(before.Counts) == len(counts) {
+		for i := range counts {
+			counts[i] -= before.Counts[i]
+		}
+	}
+	var total uint64
+	for _, c := range counts {
+		total += c
+	}
+	if total == 0 {
+		return Latency{}
+	}
+	upper := func(i int) float64 {
+		b := after.Buckets[i+1]
+		if math.IsInf(b, 1) {
+			b = after.Buckets[i]
+		}
+		return round(b * 1e3)
+	}
+	at := func(p float64) float64 {
+		want := uint64(math.Ceil(p * float64(total)))
+		var sum uint64
+		for i, c := range counts {
+			if sum += c; sum >= want {
+				return upper(i)
+			}
+		}
+		return upper(len(counts) - 1)
+	}
+	last := 0
+	for i, c := range counts {
+		if c > 0 {
+			last = i
+		}
+	}
+	return Latency{Count: int(total), P50ms: at(0.50), P99ms: at(0.99), Maxms: upper(last)}
 }
 
 // countRedfish spreads redfish Redfish-like nodes evenly over n: node i

@@ -74,3 +74,50 @@ func PeakRSSMiB(pid int) (float64, error) {
 	}
 	return 0, fmt.Errorf("procstat: /proc/%d/status has no VmHWM", pid)
 }
+
+// CPUWait is how long the threads of process pid have waited, runnable,
+// for a CPU (the second field of /proc/<pid>/task/<tid>/schedstat, summed
+// over the threads alive now: a thread that exited is not counted). On a
+// machine whose other processes keep every CPU busy it grows while the
+// process's CPU time does not: the process was starved, not idle.
+func CPUWait(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	read := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		_, wait, err := parseSchedstat(b)
+		if err != nil {
+			return 0, fmt.Errorf("procstat: %s/%s/schedstat: %w", dir, e.Name(), err)
+		}
+		total += wait
+		read++
+	}
+	if read == 0 {
+		return 0, fmt.Errorf("procstat: %s: no thread's schedstat could be read", dir)
+	}
+	return total, nil
+}
+
+// parseSchedstat parses a schedstat line: time on a CPU, time waiting on
+// a run queue (both in nanoseconds), and time slices run.
+func parseSchedstat(b []byte) (run, wait time.Duration, err error) {
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("%d fields, want 3", len(f))
+	}
+	var n [2]int64
+	for i := range n {
+		if n[i], err = strconv.ParseInt(string(f[i]), 10, 64); err != nil {
+			return 0, 0, err
+		}
+	}
+	return time.Duration(n[0]), time.Duration(n[1]), nil
+}
