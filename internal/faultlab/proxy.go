@@ -79,9 +79,12 @@ func (p *Proxy) Cut() {
 		p.cutAt = time.Now()
 		p.cuts++
 	}
+	// The pairs stop being forwarded now, not when their copying
+	// goroutines notice: Conns counts only live forwarding at once.
 	conns := make([]*pair, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
+		delete(p.conns, c)
 	}
 	p.mu.Unlock()
 	for _, c := range conns {

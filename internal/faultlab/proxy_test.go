@@ -66,6 +66,11 @@ func TestProxyCutAndRestore(t *testing.T) {
 	if !p.IsCut() {
 		t.Fatal("IsCut is false after Cut")
 	}
+	// The cut pair stops counting at once, not when its goroutines
+	// notice the closed sockets (under load they notice late).
+	if n := p.Conns(); n != 0 {
+		t.Fatalf("Conns = %d right after Cut, want 0", n)
+	}
 	if _, err := roundTrip(c, "during"); err == nil {
 		t.Fatal("an established connection still works after Cut")
 	}

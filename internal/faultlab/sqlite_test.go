@@ -2,6 +2,7 @@ package faultlab_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
@@ -27,6 +28,7 @@ const sqliteChildEnv = "ANVIL_FAULTLAB_SQLITE_CHILD"
 // removes it on Restore.
 type diskFull struct {
 	dir string
+	db  string // the database file, whose WAL Cut empties first
 
 	mu    sync.Mutex
 	cut   bool
@@ -38,6 +40,14 @@ func (d *diskFull) Cut() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cut, d.cutAt = true, time.Now()
+	// A write that fits in frames the WAL already has succeeds on a full
+	// disk (a CI run saw every write probe of the cut succeed): empty
+	// the WAL first, so that the next write must grow it and meets the
+	// full disk.
+	if err := truncateWAL(d.db); err != nil {
+		d.err = err
+		return
+	}
 	f, err := os.Create(filepath.Join(d.dir, "filler"))
 	if err != nil {
 		d.err = err
@@ -58,6 +68,29 @@ func (d *diskFull) Cut() {
 		if _, err := f.Write(buf[:512]); err != nil {
 			break
 		}
+	}
+}
+
+// truncateWAL checkpoints the SQLite database at path and truncates its
+// WAL to nothing, waiting out the readers that hold it.
+func truncateWAL(path string) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for try := 0; ; try++ {
+		var busy, logFrames, done int
+		if err := db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+			return err
+		}
+		if busy == 0 {
+			return nil
+		}
+		if try == 100 {
+			return errors.New("wal_checkpoint(TRUNCATE) stayed busy for a second")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -153,7 +186,7 @@ func TestSQLiteStorageFaults(t *testing.T) {
 		name  string
 		fault func(dir string) faultFault
 	}{
-		{"disk full", func(dir string) faultFault { return &diskFull{dir: dir} }},
+		{"disk full", func(dir string) faultFault { return &diskFull{dir: dir, db: filepath.Join(dir, "anvil.db")} }},
 		{"file unwritable", func(string) faultFault { return &unwritable{} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
