@@ -27,10 +27,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
@@ -139,7 +141,47 @@ type Lab struct {
 	// last reason.
 	refusals    map[string]int
 	lastRefusal map[string]string
-	closed      bool
+	// lostLookups are, per node, the lookups a conductor took but never
+	// answered: the connection to it failed after the request was sent.
+	lostLookups map[string][]LostLookup
+	// calls are, per node, its agents' last requests and their answers
+	// (at most maxAgentCalls), for the timeline of a node that failed.
+	calls  map[string][]AgentCall
+	closed bool
+
+	// bmcLocks holds a *sync.Mutex per node: a machine's BMC carries out
+	// one power request at a time, as a real one does.
+	bmcLocks sync.Map
+}
+
+// maxAgentCalls bounds the agent requests kept per node.
+const maxAgentCalls = 256
+
+// AgentCall is one request of a node's agent the router passed on (or
+// answered itself): when it came, what it was, where it went, and the
+// answer's status (0: the agent went away before the answer).
+type AgentCall struct {
+	At        time.Time
+	Took      time.Duration
+	Op        string // "lookup" or "heartbeat"
+	Conductor string // "" when the router answered itself
+	Status    int
+}
+
+// LostLookup is an agent's lookup the router passed to a conductor that
+// never answered it: the conductor's connection failed after the request
+// went out (the conductor died mid-request, say), so the agent got the
+// router's 503 instead of the conductor's answer, whatever the conductor
+// had done with it.
+type LostLookup struct {
+	// Sent is when the request was first written to the conductor, At
+	// when the router saw the connection fail: a conductor killed while
+	// it held the request lies between the two, however late the
+	// router's own goroutines noticed on a loaded machine.
+	Sent      time.Time
+	At        time.Time
+	Conductor string
+	Err       string
 }
 
 // NewLab starts the lab's HTTP server on a free loopback port.
@@ -181,8 +223,8 @@ func NewLab(cfg LabConfig) (*Lab, error) {
 		agentHC:        &http.Client{Timeout: 30 * time.Second, Transport: fleetTransport()},
 		proxyTransport: fleetTransport(),
 		conductors:     map[string]*url.URL{}, running: map[string]*Boot{}, boots: map[string][]*Boot{}, routed: map[string]int{},
-		refusals: map[string]int{}, lastRefusal: map[string]string{},
-		machines: map[string]bool{}}
+		refusals: map[string]int{}, lastRefusal: map[string]string{}, lostLookups: map[string][]LostLookup{},
+		machines: map[string]bool{}, calls: map[string][]AgentCall{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /bmc/{node}", l.serveBMC)
 	mux.HandleFunc("GET /bmc/{node}", l.serveBMCState)
@@ -268,6 +310,15 @@ func (l *Lab) serveBMC(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad BMC request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	// Two conductors (the old owner's late retry and the new owner's
+	// takeover) may power the machine within milliseconds: the second
+	// request waits for the first, and then resets the machine as a
+	// real BMC would, instead of failing because the first boot's agent
+	// still held the machine's place in the agent server.
+	v, _ := l.bmcLocks.LoadOrStore(node, new(sync.Mutex))
+	bmc := v.(*sync.Mutex)
+	bmc.Lock()
+	defer bmc.Unlock()
 	l.mu.Lock()
 	l.power = append(l.power, PowerCall{Node: node, Conductor: req.Conductor, On: req.On, Ramdisk: req.Ramdisk, At: time.Now()})
 	l.machines[node] = req.On
@@ -407,25 +458,100 @@ func (l *Lab) serveAgentAPI(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/heartbeat/"); ok {
 		node = strings.Trim(rest, "/")
 	}
-	target := l.route(node)
+	host, target := l.route(node)
+	sw := &statusWriter{ResponseWriter: w}
+	w = sw
+	defer l.recordCall(node, r.URL.Path, host, time.Now(), sw)
 	if target == nil {
 		l.refused(node, r.URL.Path+": no conductor available")
 		http.Error(w, `{"error_message": "no conductor available for the node"}`, http.StatusServiceUnavailable)
 		return
 	}
+	// sent says the request reached the conductor (it was written on a
+	// connection to it) in one of the transport's attempts: a GET whose
+	// reused connection died mid-request is tried again on a new one,
+	// so the error the proxy sees can be the retry's refused dial.
+	var sent atomic.Bool
+	var sentAt time.Time // written once, before sent is set
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil && !sent.Load() {
+			sentAt = time.Now()
+			sent.Store(true)
+		}
+	}}
 	p := &httputil.ReverseProxy{
 		Transport: l.proxyTransport,
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = target.Host },
-		ErrorLog:  nil,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			if pr.Out.URL.Path == "/v1/lookup" {
+				pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), trace))
+			}
+		},
+		ErrorLog: nil,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			l.refused(node, r.URL.Path+": "+target.Host+": "+err.Error())
+			if sent.Load() && r.Context().Err() == nil {
+				l.lostLookup(node, host, sentAt, err)
+			}
 			http.Error(w, `{"error_message": "conductor unreachable"}`, http.StatusServiceUnavailable)
 		},
 	}
 	p.ServeHTTP(w, r)
 }
 
-func (l *Lab) route(node string) *url.URL {
+// statusWriter remembers the status of the answer written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// recordCall keeps an agent request of node in its trail.
+func (l *Lab) recordCall(node, path, host string, at time.Time, sw *statusWriter) {
+	if node == "" {
+		return
+	}
+	op := "heartbeat"
+	if path == "/v1/lookup" {
+		op = "lookup"
+	}
+	node = strings.ToLower(node)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := append(l.calls[node], AgentCall{At: at, Took: time.Since(at), Op: op, Conductor: host, Status: sw.status})
+	if len(c) > maxAgentCalls {
+		c = c[len(c)-maxAgentCalls:]
+	}
+	l.calls[node] = c
+}
+
+// AgentCalls returns the last requests of node's agents, oldest first.
+func (l *Lab) AgentCalls(node string) []AgentCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]AgentCall(nil), l.calls[strings.ToLower(node)]...)
+}
+
+// route returns the conductor to send node's agent request to, and
+// where it serves the agent API.
+func (l *Lab) route(node string) (string, *url.URL) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if node != "" {
@@ -433,17 +559,34 @@ func (l *Lab) route(node string) *url.URL {
 			if host, err := l.own.OwnerOf(n); err == nil {
 				if u := l.conductors[host]; u != nil {
 					l.routed[host]++
-					return u
+					return host, u
 				}
 			}
 		}
 	}
 	for _, host := range l.own.Alive() {
 		if u := l.conductors[host]; u != nil {
-			return u
+			return host, u
 		}
 	}
-	return nil
+	return "", nil
+}
+
+func (l *Lab) lostLookup(node, host string, sent time.Time, err error) {
+	if node == "" {
+		return
+	}
+	l.mu.Lock()
+	l.lostLookups[node] = append(l.lostLookups[node], LostLookup{Sent: sent, At: time.Now(), Conductor: host, Err: err.Error()})
+	l.mu.Unlock()
+}
+
+// LostLookups returns the lookups of node's agents that a conductor took
+// but never answered, oldest first.
+func (l *Lab) LostLookups(node string) []LostLookup {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]LostLookup(nil), l.lostLookups[strings.ToLower(node)]...)
 }
 
 // nodeForRoute builds the ring key of a node: the lab's fleet is one
