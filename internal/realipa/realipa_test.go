@@ -167,21 +167,12 @@ func lsblkShim(t testing.TB, dir string) string {
 // ipaProcess is the running agent and its log.
 type ipaProcess struct {
 	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  bytes.Buffer
+	log  testlog.Buffer
 	done chan struct{}
-}
-
-func (p *ipaProcess) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.Write(b)
 }
 
 // logText is the agent's log with secret removed.
 func (p *ipaProcess) logText(secret string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	s := p.log.String()
 	if secret != "" {
 		s = strings.ReplaceAll(s, secret, "******")
@@ -228,7 +219,7 @@ func startIPA(t testing.TB, src, python, pyDir, apiURL, device, mac string, port
 		"LANG=C.UTF-8",
 	}
 	p := &ipaProcess{cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p, p
+	cmd.Stdout, cmd.Stderr = &p.log, &p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting IPA: %v", err)

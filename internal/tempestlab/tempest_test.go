@@ -30,9 +30,9 @@ const suiteSize = 235
 // against anvild by design, with the reason. Any other failure fails
 // TestIronicTempestAPI.
 var expectedFailures = map[string]string{
-	"ironic_tempest_plugin.tests.api.admin.test_volume_connector.TestVolumeConnector.test_delete_volume_connector_error": "Ironic master allows deleting a connector of a powered-on node in enroll, manageable or adopt failed; 2.5.0 expects the older 400 (the plugin's master changed the test)",
+	"ironic_tempest_plugin.tests.api.admin.test_volume_connector.TestVolumeConnector.test_delete_volume_connector_error": "Ironic master allows deleting a connector of a powered-on node in enroll, manageable or adopt failed; 2.5.0 expects the older 400; the plugin's master provides the node first (ironic-tempest-plugin 9b496d1, 2026-03-24, after Ironic 5a3c4bba2)",
 	"ironic_tempest_plugin.tests.api.admin.test_volume_target.TestVolumeTarget.test_delete_volume_target_error":          "as test_delete_volume_connector_error, for targets",
-	"ironic_tempest_plugin.tests.api.admin.test_portgroups.TestPortGroups.test_update_portgroup_add":                     "reads a port group's properties at 1.23; Ironic master hides mode and properties below 1.26 (portgroup.hide_fields_in_newer_versions), and so does Anvil",
+	"ironic_tempest_plugin.tests.api.admin.test_portgroups.TestPortGroups.test_update_portgroup_add":                     "reads a port group's properties at 1.23; Ironic master hides mode and properties below 1.26 (portgroup.hide_fields_in_newer_versions), and so does Anvil; the plugin's master runs the class at 1.26 (ironic-tempest-plugin eccef04, 2025-07-24)",
 }
 
 // expectedFailingClasses are the test classes of ironic-tempest-plugin
