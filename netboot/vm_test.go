@@ -18,6 +18,7 @@ import (
 	"github.com/anvilmetal/anvil/internal/vmlab"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/dhcp"
+	"github.com/anvilmetal/anvil/netboot/grubimage"
 	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/netboot/tftp"
 )
@@ -69,6 +70,12 @@ type vmCase struct {
 	timeout time.Duration
 	// memoryMB of the VM (default vmlab's).
 	memoryMB int
+	// httpGRUB: the server's Options.HTTPGRUB is a GRUB built by
+	// netboot/grubimage for its HTTP base.
+	httpGRUB bool
+	// secureBoot: OVMF with secure boot on, and a SecureBoot
+	// configuration (Debian's signed shim and GRUB).
+	secureBoot bool
 }
 
 func TestVMFirmwareBoots(t *testing.T) {
@@ -145,7 +152,28 @@ func TestVMFirmwareBoots(t *testing.T) {
 			firmwareArch: dhcp.ArchEFIx64HTTP, arch: dhcp.ArchEFIx64,
 			expect: then(stage.File, stage.DHCPDiscover, stage.DHCPAck, stage.Script, stage.Kernel, stage.Ramdisk),
 		},
+		{
+			// OVMF's UEFI HTTP boot (PXE off) loads the HTTP boot GRUB
+			// (netboot/grubimage) by URL; its embedded configuration asks
+			// DHCP itself (GRUB's client sends no option 93: no
+			// architecture; it ignores the offered pxelinux.0) and reads
+			// grub/grub.cfg, which reads the NIC's configuration; kernel
+			// and initrd over HTTP. No TFTP at all.
+			name: "http-uefi", firmware: vmlab.UEFI, noROM: true, noPXE: true, machine: "config", iface: netboot.HTTP,
+			httpGRUB: true, firmwareArch: dhcp.ArchEFIx64HTTP, arch: dhcp.ArchUnknown,
+			memoryMB: 512, // GRUB runs out of memory loading the kernel in 256
+			expect:   then(stage.File, stage.DHCPDiscover, stage.DHCPAck, stage.File, stage.Script, stage.Kernel, stage.Ramdisk),
+		},
 	}
+	cases = append(cases, vmCase{
+		// OVMF with secure boot on (Microsoft's keys): its PXE gets
+		// Debian's signed shim over TFTP, which loads the signed GRUB
+		// beside it (grubx64.efi), which reads its configurations and
+		// has shim verify Debian's signed kernel.
+		name: "pxe-uefi-secureboot", firmware: vmlab.UEFI, noROM: true, machine: "config", iface: netboot.PXE, arch: dhcp.ArchEFIx64,
+		secureBoot: true, memoryMB: 512,
+		expect: then(stage.TFTPSent, stage.TFTPSent, stage.Script, stage.Kernel, stage.Ramdisk),
+	})
 	var summary []string
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,8 +190,8 @@ func TestVMFirmwareBoots(t *testing.T) {
 // scenario does not, and returns a one-line summary.
 func runVMCase(t *testing.T, tc vmCase) string {
 	n := vmlab.NewTestNetworkWith(t, vmlab.NetworkOptions{RouterAdvertisements: true})
-	bs := &anvilBootServer{tc: tc}
-	sc := vmlab.Scenario{Firmware: tc.firmware, NoROM: tc.noROM, NoPXE: tc.noPXE, Expect: tc.expect, Timeout: tc.timeout, MemoryMB: tc.memoryMB}
+	bs := &anvilBootServer{tc: tc, dir: t.TempDir()}
+	sc := vmlab.Scenario{Firmware: tc.firmware, NoROM: tc.noROM, NoPXE: tc.noPXE, SecureBoot: tc.secureBoot, Expect: tc.expect, Timeout: tc.timeout, MemoryMB: tc.memoryMB}
 	local := tc.machine == "enrolled" || tc.machine == "local"
 	if local {
 		sc.Disk = filepath.Join(t.TempDir(), "disk.img")
@@ -222,6 +250,22 @@ func runVMCase(t *testing.T, tc vmCase) string {
 			t.Errorf("a record names node %q, want %q: %s", r.Node, bs.node, r.Phrase())
 		}
 	}
+	if tc.secureBoot {
+		// The signed chain: shim, then the GRUB it loads from beside it.
+		var sent []string
+		for _, r := range res.Records {
+			if r.Stage == stage.TFTPSent {
+				sent = append(sent, strings.TrimPrefix(r.File, "/"))
+			}
+		}
+		if i := slices.Index(sent, "shimx64.efi"); i < 0 || !slices.Contains(sent[i:], "grubx64.efi") || slices.Contains(sent, "grubnetx64.efi") {
+			t.Errorf("TFTP sent %q: want shimx64.efi, then grubx64.efi, and never the unsigned grubnetx64.efi", sent)
+		}
+		// The kernel says the firmware enforced secure boot.
+		if !slices.ContainsFunc(res.Milestones, func(m vmlab.Milestone) bool { return m.What == "kernel: secure boot enabled" }) {
+			t.Errorf("the kernel never printed %q: secure boot was not on", vmlab.SecureBootLine)
+		}
+	}
 	if tc.proxy {
 		// The address came from the other server; the proxy's OFFER
 		// carried a boot file and no address.
@@ -258,7 +302,8 @@ func runVMCase(t *testing.T, tc vmCase) string {
 
 // anvilBootServer starts Anvil's boot server for a vmlab scenario.
 type anvilBootServer struct {
-	tc vmCase
+	tc  vmCase
+	dir string // for the HTTP boot GRUB
 	// Set by start: the VM's MAC and node, and (proxy) the records of the
 	// address-only DHCP server.
 	mac, node   string
@@ -281,6 +326,15 @@ func (b *anvilBootServer) start(ctx context.Context, s vmlab.BootSetup) (func() 
 	if tc.proxy {
 		o.DHCPMode = dhcp.Proxy
 	}
+	if tc.httpGRUB {
+		o.HTTPGRUB = filepath.Join(b.dir, "grubhttpx64.efi")
+		if err := grubimage.Build(ctx, grubimage.Options{HTTPBase: o.HTTPBase, Out: o.HTTPGRUB}); err != nil {
+			if errors.Is(err, grubimage.ErrNoTool) {
+				err = fmt.Errorf("%w: %v", vmlab.ErrUnavailable, err)
+			}
+			return nil, err
+		}
+	}
 	if tc.machine == "unknown" {
 		o.Fallback = &netboot.Fallback{Kernel: s.Kernel, Ramdisk: s.Initrd, Params: s.Params}
 	}
@@ -297,7 +351,7 @@ func (b *anvilBootServer) start(ctx context.Context, s vmlab.BootSetup) (func() 
 		if err := srv.PutConfig(ctx, netboot.Config{
 			Node: s.Node, MACs: []string{s.MAC}, Interface: tc.iface, Mode: mode,
 			Action: netboot.Ramdisk, Purpose: "deploy",
-			Kernel: s.Kernel, Ramdisk: s.Initrd, Params: s.Params,
+			Kernel: s.Kernel, Ramdisk: s.Initrd, Params: s.Params, SecureBoot: tc.secureBoot,
 		}); err != nil {
 			return nil, unavailable(err)
 		}

@@ -3,6 +3,7 @@ package vmlab
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type BMCMachineOptions struct {
 	// NoROM (UEFI): the NIC without iPXE's option ROM, so that OVMF's
 	// own PXE boots it (machineQEMU).
 	NoROM bool
+	// SecureBoot (UEFI): OVMF's secure boot build with Microsoft's keys
+	// enrolled and secure boot on (machineQEMU.SecureBoot).
+	SecureBoot bool
 	// Logger: nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -168,48 +172,29 @@ esac
 // Close. Without ipmi_sim, ipmitool or QEMU the error wraps
 // ErrUnavailable.
 func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMCMachine, error) {
-	for _, b := range []string{IPMISimBinary, "ipmitool", QEMUBinary} {
-		if _, err := exec.LookPath(b); err != nil {
-			return nil, fmt.Errorf("%w: no %s (Debian packages openipmi, ipmitool, qemu-system-x86)", ErrUnavailable, b)
-		}
-	}
-	if !storedMAC(o.MAC) {
-		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
+	if err := checkMachine("machine", o.MAC, "Debian packages openipmi, ipmitool, qemu-system-x86", IPMISimBinary, "ipmitool", QEMUBinary); err != nil {
+		return nil, err
 	}
 	if o.Dir == "" {
 		return nil, errors.New("vmlab: BMCMachineOptions.Dir is required")
 	}
-	if o.Name == "" {
-		o.Name = "vm"
-	}
-	if o.MemoryMB == 0 {
-		o.MemoryMB = 1024
-	}
-	if o.CPUs == 0 {
-		o.CPUs = 1
-	}
-	if o.Username == "" {
-		o.Username = "admin"
-	}
-	if o.Password == "" {
-		o.Password = "password"
-	}
+	o.Name = cmp.Or(o.Name, "vm")
+	o.MemoryMB = cmp.Or(o.MemoryMB, 1024)
+	o.CPUs = cmp.Or(o.CPUs, 1)
+	o.Username = cmp.Or(o.Username, "admin")
+	o.Password = cmp.Or(o.Password, "password")
 	if len(o.Password) > 16 || strings.ContainsAny(o.Password+o.Username, "\"\n\\") {
 		return nil, errors.New("vmlab: BMC username or password: want at most 16 characters, no quote, backslash or newline")
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+	if o.SecureBoot && o.Firmware != UEFI {
+		return nil, errors.New("vmlab: secure boot needs UEFI firmware")
 	}
+	log := cmp.Or(o.Logger, slog.Default())
 	m := &BMCMachine{Addr: "127.0.0.1", Username: o.Username, Password: o.Password, MAC: o.MAC,
 		opts: o, n: n, log: log, dir: o.Dir}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	ok := false
-	defer func() {
-		if !ok {
-			_ = m.Close()
-		}
-	}()
+	defer closeUnless(&ok, m)
 	var err error
 	if m.Tap, err = n.AddTap(ctx); err != nil {
 		return nil, err
@@ -225,7 +210,7 @@ func StartBMCMachine(ctx context.Context, n *Network, o BMCMachineOptions) (*BMC
 	switch o.Firmware {
 	case "", BIOS:
 	case UEFI:
-		if err := newUEFIVars(m.vars()); err != nil {
+		if err := newUEFIVars(m.vars(), o.SecureBoot); err != nil {
 			return nil, err
 		}
 	default:
@@ -474,17 +459,16 @@ func (m *BMCMachine) bootOrder() string {
 }
 
 func (m *BMCMachine) powerOn() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return errors.New("machine closed")
+	if err := m.lockOpen("machine closed"); err != nil {
+		return err
 	}
+	defer m.mu.Unlock()
 	if m.running() {
 		return nil
 	}
 	args := machineQEMUArgs(machineQEMU{Name: m.opts.Name, MemoryMB: m.opts.MemoryMB, CPUs: m.opts.CPUs,
 		Console: m.con.addr(), Tap: m.Tap, MAC: m.MAC, Order: m.bootOrder(), Disks: m.opts.Disks,
-		Firmware: m.opts.Firmware, Vars: m.vars(), NoROM: m.opts.NoROM, NoPXE: m.httpBoot.Load()})
+		Firmware: m.opts.Firmware, Vars: m.vars(), NoROM: m.opts.NoROM, NoPXE: m.httpBoot.Load(), SecureBoot: m.opts.SecureBoot})
 	args = append(args,
 		"-chardev", "socket,id=ipmi0,path="+m.ipmiLn.Addr().String()+",reconnect=2",
 		"-device", "ipmi-bmc-extern,chardev=ipmi0,id=bmc0",
@@ -676,17 +660,27 @@ type machineQEMU struct {
 	// machine's UEFI network stack does. NoPXE turns OVMF's PXE off, so
 	// that it boots the NIC by UEFI HTTP boot.
 	NoROM, NoPXE bool
+	// SecureBoot (UEFI) runs OVMFSecureCode on a q35 machine with SMM
+	// and its flash secure (the secure boot build keeps its variables
+	// behind SMM); Vars must then be a copy of OVMFSecureVars, with
+	// Microsoft's keys enrolled and secure boot on.
+	SecureBoot bool
 }
 
 // newUEFIVars copies OVMF's variable store template to path, for a
-// machine's UEFI firmware; without OVMF the error wraps ErrUnavailable.
-func newUEFIVars(path string) error {
-	for _, f := range []string{OVMFCode, OVMFVars} {
+// machine's UEFI firmware: OVMFSecureVars for secure boot, else
+// OVMFVars. Without OVMF the error wraps ErrUnavailable.
+func newUEFIVars(path string, secureBoot bool) error {
+	code, vars := OVMFCode, OVMFVars
+	if secureBoot {
+		code, vars = OVMFSecureCode, OVMFSecureVars
+	}
+	for _, f := range []string{code, vars} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%w: %s (Debian package ovmf)", ErrUnavailable, f)
 		}
 	}
-	return copyFile(OVMFVars, path)
+	return copyFile(vars, path)
 }
 
 // bootIndex is the ",bootindex=N" of a device of kind c (disk), d
@@ -710,10 +704,14 @@ func (q machineQEMU) bootIndex(kind byte) string {
 // or OVMF, serial console to a socket, a virtio NIC on its tap, virtio
 // disks), to which a BMC adds its own devices.
 func machineQEMUArgs(q machineQEMU) []string {
+	machine, code := "pc,graphics=off", OVMFCode
+	if q.Firmware == UEFI && q.SecureBoot {
+		machine, code = "q35,smm=on,graphics=off", OVMFSecureCode
+	}
 	args := []string{
 		"-name", q.Name,
 		"-accel", "tcg",
-		"-machine", "pc,graphics=off",
+		"-machine", machine,
 		"-m", strconv.Itoa(q.MemoryMB),
 		"-smp", strconv.Itoa(q.CPUs),
 		"-nodefaults", "-display", "none", "-vga", "none",
@@ -726,8 +724,11 @@ func machineQEMUArgs(q machineQEMU) []string {
 		if q.NoROM {
 			nic += ",romfile="
 		}
+		if q.SecureBoot {
+			args = append(args, "-global", "driver=cfi.pflash01,property=secure,value=on")
+		}
 		args = append(args,
-			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
 			"-drive", "if=pflash,format=raw,unit=1,file="+q.Vars)
 		if q.NoPXE {
 			args = append(args,

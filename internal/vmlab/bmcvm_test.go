@@ -145,8 +145,23 @@ func TestMachineQEMUArgsFirmware(t *testing.T) {
 			t.Errorf("order %q: PXE off %v, want %v", tc.order, got, tc.wantF)
 		}
 		if strings.Contains(joined, "-boot ") || !strings.Contains(joined, "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode) ||
-			!strings.Contains(joined, "if=pflash,format=raw,unit=1,file=/vars.fd") {
+			!strings.Contains(joined, "if=pflash,format=raw,unit=1,file=/vars.fd") || !strings.Contains(joined, "-machine pc,graphics=off") ||
+			strings.Contains(joined, "smm") || strings.Contains(joined, "secure") {
 			t.Errorf("order %q: UEFI machine args: %s", tc.order, joined)
 		}
+	}
+	// Secure boot: OVMF's secure boot build, on a q35 machine with SMM
+	// and its flash secure (the variables behind SMM).
+	sb := base
+	sb.Firmware, sb.Vars, sb.Order, sb.NoROM, sb.SecureBoot = UEFI, "/vars.fd", "n", true, true
+	joined := strings.Join(machineQEMUArgs(sb), " ")
+	for _, want := range []string{"-machine q35,smm=on,graphics=off", "-global driver=cfi.pflash01,property=secure,value=on",
+		"if=pflash,format=raw,unit=0,readonly=on,file=" + OVMFSecureCode, "if=pflash,format=raw,unit=1,file=/vars.fd"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("secure boot machine args lack %q: %s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "file="+OVMFCode+" ") || strings.Contains(joined, "-machine pc,") {
+		t.Errorf("secure boot machine args name the plain OVMF or the pc machine: %s", joined)
 	}
 }

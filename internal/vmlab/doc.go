@@ -4,7 +4,11 @@
 // built from Debian packages and cached on the machine.
 //
 // A Network is a namespace with a bridge at 192.0.2.1/24 and a tap per VM;
-// nothing connects it to the host's network. Go servers listen in it
+// nothing connects it to the host's network. NetworkOptions.Family makes
+// it IPv6-only (the bridge at fd61:6e76:696c::1/64, a unique local
+// prefix, and no IPv4 address) or dual-stack (both); a Lab on such a
+// network runs Anvil's DHCPv6 server and router advertisements with the
+// managed flag, and its ramdisk configures its NIC by DHCPv6. Go servers listen in it
 // through Network.Do; programs (QEMU, dnsmasq) run in it through
 // Network.Command and Network.Start, which track them and stop them by PID
 // on Close. StartVM starts QEMU (TCG only; KVM guests hang on the virtual
@@ -144,7 +148,8 @@
 // and a NIC without the iPXE ROM, so that OVMF's own PXE asks the boot
 // server for a file by its architecture (option 93: snponly.efi over
 // TFTP); BMCMachine.SetHTTPBoot turns OVMF's PXE off for UEFI HTTP boot
-// (http-ipxe). The node gets boot_mode:uefi and the UEFI OS image
+// (http-ipxe, and http, whose GRUB BuildHTTPGRUB builds for the lab's
+// boot server with netboot/grubimage). The node gets boot_mode:uefi and the UEFI OS image
 // (BuildUEFIOSImage: GPT, an EFI System Partition with two GRUB loaders,
 // the one named by EFI/anvil/BOOTX64.CSV and the removable-media
 // fallback, each printing which it is). The direct deploy interface's
@@ -156,6 +161,28 @@
 // system (Debian packages with GRUB, no boot loader installed) for
 // image_type partition: IPA partitions the disk and install_bootloader
 // runs grub-install and grub-mkconfig in it.
+//
+// # Software RAID
+//
+// LabOptions.SoftwareRAID serves BuildRAIDOSImage's whole-disk images
+// (the partition image's root file system as the first partition, BIOS
+// on an MBR disk, UEFI on a GPT disk with an ESP whose GRUB finds the
+// root on the md array) for RAIDInstanceInfo, and the lab's registry has
+// the agent raid interface. The phases of e2e_raid_test.go run on a
+// manageable node with its agent up: its raid interface set to agent,
+// the target_raid_config Ironic documents (one RAID-1, size MAX,
+// controller software), the root device hint removed (IPA then picks
+// the md device), a manual clean of raid.delete_configuration,
+// deploy.erase_devices_metadata and raid.create_configuration (both disk
+// files then hold a member of one array), provide (cleaning keeps it),
+// and the RAID image deployed onto the md device: install_bootloader,
+// which the node's target_raid_config makes the direct interface ask
+// for, puts GRUB on both disks (BIOS) or an ESP mirror with a boot entry
+// per disk (UEFI), and the OS comes up from the array (GRUB names an
+// md device, the OS's /init shows the RAID-1 in /proc/mdstat and its
+// root on an md device, and reads its config drive from it).
+// TestVMProvisionDualStack (BIOS) runs them after its inspection,
+// TestVMProvisionUEFI at its end.
 //
 // One VM at a time on a 2-core machine: TCG costs a host core per vCPU.
 package vmlab

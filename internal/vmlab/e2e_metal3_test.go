@@ -203,14 +203,11 @@ func TestVMMetal3Redfish(t *testing.T) {
 	}
 	api := &metal3Client{t: t, lab: lab, base: apiURL, c: &http.Client{Timeout: 30 * time.Second}}
 
-	var total []string
-	phase := func(name string, from time.Time) {
-		total = append(total, fmt.Sprintf("%s %.1fs", name, lab.report(t, name, from).Seconds()))
-	}
+	ph := lab.phases(t)
+	phase := ph.end
 	defer func() {
 		la, _ := os.ReadFile("/proc/loadavg")
-		t.Logf("phases: %s; whole test %.1fs; load average at the end %s", strings.Join(total, ", "), time.Since(lab.began).Seconds(),
-			strings.Join(strings.Fields(string(la))[:3], " "))
+		ph.log("; load average at the end " + strings.Join(strings.Fields(string(la))[:3], " "))
 	}()
 
 	// 1. Register, as BMO's registration pass does.

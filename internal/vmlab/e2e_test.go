@@ -19,6 +19,7 @@ import (
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
 	"github.com/anvilmetal/anvil/driver"
+	"github.com/anvilmetal/anvil/driver/agentdeploy"
 	"github.com/anvilmetal/anvil/driver/plugin/plugintest"
 	"github.com/anvilmetal/anvil/internal/otlptest"
 	"github.com/anvilmetal/anvil/netboot"
@@ -44,7 +45,10 @@ var ipmiPlugin = &plugintest.Plugin{Package: IPMIPluginPackage, Name: "ipmi"}
 // and the port); provide (automated cleaning, erase_devices disabled by
 // priority override, IPA's erase_devices_metadata zeroes the disk's first
 // MiB); deploy the raw image with root device hints and a config drive
-// (the OS prints the config drive's hostname on the console); undeploy
+// (the OS prints the config drive's hostname on the console); rescue
+// with the agent rescue interface (the same IPA ramdisk as the rescue
+// ramdisk), a login as the rescue user with the rescue password over
+// SOL, and unrescue (the OS boots from its disk again); undeploy
 // (cleaning again: the partition table is gone); the same deploy and
 // undeploy again with the agent's commands waited on
 // (AgentSettings.PollCommands), the first pair having moved on the
@@ -57,18 +61,7 @@ var ipmiPlugin = &plugintest.Plugin{Package: IPMIPluginPackage, Name: "ipmi"}
 // time of every phase, the boot stages and steps inside it, and the
 // agent heartbeats each step waited for.
 func TestVMProvisionIPMI(t *testing.T) {
-	if os.Getenv(EnvVME2E) != "1" {
-		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
-	}
-	tarball := os.Getenv(IPATarballEnv)
-	if tarball == "" {
-		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
-	}
-	for _, b := range []string{IPMISimBinary, "ipmitool"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skip(b + " not installed (Debian packages openipmi, ipmitool): VM end-to-end provisioning test skipped")
-		}
-	}
+	tarball := requireIPMIE2E(t)
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
 	lab := startE2ELab(t, n, tarball, ipmiBMC())
 	lab.run(t)
@@ -85,8 +78,10 @@ type e2eBMC struct {
 	prepare func(t *testing.T, lab *Lab, rd IPARamdisk, dir string)
 	// sol: read the OS marker through the console interface too; full:
 	// also the deploy and undeploy with PollCommands, the failing deploy
-	// and the qcow2 deploy.
-	sol, full bool
+	// and the qcow2 deploy; rescue: rescue the deployed node with the
+	// agent rescue interface, log in as the rescue user through the
+	// console interface, and unrescue it (needs sol).
+	sol, full, rescue bool
 	// extra, when set, runs after the common phases (the node
 	// available), timing its phases with phase.
 	extra func(t *testing.T, lab *e2eLab, phase func(name string, from time.Time))
@@ -102,7 +97,7 @@ type e2eBMC struct {
 // ipmiBMC is ipmi_sim with the ipmi hardware type, ipxe boot and the
 // ipmitool-socat console.
 func ipmiBMC() e2eBMC {
-	return e2eBMC{LabBMC: IPMILabBMC(), plugin: ipmiPlugin, sol: true, full: true, partition: true}
+	return e2eBMC{LabBMC: IPMILabBMC(), plugin: ipmiPlugin, sol: true, full: true, rescue: true, partition: true}
 }
 
 // e2eLab is the shared Lab (the machine, the boot server, the image
@@ -156,6 +151,46 @@ func startE2ELab(t *testing.T, n *Network, tarball string, bmc e2eBMC) *e2eLab {
 	return &e2eLab{Lab: lab, bmc: bmc, traces: traces, tp: tp}
 }
 
+// requireIPMIE2E skips t unless the VM end-to-end tests on ipmi_sim
+// can run, and returns the IPA tarball they boot.
+func requireIPMIE2E(t *testing.T) string {
+	t.Helper()
+	if os.Getenv(EnvVME2E) != "1" {
+		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
+	}
+	tarball := os.Getenv(IPATarballEnv)
+	if tarball == "" {
+		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
+	}
+	for _, b := range []string{IPMISimBinary, "ipmitool"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skip(b + " not installed (Debian packages openipmi, ipmitool): VM end-to-end provisioning test skipped")
+		}
+	}
+	return tarball
+}
+
+// phaseLog collects the wall time of a test's phases for its
+// "phases: ..." line, which .ci/run's summary greps.
+type phaseLog struct {
+	lab   *e2eLab
+	t     *testing.T
+	total []string
+}
+
+func (lab *e2eLab) phases(t *testing.T) *phaseLog { return &phaseLog{lab: lab, t: t} }
+
+// end reports the phase name that began at from (see report).
+func (p *phaseLog) end(name string, from time.Time) {
+	p.total = append(p.total, fmt.Sprintf("%s %.1fs", name, p.lab.report(p.t, name, from).Seconds()))
+}
+
+// log writes the phases line; suffix, if any, follows the whole test's
+// time.
+func (p *phaseLog) log(suffix string) {
+	p.t.Logf("phases: %s; whole test %.1fs%s", strings.Join(p.total, ", "), time.Since(p.lab.began).Seconds(), suffix)
+}
+
 // report logs the phase's wall time, the boot stages, requests, steps
 // and console milestones inside it, and the heartbeats each step spent.
 func (lab *e2eLab) report(t *testing.T, name string, from time.Time) time.Duration {
@@ -169,7 +204,10 @@ func (lab *e2eLab) report(t *testing.T, name string, from time.Time) time.Durati
 // the conductor log's last lines.
 func (lab *e2eLab) fail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	t.Fatal(fmt.Sprintf(format, args...) + lab.Diagnostics())
+	msg := fmt.Sprintf(format, args...)
+	// The message again after the diagnostics: CI keeps a failing test's
+	// last lines, and those must say what failed.
+	t.Fatal(msg + lab.Diagnostics() + "\nfailed: " + msg)
 }
 
 // waitState waits for the node to reach want and be unlocked.
@@ -208,13 +246,9 @@ func configDrive(t *testing.T, userData string) json.RawMessage {
 func (lab *e2eLab) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var total []string
-	phase := func(name string, from time.Time) {
-		total = append(total, fmt.Sprintf("%s %.1fs", name, lab.report(t, name, from).Seconds()))
-	}
-	defer func() {
-		t.Logf("phases: %s; whole test %.1fs", strings.Join(total, ", "), time.Since(lab.began).Seconds())
-	}()
+	ph := lab.phases(t)
+	phase := ph.end
+	defer ph.log("")
 
 	// 1. Enroll and manage: verification reads the power state through
 	// the plugin from the BMC (ipmitool from ipmi_sim; Redfish).
@@ -304,6 +338,9 @@ func (lab *e2eLab) run(t *testing.T) {
 		start = time.Now()
 		lab.markerThroughSOL(t, "e2e-raw")
 		phase("console (SOL)", start)
+	}
+	if lab.bmc.rescue && lab.bmc.sol {
+		lab.rescueAndBack(t, nd, "e2e-raw", phase)
 	}
 
 	// 5. Undeploy: cleaning (the ramdisk boots again) erases the disk.
@@ -497,6 +534,156 @@ func (lab *e2eLab) checkStepsRan(t *testing.T, from time.Time, steps ...string) 
 	}
 }
 
+// e2eRescuePassword is the rescue password of the rescue phases.
+const e2eRescuePassword = "e2e-Rescue-pw-7"
+
+// rescueAndBack rescues the active node nd with the agent rescue
+// interface (phase "rescue": power off, the rescue ramdisk booted over
+// the network, the agent's finalize_rescue with the password's crypt
+// hash, the ramdisk's rescue user made from IPA's password file), logs
+// in as the rescue user over the serial console through the console
+// interface, a wrong password refused first (phase "rescue login
+// (SOL)"), and unrescues it: the node is active again and the OS,
+// whose config drive says userData, boots from its disk (phase
+// "unrescue").
+func (lab *e2eLab) rescueAndBack(t *testing.T, nd *baremetal.Node, userData string, phase func(string, time.Time)) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.RescueInterface = agentdeploy.RescueName
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.cond.Rescue(ctx, nd.UUID, e2eRescuePassword); err != nil {
+		t.Fatal(err)
+	}
+	r := lab.waitState(t, statemachine.Rescue, 20*time.Minute)
+	if r.PowerState != driver.PowerOn || r.LastError != "" {
+		lab.fail(t, "rescued node: power %q, last error %q", r.PowerState, r.LastError)
+	}
+	for _, k := range []string{"rescue_password", "hashed_rescue_password"} {
+		if _, ok := r.InstanceInfo[k]; ok {
+			lab.fail(t, "instance_info keeps %s once the node is rescued", k)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	line, err := lab.m.serial().WaitForAfter(wctx, start, RescueUserLine)
+	cancel()
+	if err != nil {
+		lab.fail(t, "the ramdisk made no rescue user: %v", err)
+	}
+	t.Logf("rescued (power %s); %q %.1fs after the rescue began", r.PowerState, line.Text, line.At.Sub(start).Seconds())
+	phase("rescue", start)
+
+	start = time.Now()
+	lab.rescueLoginThroughSOL(t, e2eRescuePassword)
+	phase("rescue login (SOL)", start)
+
+	start = time.Now()
+	if err := lab.cond.Unrescue(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	u := lab.waitState(t, statemachine.Active, 10*time.Minute)
+	marker := lab.osMarker(t, start, userData, 10*time.Minute)
+	wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	disk, err := lab.m.serial().WaitForAfter(wctx, start, OSDiskLine)
+	cancel()
+	if err != nil || disk.At.After(marker.At) {
+		lab.fail(t, "no %q before the OS marker since the unrescue began: %v", OSDiskLine, err)
+	}
+	t.Logf("unrescued: active (power %s); the OS booted from disk, its marker %.1fs after the unrescue began", u.PowerState, marker.At.Sub(start).Seconds())
+	phase("unrescue", start)
+}
+
+// rescueLoginThroughSOL enables the node's console (ipmitool-socat over
+// ipmi_sim's SOL) and logs in as the rescue user at the rescue ramdisk's
+// login prompt: a wrong password is refused, the right one gives a
+// shell, which runs a command whose output is checked (an arithmetic
+// expansion, so the typed line's echo does not match); then disables
+// the console.
+func (lab *e2eLab) rescueLoginThroughSOL(t *testing.T, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, addr, stop := lab.openSOL(t, ctx)
+	defer stop()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Minute))
+	var got []byte
+	mark := 0
+	buf := make([]byte, 4096)
+	// expect reads until what arrived since the last send holds want.
+	expect := func(want string) {
+		t.Helper()
+		for !bytes.Contains(got[mark:], []byte(want)) {
+			k, err := c.Read(buf)
+			got = append(got, buf[:k]...)
+			if err != nil {
+				lab.fail(t, "waiting for %q on the SOL console at %s: %v; read %q", want, addr, err, truncate(string(got), 2000))
+			}
+		}
+	}
+	send := func(s string) {
+		t.Helper()
+		mark = len(got)
+		if _, err := c.Write([]byte(s + "\r")); err != nil {
+			lab.fail(t, "typing into the SOL console at %s: %v", addr, err)
+		}
+	}
+	began := time.Now()
+	send("") // a fresh login prompt
+	expect("login:")
+	send("rescue")
+	expect("Password:")
+	send("not-" + password)
+	expect("Login incorrect")
+	expect("login:")
+	send("rescue")
+	expect("Password:")
+	send(password)
+	expect("$ ")
+	send("echo rescue-login-$((6*7)) user=$(id -un)")
+	expect("rescue-login-42 user=rescue")
+	send("exit")
+	t.Logf("logged in as rescue through IPMI SOL (the ipmitool-socat console at %s) %.1fs after enabling the console; a wrong password refused first", addr, time.Since(began).Seconds())
+}
+
+// openSOL enables the node's console and dials its TCP address; stop
+// disables the console.
+func (lab *e2eLab) openSOL(t *testing.T, ctx context.Context) (net.Conn, string, func()) {
+	t.Helper()
+	if err := lab.cond.SetConsoleMode(ctx, lab.node, true); err != nil {
+		lab.fail(t, "enabling the console: %v", err)
+	}
+	stop := func() {
+		if err := lab.cond.SetConsoleMode(context.Background(), lab.node, false); err != nil {
+			t.Errorf("disabling the console: %v", err)
+		}
+	}
+	var addr string
+	for addr == "" {
+		st, err := lab.cond.ConsoleInfo(ctx, lab.node)
+		if err == nil && st.Info != nil {
+			addr = strings.TrimPrefix(st.Info.URL, "tcp://")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			stop()
+			lab.fail(t, "the console never started: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		stop()
+		lab.fail(t, "console %s: %v", addr, err)
+	}
+	return c, addr, stop
+}
+
 // markerThroughSOL enables the node's console (ipmitool-socat: the
 // conductor's console interface runs "ipmitool sol activate" against
 // ipmi_sim, whose SOL device carries the VM's serial port) and reads the
@@ -507,31 +694,8 @@ func (lab *e2eLab) markerThroughSOL(t *testing.T, userData string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	began := time.Now()
-	if err := lab.cond.SetConsoleMode(ctx, lab.node, true); err != nil {
-		lab.fail(t, "enabling the console: %v", err)
-	}
-	defer func() {
-		if err := lab.cond.SetConsoleMode(context.Background(), lab.node, false); err != nil {
-			t.Errorf("disabling the console: %v", err)
-		}
-	}()
-	var addr string
-	for addr == "" {
-		st, err := lab.cond.ConsoleInfo(ctx, lab.node)
-		if err == nil && st.Info != nil {
-			addr = strings.TrimPrefix(st.Info.URL, "tcp://")
-			break
-		}
-		select {
-		case <-ctx.Done():
-			lab.fail(t, "the console never started: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		lab.fail(t, "console %s: %v", addr, err)
-	}
+	c, addr, stop := lab.openSOL(t, ctx)
+	defer stop()
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
 	want := OSMarkerPrefix + " hostname=" + e2eHostname + " user-data=" + userData

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -46,22 +45,24 @@ import (
 //   - deploy the partition image (BuildPartitionImage) with the agent
 //     still up: IPA partitions the disk, writes the root file system and
 //     the config drive, install_bootloader runs grub-install and
-//     grub-mkconfig in it, and the machine boots that GRUB from its disk.
+//     grub-mkconfig in it, and the machine boots that GRUB from its disk;
+//   - undeploy with the http boot interface: UEFI HTTP boot hands OVMF
+//     the URL of the lab's HTTP boot GRUB (netboot/grubimage,
+//     BuildHTTPGRUB), which asks DHCP itself, reads the node's GRUB
+//     configuration and loads the agent's kernel and ramdisk over HTTP
+//     (no TFTP, no iPXE); the agent looks up, heartbeats and cleaning
+//     erases the disk;
+//   - software RAID (issue 32, e2e_raid_test.go), the agent still up:
+//     manage, a manual clean through the agent RAID interface making the
+//     two disks a RAID-1 (IPA's raid.create_configuration, GPT holders
+//     with room for an ESP), provide (cleaning keeps it), and the UEFI
+//     RAID image deployed onto the md device: install_bootloader makes
+//     an ESP on each holder, mirrored, with a boot entry for each, and
+//     OVMF boots one, whose GRUB reads the kernel from the md array.
 //
 // It logs every phase's wall time with its boot stages and steps.
 func TestVMProvisionUEFI(t *testing.T) {
-	if os.Getenv(EnvVME2E) != "1" {
-		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
-	}
-	tarball := os.Getenv(IPATarballEnv)
-	if tarball == "" {
-		t.Skip(IPATarballEnv + " not set: VM end-to-end provisioning test skipped")
-	}
-	for _, b := range []string{IPMISimBinary, "ipmitool"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skip(b + " not installed (Debian packages openipmi, ipmitool): VM end-to-end provisioning test skipped")
-		}
-	}
+	tarball := requireIPMIE2E(t)
 	for _, f := range []string{OVMFCode, OVMFVars} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("no %s (Debian package ovmf): the UEFI test is skipped", f)
@@ -70,6 +71,7 @@ func TestVMProvisionUEFI(t *testing.T) {
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
 	bmc := ipmiBMC()
 	bmc.firmware, bmc.partition = UEFI, true
+	bmc.options = func(o *LabOptions) { o.SoftwareRAID = true }
 	lab := startE2ELab(t, n, tarball, bmc)
 	lab.runUEFI(t, true)
 }
@@ -121,18 +123,15 @@ func TestVMProvisionUEFIRedfish(t *testing.T) {
 }
 
 // runUEFI runs the UEFI phases; full adds the http-ipxe undeploy (the
-// machine must be a *BMCMachine, whose firmware setting it changes) and
-// the partition image.
+// machine must be a *BMCMachine, whose firmware setting it changes), the
+// partition image, the http undeploy and the software RAID (the lab
+// must serve its images: LabOptions.SoftwareRAID).
 func (lab *e2eLab) runUEFI(t *testing.T, full bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var total []string
-	phase := func(name string, from time.Time) {
-		total = append(total, fmt.Sprintf("%s %.1fs", name, lab.report(t, name, from).Seconds()))
-	}
-	defer func() {
-		t.Logf("phases: %s; whole test %.1fs", strings.Join(total, ", "), time.Since(lab.began).Seconds())
-	}()
+	ph := lab.phases(t)
+	phase := ph.end
+	defer ph.log("")
 
 	start := time.Now()
 	nd, err := lab.EnrollNode(ctx)
@@ -225,6 +224,40 @@ func (lab *e2eLab) runUEFI(t *testing.T, full bool) {
 	t.Logf("partition image active (power %s); OS marker %.1fs after the deploy began: %q", nd.PowerState, marker.At.Sub(start).Seconds(), marker.Text)
 	lab.checkPartitionBoot(t, start, marker)
 	phase("deploy-partition (UEFI, grub-install)", start)
+
+	// Undeploy with http: UEFI HTTP boot of the HTTP boot GRUB, which
+	// takes its network from its own DHCP and loads the agent over HTTP.
+	start = time.Now()
+	if _, err := lab.cond.Update(ctx, nd.UUID, func(n *baremetal.Node) error {
+		n.BootInterface = pxe.NameHTTP
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.cond.Undeploy(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	lab.waitState(t, statemachine.Available, 25*time.Minute)
+	lab.checkErased(t, "after undeploy (http)")
+	lab.checkNetboot(t, start, time.Now(),
+		[]string{"(efi-x86_64-http)", "HTTP /grub/grubhttpx64.efi sent", "DHCP acknowledged", "HTTP /grub/grub.cfg sent", "/grub.cfg fetched",
+			"kernel downloaded", "ramdisk downloaded"},
+		[]string{"TFTP", "snponly", "boot.ipxe"})
+	lab.checkAgentCalled(t, start, time.Now(), "/v1/lookup", "/v1/heartbeat/")
+	if _, err := lab.m.serial().WaitForAfter(ctx, start, "anvil-grub-http: reading"); err != nil {
+		lab.fail(t, "the HTTP boot GRUB's embedded configuration never reported on the console: %v", err)
+	}
+	phase("undeploy (UEFI HTTP boot, http: GRUB)", start)
+
+	// Software RAID on the two disks, with the agent still up (fast
+	// track), then the RAID image deployed onto it and booted.
+	if err := lab.cond.Manage(ctx, nd.UUID); err != nil {
+		t.Fatal(err)
+	}
+	lab.waitState(t, statemachine.Manageable, 2*time.Minute)
+	lab.buildSoftwareRAID(t, nd, phase)
+	lab.provideKeepingRAID(t, nd, phase)
+	lab.deploySoftwareRAID(t, nd, phase, nil)
 }
 
 // checkPartitionBoot checks that the partition image's OS came up from
@@ -262,6 +295,22 @@ func (lab *e2eLab) checkPartitionBoot(t *testing.T, from time.Time, marker Line)
 	}
 	t.Logf("partition image booted from disk: %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
 		entry.Text, entry.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
+}
+
+// checkAgentCalled checks that the agent API answered a request to each
+// of paths, in order, between from and to (after the netboot records:
+// the agent booted and called back).
+func (lab *e2eLab) checkAgentCalled(t *testing.T, from, to time.Time, paths ...string) {
+	t.Helper()
+	i := 0
+	for _, e := range lab.tl.between(from, to) {
+		if i < len(paths) && e.Source == "agent-api" && strings.Contains(e.What, paths[i]) && strings.Contains(e.What, "→ 2") {
+			i++
+		}
+	}
+	if i < len(paths) {
+		lab.fail(t, "the agent API never answered %s (in order %q) between %s and %s", paths[i], paths, from.Format(time.TimeOnly), to.Format(time.TimeOnly))
+	}
 }
 
 // checkNetboot checks the boot server's records between from and to:
@@ -339,15 +388,10 @@ func (lab *e2eLab) checkBootedFromDisk(t *testing.T, from time.Time, marker Line
 }
 
 // checkGPTWritten checks the root disk holds the UEFI image: its GPT
-// header and its EFI System Partition byte for byte (IPA adds the
-// config drive partition at the disk's end), and the spare disk
-// untouched.
+// header and its EFI System Partition's files (IPA adds the config
+// drive partition at the disk's end), and the spare disk untouched.
 func (lab *e2eLab) checkGPTWritten(t *testing.T) {
 	t.Helper()
-	raw, err := os.ReadFile(lab.uefiImg.Raw)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hdr, err := readAt(lab.rootImg, 512, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -355,13 +399,18 @@ func (lab *e2eLab) checkGPTWritten(t *testing.T) {
 	if string(hdr) != "EFI PART" {
 		lab.fail(t, "the root disk has no GPT header after the deploy: %q", hdr)
 	}
-	const espFrom, espTo = 1 << 20, 65 << 20
-	got, err := readAt(lab.rootImg, espFrom, espTo-espFrom)
+	// The ESP file by file: IPA's mount rewrites access dates (espFiles).
+	const espFrom, espSize = 1 << 20, 64 << 20
+	want, err := espFiles(lab.uefiImg.Raw, espFrom, espSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, raw[espFrom:espTo]) {
-		lab.fail(t, "the root disk's EFI System Partition differs from the image's")
+	got, err := espFiles(lab.rootImg, espFrom, espSize)
+	if err != nil {
+		lab.fail(t, "the root disk's EFI System Partition is unreadable: %v", err)
+	}
+	if d := espDiff(want, got); d != "" {
+		lab.fail(t, "the root disk's EFI System Partition differs from the image's: %s", d)
 	}
 	spare, err := readAt(lab.spare, 0, 1<<20)
 	if err != nil {

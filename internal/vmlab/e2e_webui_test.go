@@ -69,8 +69,9 @@ func (lab *e2eLab) checkTimelineInBrowser(t *testing.T) {
 	// firmware's stages in order (inspection: the ramdisk then posts to
 	// continue_inspection, not /v1/lookup); virtual media boots the
 	// ramdisk from the BMC's ISO, so no firmware stage is drawn. The
-	// agent's lookup is drawn in the phase that first looked up (cleaning,
-	// after in-band inspection with fast track).
+	// agent's lookup is drawn in the phase whose boot it belongs to, also
+	// when it came after that phase ended (after in-band inspection with
+	// fast track, the lookup races the transition to manageable).
 	var wantBoot []string
 	if lab.bmc.Boot == pxe.NameIPXE {
 		wantBoot = []string{"dhcp discover", "dhcp offer", "dhcp ack", "boot script", "kernel", "ramdisk"}

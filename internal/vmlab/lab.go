@@ -40,6 +40,8 @@ import (
 	"github.com/anvilmetal/anvil/imagecache"
 	"github.com/anvilmetal/anvil/netboot"
 	"github.com/anvilmetal/anvil/netboot/dhcp"
+	"github.com/anvilmetal/anvil/netboot/dhcp6"
+	"github.com/anvilmetal/anvil/netboot/ra"
 	"github.com/anvilmetal/anvil/netboot/stage"
 	"github.com/anvilmetal/anvil/netboot/tftp"
 	"github.com/anvilmetal/anvil/plugins/ipmi/ipmitool"
@@ -109,7 +111,7 @@ func IPMILabBMC() LabBMC {
 			m, err := StartBMCMachine(ctx, lab.n, BMCMachineOptions{
 				Name: "vm-ipmi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-1", Disks: disks, Logger: logger,
 				// UEFI: OVMF's own PXE asks for iPXE by its architecture.
-				Firmware: lab.firmware, NoROM: lab.firmware == UEFI,
+				Firmware: lab.firmware, NoROM: lab.firmware == UEFI, SecureBoot: lab.secureBoot,
 			})
 			if err != nil {
 				return nil, err
@@ -171,8 +173,21 @@ func BuildPlugin(ctx context.Context, pkg, name, dir string) (string, error) {
 // LabOptions configure StartLab.
 type LabOptions struct {
 	// Network is the provisioning network; nil: StartLab creates one
-	// (with RouterAdvertisements) and Close removes it.
+	// of Family (with RouterAdvertisements on an IPv4 one) and Close
+	// removes it.
 	Network *Network
+	// Family is the address families of the network StartLab creates
+	// when Network is nil (default IPv4); a given Network's own is used
+	// otherwise. On an IPv6 network the boot server answers DHCPv6
+	// (stateful) beside router advertisements with the managed flag and
+	// the network's prefix, and every server of the lab (boot, images,
+	// agent API) is reached at ServerIP6: ipa-api-url is
+	// http://[ServerIP6]:6385, and the ramdisk configures its NIC with
+	// DHCPv6. On a Dual network the boot server answers DHCPv4 and
+	// DHCPv6 (TFTP on IPv4 only), the servers listen on both families,
+	// the agent API and the images are given by their IPv6 URL, and the
+	// ramdisk runs DHCPv4 and DHCPv6 (anvil.dhcp=4,6).
+	Family Family
 	// BMC is the kind of machine (IPMILabBMC).
 	BMC LabBMC
 	// PluginPath is the BMC's plugin executable, anvil-driver-<name>
@@ -201,9 +216,24 @@ type LabOptions struct {
 	// also serves the UEFI OS image (BuildUEFIOSImage), and its node
 	// has the boot_mode:uefi capability and deploys that image.
 	Firmware Firmware
+	// SecureBoot (UEFI only): the machine's firmware is OVMF's secure
+	// boot build with Microsoft's keys enrolled and secure boot on
+	// (BMCMachineOptions.SecureBoot: IPMILabBMC's Start reads
+	// Lab.SecureBoot; the Redfish machine has no secure boot firmware
+	// yet), the node asks for secure_boot:true beside
+	// boot_mode:uefi, and the lab serves the secure boot OS image
+	// (BuildSecureBootOSImage) instead of the UEFI one, at
+	// UEFIInstanceInfo.
+	SecureBoot bool
 	// PartitionImage: also serve the partition image
 	// (BuildPartitionImage) for PartitionInstanceInfo.
 	PartitionImage bool
+	// SoftwareRAID: also serve the software RAID images
+	// (BuildRAIDOSImage, made of the partition image) for
+	// RAIDInstanceInfo, and let IPA install GRUB (its
+	// enable_bios_bootloader_install), which a BIOS software RAID
+	// needs.
+	SoftwareRAID bool
 	// TracerProvider, when set, traces the conductor's operations, the
 	// agent client's commands and the plugin calls (Options.TracerProvider
 	// of each); PluginEnv is added to the plugin process's environment
@@ -237,8 +267,14 @@ type Lab struct {
 	node      string
 	images    *imagecache.Cache // the conductor's image cache (labimages.go)
 	firmware  Firmware
-	uefiImg   UEFIOSImage // a UEFI lab's image
-	partImg   PartitionImage
+	// serverHost is where the machine reaches the lab's servers
+	// (ServerIP, or ServerIP6 on an IPv6 or Dual network).
+	serverHost string
+	uefiImg    UEFIOSImage // a UEFI lab's image
+	uefiPath   string      // its path on the image server
+	secureBoot bool
+	partImg    PartitionImage
+	raidImg    RAIDOSImage
 
 	closeOnce                // its mu guards closers
 	closers   []func() error // run in reverse by Close
@@ -253,11 +289,15 @@ type timeline struct {
 type tlEvent struct {
 	At           time.Time
 	Source, What string
+	// Peer is the client's address of an HTTP request (recordRequests).
+	Peer netip.Addr
 }
 
-func (tl *timeline) add(source, what string) {
+func (tl *timeline) add(source, what string) { tl.addFrom(source, what, netip.Addr{}) }
+
+func (tl *timeline) addFrom(source, what string, peer netip.Addr) {
 	tl.mu.Lock()
-	tl.events = append(tl.events, tlEvent{time.Now(), source, what})
+	tl.events = append(tl.events, tlEvent{At: time.Now(), Source: source, What: what, Peer: peer})
 	tl.mu.Unlock()
 }
 
@@ -313,7 +353,11 @@ func recordRequests(tl *timeline, source string, h http.Handler) http.Handler {
 		if strings.HasPrefix(p, labImagesPath) {
 			p = labImagesPath + "<token>" // a node's image URL is a capability
 		}
-		tl.add(source, fmt.Sprintf("%s %s → %d", r.Method, p, sw.code))
+		var peer netip.Addr
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			peer = ap.Addr().Unmap()
+		}
+		tl.addFrom(source, fmt.Sprintf("%s %s → %d", r.Method, p, sw.code), peer)
 	})
 }
 
@@ -373,9 +417,12 @@ func (lab *Lab) Close() error {
 // *netboot.MissingFileError, returned unwrapped. On an error (or a
 // Prepare that exits its goroutine) everything started is stopped.
 func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
-	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began, firmware: cmp.Or(o.Firmware, BIOS)}
+	lab := &Lab{n: o.Network, kind: o.BMC, tl: &timeline{}, began: o.Began, firmware: cmp.Or(o.Firmware, BIOS), secureBoot: o.SecureBoot}
 	if lab.firmware != BIOS && lab.firmware != UEFI {
 		return nil, fmt.Errorf("vmlab: lab firmware %q: want %q or %q", o.Firmware, BIOS, UEFI)
+	}
+	if lab.secureBoot && lab.firmware != UEFI {
+		return nil, errors.New("vmlab: a secure boot lab needs UEFI firmware")
 	}
 	if lab.began.IsZero() {
 		lab.began = time.Now()
@@ -385,14 +432,11 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 		logf = func(string, ...any) {}
 	}
 	ok := false
-	defer func() {
-		if !ok {
-			_ = lab.Close()
-		}
-	}()
+	defer closeUnless(&ok, lab)
 	if lab.n == nil {
 		nctx, ncancel := context.WithTimeout(ctx, time.Minute)
-		lab.n, err = NewNetwork(nctx, NetworkOptions{RouterAdvertisements: true})
+		fam := cmp.Or(o.Family, IPv4)
+		lab.n, err = NewNetwork(nctx, NetworkOptions{RouterAdvertisements: fam == IPv4, Family: fam})
 		ncancel()
 		if err != nil {
 			return nil, err
@@ -425,13 +469,19 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 		bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
-		lab.uefiImg, err = BuildUEFIOSImage(bctx, cache, lab.img)
+		if lab.secureBoot {
+			lab.uefiImg, err = BuildSecureBootOSImage(bctx, cache, lab.img)
+			lab.uefiPath = "/disk-uefi-sb.raw"
+		} else {
+			lab.uefiImg, err = BuildUEFIOSImage(bctx, cache, lab.img)
+			lab.uefiPath = "/disk-uefi.raw"
+		}
 		bcancel()
 		if err != nil {
 			return nil, err
 		}
 	}
-	if o.PartitionImage {
+	if o.PartitionImage || o.SoftwareRAID {
 		cache, err := DefaultCache()
 		if err != nil {
 			return nil, err
@@ -441,6 +491,14 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 		bcancel()
 		if err != nil {
 			return nil, err
+		}
+		if o.SoftwareRAID {
+			bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+			lab.raidImg, err = BuildRAIDOSImage(bctx, cache, lab.partImg)
+			bcancel()
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	lab.rd = rd
@@ -454,9 +512,20 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			return nil, err
 		}
 	}
-	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v, firmware %s, UEFI OS image built now: %v)",
-		time.Since(lab.began).Seconds(), rd.Built, lab.img.Built, lab.firmware, lab.uefiImg.Built)
-	serverIP := n.ServerAddr().String()
+	logf("phase images: %.1fs (IPA ramdisk built now: %v, OS image built now: %v, firmware %s, secure boot %v, UEFI OS image built now: %v)",
+		time.Since(lab.began).Seconds(), rd.Built, lab.img.Built, lab.firmware, lab.secureBoot, lab.uefiImg.Built)
+	family := n.Family()
+	// host is where the machines reach the lab's servers; listen where
+	// the servers listen (both families on a dual-stack network, inside
+	// the namespace only).
+	host, listen := ServerIP, ServerIP
+	switch family {
+	case IPv6:
+		host, listen = ServerIP6, ServerIP6
+	case Dual:
+		host, listen = ServerIP6, "::"
+	}
+	lab.serverHost = host
 
 	// The disks: vda the root disk the hints name (6 GiB), holding an
 	// old installation (the OS image) that cleaning must erase; vdb a
@@ -481,17 +550,21 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	images := http.NewServeMux()
 	imageFiles := map[string]string{"/disk.raw": lab.img.Raw, "/disk.qcow2": lab.img.QCOW2}
 	if lab.uefiImg.Raw != "" {
-		imageFiles["/disk-uefi.raw"] = lab.uefiImg.Raw
+		imageFiles[lab.uefiPath] = lab.uefiImg.Raw
 	}
 	if lab.partImg.QCOW2 != "" {
 		imageFiles["/root.qcow2"] = lab.partImg.QCOW2
 		imageFiles["/vmlinuz"] = lab.partImg.Kernel
 		imageFiles["/initrd"] = lab.partImg.Ramdisk
 	}
+	if lab.raidImg.BIOS != "" {
+		imageFiles["/raid-bios.qcow2"] = lab.raidImg.BIOS
+		imageFiles["/raid-uefi.qcow2"] = lab.raidImg.UEFI
+	}
 	for name, path := range imageFiles {
 		images.HandleFunc("GET "+name, func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) })
 	}
-	imgLn, err := listenIn(n, net.JoinHostPort(serverIP, e2eImageHTTP))
+	imgLn, err := listenIn(n, net.JoinHostPort(listen, e2eImageHTTP))
 	if err != nil {
 		return nil, err
 	}
@@ -515,29 +588,61 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 			c.ObserveBootStage(r)
 		}
 	})
-	srv, err := netboot.New(netboot.Options{
-		HTTPBase: "http://" + net.JoinHostPort(serverIP, e2eBootHTTP), TFTPServer: n.ServerAddr(),
+	bootOpts := netboot.Options{
+		HTTPBase: "http://" + net.JoinHostPort(ServerIP, e2eBootHTTP), TFTPServer: n.ServerAddr(),
 		Resolver: resolver, Observer: observe, Logger: logger.With("component", "netboot"),
-	})
+	}
+	if lab.firmware == UEFI && family.HasIPv4() {
+		// The http boot interface's GRUB, for this boot server (its
+		// IPv4 address: the GRUB netboot/grubimage builds is IPv4 only).
+		cache, err := DefaultCache()
+		if err != nil {
+			return nil, err
+		}
+		if bootOpts.HTTPGRUB, err = BuildHTTPGRUB(ctx, cache, bootOpts.HTTPBase); err != nil {
+			return nil, err
+		}
+	}
+	listenOpts := netboot.ListenOptions{
+		TFTPAddr: net.JoinHostPort(ServerIP, "69"),
+		HTTPAddr: net.JoinHostPort(listen, e2eBootHTTP),
+		TFTP: &tftp.Server{ListenTransfer: func(local netip.Addr) (c *net.UDPConn, err error) {
+			err = n.Do(func() error {
+				c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
+				return err
+			})
+			return c, err
+		}},
+	}
+	if family.HasIPv4() {
+		listenOpts.DHCP = &dhcp.Options{Mode: dhcp.Authoritative, Interface: BridgeName, ServerIP: n.ServerAddr(),
+			Subnet: n.Prefix(), PoolStart: netip.MustParseAddr(PoolStart), PoolEnd: netip.MustParseAddr(PoolEnd)}
+	}
+	if family.HasIPv6() {
+		base6 := "http://" + net.JoinHostPort(ServerIP6, e2eBootHTTP)
+		bootOpts.HTTPBase6, bootOpts.TFTPServer6 = base6, n.ServerAddr6()
+		listenOpts.DHCP6 = &dhcp6.Options{Mode: dhcp6.Stateful, Interface: BridgeName, ServerAddr: n.ServerAddr6(),
+			Prefix: n.Prefix6(), PoolStart: netip.MustParseAddr(PoolStart6), PoolEnd: netip.MustParseAddr(PoolEnd6),
+			Preference: 255}
+		// The managed flag: addresses from DHCPv6; the prefix on-link
+		// (not autonomous), so a machine reaches the servers directly.
+		listenOpts.RA = &ra.Options{Interface: BridgeName, Prefix: n.Prefix6(), Managed: true, Interval: 3 * time.Second,
+			Logger: logger.With("component", "ra")}
+		if family == IPv6 {
+			// IPv6 only: TFTP on the IPv6 address, and the IPv6 base
+			// for every URL.
+			bootOpts.HTTPBase, bootOpts.TFTPServer = base6, netip.Addr{}
+			listenOpts.TFTPAddr = net.JoinHostPort(ServerIP6, "69")
+		}
+	}
+	srv, err := netboot.New(bootOpts)
 	if err != nil {
 		return nil, err
 	}
 	var listeners *netboot.Listeners
 	if err := n.Do(func() error {
 		var err error
-		listeners, err = srv.Listen(netboot.ListenOptions{
-			TFTPAddr: net.JoinHostPort(serverIP, "69"),
-			HTTPAddr: net.JoinHostPort(serverIP, e2eBootHTTP),
-			TFTP: &tftp.Server{ListenTransfer: func(local netip.Addr) (c *net.UDPConn, err error) {
-				err = n.Do(func() error {
-					c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
-					return err
-				})
-				return c, err
-			}},
-			DHCP: &dhcp.Options{Mode: dhcp.Authoritative, Interface: BridgeName, ServerIP: n.ServerAddr(),
-				Subnet: n.Prefix(), PoolStart: netip.MustParseAddr(PoolStart), PoolEnd: netip.MustParseAddr(PoolEnd)},
-		})
+		listeners, err = srv.Listen(listenOpts)
 		return err
 	}); err != nil {
 		return nil, err
@@ -579,6 +684,9 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 		driver.KindDeploy:  {agentdeploy.Name},
 		driver.KindInspect: {agentdeploy.InspectName, driver.NoInspect},
 		driver.KindConsole: {o.BMC.Console, driver.NoConsole},
+		driver.KindRescue:  {driver.NoRescue, agentdeploy.RescueName},
+		// In-band RAID (IPA's software RAID), for a node that names it.
+		driver.KindRAID: {driver.NoRAID, agentdeploy.RAIDName},
 	}
 	for k, names := range o.MoreInterfaces {
 		enabled[k] = append(enabled[k], names...)
@@ -587,11 +695,26 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err := reg.Register(builtin.Bundle(fake.Config{})); err != nil {
 		return nil, err
 	}
+	// rootfstype=ramfs: the 1 GiB machine's tmpfs root (half its
+	// memory) would truncate the unpacked initramfs. The ramdisk runs
+	// DHCP of ipa-api-url's family unless anvil.dhcp says otherwise.
+	appendParams := "console=ttyS0,115200 rootfstype=ramfs ipa-debug=1"
+	switch family {
+	case Dual:
+		appendParams += " anvil.dhcp=4,6"
+	case IPv6:
+		// IPA's inspection waits (60 s by default) for its NIC's IPv4
+		// address, and only IPv4 ("only supports IPv4 addresses for
+		// now", inspector.wait_for_dhcp); the ramdisk's /init has
+		// waited for the DHCPv6 address already.
+		appendParams += " ipa-inspection-dhcp-wait-timeout=0"
+	}
 	boot := pxe.New(srv, pxe.Options{
 		DefaultBootMode: netboot.BIOS, DeployKernel: rd.Kernel.Path, DeployRamdisk: rd.Initramfs,
-		// rootfstype=ramfs: the 1 GiB machine's tmpfs root (half its
-		// memory) would truncate the unpacked initramfs.
-		KernelAppendParams: "console=ttyS0,115200 rootfstype=ramfs ipa-debug=1",
+		// The lab's IPA ramdisk is a rescue ramdisk too (Ironic's
+		// [conductor]rescue_kernel and rescue_ramdisk).
+		RescueKernel: rd.Kernel.Path, RescueRamdisk: rd.Initramfs,
+		KernelAppendParams: appendParams,
 	})
 	if err := reg.Register(boot.Bundle()); err != nil {
 		return nil, err
@@ -608,7 +731,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	// The conductor's image cache (image_download_source local), served
 	// to the agents on the agent API's listener; it reaches registries
 	// on the host's loopback over HTTP.
-	cache, deployOpts, err := lab.startImageCache(dir, "http://"+net.JoinHostPort(serverIP, e2eAgentAPI)+labImagesPath, logger)
+	cache, deployOpts, err := lab.startImageCache(dir, "http://"+net.JoinHostPort(host, e2eAgentAPI)+labImagesPath, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -627,6 +750,12 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	if err := reg.RegisterInterface(driver.KindInspect, agentdeploy.InspectName, inspect); err != nil {
 		return nil, err
 	}
+	if err := reg.RegisterInterface(driver.KindRescue, agentdeploy.RescueName, agentdeploy.NewRescue()); err != nil {
+		return nil, err
+	}
+	if err := reg.RegisterInterface(driver.KindRAID, agentdeploy.RAIDName, agentdeploy.NewRAID()); err != nil {
+		return nil, err
+	}
 	if err := lab.loadPlugin(ctx, o.PluginPath, reg, dir, o.TracerProvider, o.PluginEnv); err != nil {
 		return nil, err
 	}
@@ -637,7 +766,7 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	}
 	lab.cleanup(func() error { store.Close(); return nil })
 	lab.store = store
-	apiURL := "http://" + net.JoinHostPort(serverIP, e2eAgentAPI)
+	apiURL := "http://" + net.JoinHostPort(host, e2eAgentAPI)
 	cond, err := conductor.New(store, reg, conductor.Options{
 		Hostname: "vmlab-conductor", Logger: logger.With("component", "conductor"), TracerProvider: o.TracerProvider,
 		SyncPowerStateInterval: o.SyncPowerStateInterval,
@@ -660,14 +789,15 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 	lookup := agentclient.DefaultLookupConfig()
 	// A partition image needs grub-install, which IPA refuses unless
 	// the lookup answer enables it (its enable_bios_bootloader_install,
-	// off by default since a CVE mitigation).
-	lookup.EnableBIOSBootloaderInstall = o.PartitionImage
+	// off by default since a CVE mitigation); so does a whole-disk image
+	// on a BIOS machine's software RAID (GRUB on each holder disk).
+	lookup.EnableBIOSBootloaderInstall = o.PartitionImage || o.SoftwareRAID
 	h, err := agentclient.NewHandler(cond.AgentBackend(), agentclient.HandlerConfig{
 		HeartbeatTimeout: e2eHeartbeatTimeout, Logger: logger.With("component", "agentapi"), Lookup: &lookup})
 	if err != nil {
 		return nil, err
 	}
-	apiLn, err := listenIn(n, net.JoinHostPort(serverIP, e2eAgentAPI))
+	apiLn, err := listenIn(n, net.JoinHostPort(listen, e2eAgentAPI))
 	if err != nil {
 		return nil, err
 	}
@@ -702,11 +832,16 @@ func StartLab(ctx context.Context, o LabOptions) (_ *Lab, err error) {
 }
 
 // bootInterfaces are the lab's enabled boot interfaces: the BMC's, and
-// on a UEFI machine with a network boot interface http-ipxe too (UEFI
-// HTTP boot of iPXE).
+// on a UEFI machine with a network boot interface the others too: with
+// ipxe, http-ipxe (UEFI HTTP boot of iPXE) and http (UEFI HTTP boot of
+// GRUB); with pxe (GRUB, or shim and GRUB signed for secure boot), those
+// three, which a secure boot node's validation refuses.
 func bootInterfaces(o LabOptions) []string {
-	if o.Firmware == UEFI && o.BMC.Boot == pxe.NameIPXE {
-		return []string{pxe.NameIPXE, pxe.NameHTTPIPXE}
+	switch {
+	case o.Firmware == UEFI && o.BMC.Boot == pxe.NameIPXE:
+		return []string{pxe.NameIPXE, pxe.NameHTTPIPXE, pxe.NameHTTP}
+	case o.Firmware == UEFI && o.BMC.Boot == pxe.NamePXE:
+		return []string{pxe.NamePXE, pxe.NameIPXE, pxe.NameHTTPIPXE, pxe.NameHTTP}
 	}
 	return []string{o.BMC.Boot}
 }
@@ -808,6 +943,9 @@ func (lab *Lab) NewNode() *baremetal.Node {
 	}
 	if lab.firmware == UEFI {
 		node.Properties["capabilities"] = "boot_mode:uefi"
+		if lab.secureBoot {
+			node.Properties["capabilities"] = "boot_mode:uefi,secure_boot:true"
+		}
 		node.InstanceInfo = lab.UEFIInstanceInfo()
 	}
 	lab.kind.Node(lab, node)
@@ -832,7 +970,7 @@ func (lab *Lab) EnrollNode(ctx context.Context) (*baremetal.Node, error) {
 // the given SHA-256.
 func (lab *Lab) RawInstanceInfo(sha256 string) map[string]any {
 	return map[string]any{
-		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk.raw", "image_disk_format": "raw",
+		"image_source": lab.imageBase() + "/disk.raw", "image_disk_format": "raw",
 		"image_os_hash_algo": "sha256", "image_os_hash_value": sha256,
 	}
 }
@@ -840,14 +978,26 @@ func (lab *Lab) RawInstanceInfo(sha256 string) map[string]any {
 // Firmware is the machine's firmware.
 func (lab *Lab) Firmware() Firmware { return lab.firmware }
 
-// UEFIImage is the UEFI OS image a UEFI lab serves.
+// imageBase is the image server's URL as the machine reaches it.
+func (lab *Lab) imageBase() string {
+	return "http://" + net.JoinHostPort(cmp.Or(lab.serverHost, ServerIP), e2eImageHTTP)
+}
+
+// Family is the address families of the lab's network.
+func (lab *Lab) Family() Family { return lab.n.Family() }
+
+// UEFIImage is the UEFI OS image a UEFI lab serves (the secure boot one
+// in a secure boot lab).
 func (lab *Lab) UEFIImage() UEFIOSImage { return lab.uefiImg }
 
+// SecureBoot reports whether the lab's machine boots with secure boot on.
+func (lab *Lab) SecureBoot() bool { return lab.secureBoot }
+
 // UEFIInstanceInfo is the instance_info of a deploy of the UEFI OS image
-// (a UEFI lab's).
+// (a UEFI lab's; the secure boot one in a secure boot lab).
 func (lab *Lab) UEFIInstanceInfo() map[string]any {
 	return map[string]any{
-		"image_source": "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP) + "/disk-uefi.raw", "image_disk_format": "raw",
+		"image_source": lab.imageBase() + lab.uefiPath, "image_disk_format": "raw",
 		"image_os_hash_algo": "sha256", "image_os_hash_value": lab.uefiImg.RawSHA256,
 	}
 }
@@ -856,7 +1006,7 @@ func (lab *Lab) UEFIInstanceInfo() map[string]any {
 // partition image (LabOptions.PartitionImage): qcow2, with its kernel and
 // ramdisk, a 1 GiB root partition.
 func (lab *Lab) PartitionInstanceInfo() map[string]any {
-	base := "http://" + net.JoinHostPort(ServerIP, e2eImageHTTP)
+	base := lab.imageBase()
 	return map[string]any{
 		"image_source": base + "/root.qcow2", "image_disk_format": "qcow2", "image_type": "partition",
 		"image_os_hash_algo": "sha512", "image_os_hash_value": lab.partImg.QCOW2SHA512,
@@ -867,6 +1017,28 @@ func (lab *Lab) PartitionInstanceInfo() map[string]any {
 // PartitionImage is the partition image the lab serves, when
 // LabOptions.PartitionImage asked for it.
 func (lab *Lab) PartitionImage() PartitionImage { return lab.partImg }
+
+// RAIDInstanceInfo is the instance_info of a deploy onto a software RAID
+// (LabOptions.SoftwareRAID): the lab firmware's RAID image, qcow2. The
+// UEFI one names its root file system (image_rootfs_uuid, Ironic's
+// standalone way); the BIOS one does not, so IPA gets the image's disk
+// identifier and takes the md device's first partition, Ironic's other
+// way (the root file system is that partition).
+func (lab *Lab) RAIDInstanceInfo() map[string]any {
+	ii := map[string]any{
+		"image_source": lab.imageBase() + "/raid-bios.qcow2", "image_disk_format": "qcow2",
+		"image_os_hash_algo": "sha256", "image_os_hash_value": lab.raidImg.BIOSSHA256,
+	}
+	if lab.firmware == UEFI {
+		ii["image_source"], ii["image_os_hash_value"] = lab.imageBase()+"/raid-uefi.qcow2", lab.raidImg.UEFISHA256
+		ii["image_rootfs_uuid"] = lab.raidImg.RootFSUUID
+	}
+	return ii
+}
+
+// RAIDImage is the software RAID images the lab serves, when
+// LabOptions.SoftwareRAID asked for them.
+func (lab *Lab) RAIDImage() RAIDOSImage { return lab.raidImg }
 
 // ConfigDrive is a config drive giving the machine LabHostname and a
 // user_data whose anvil-marker the OS image prints.
@@ -985,11 +1157,12 @@ func (lab *Lab) TrackSteps(ctx context.Context, fn func(at time.Time, change str
 }
 
 // consoleMarks are console lines worth a time in the phase reports:
-// the firmware, the kernel, the ramdisk's /init stages (each with the
+// the firmware, the kernel (and whether secure boot is on), the UEFI OS
+// image's loader, the ramdisk's /init stages (each with the
 // kernel's uptime), the agent's start, inventory and lookup, the OS, and
 // the machine powering off or restarting.
 var consoleMarks = []string{
-	"iPXE initialising devices", "Linux version", "anvil-ipa: init started", "anvil-ipa: devices settled",
+	"iPXE initialising devices", "Linux version", SecureBootLine, UEFILoaderLine, "anvil-ipa: init started", "anvil-ipa: devices settled",
 	"anvil-ipa: network up", "anvil-ipa: starting ironic-python-agent", "Starting ironic-python-agent version",
 	"Collecting full inventory", "Inventory collected in", "anvil-ipa: poweroff", "anvil-ipa: reboot",
 	OSDiskLine, OSMarkerPrefix, "reboot: Power down", "reboot: Restarting",
@@ -1025,14 +1198,14 @@ func (lab *Lab) PhaseReport(name string, from, to time.Time) string {
 		}
 		for _, mk := range consoleMarks {
 			if strings.Contains(l.Text, mk) {
-				events = append(events, tlEvent{l.At, "console", truncate(l.Text, 100)})
+				events = append(events, tlEvent{At: l.At, Source: "console", What: truncate(l.Text, 100)})
 				break
 			}
 		}
 	}
 	for _, s := range lab.m.Starts() {
 		if !s.Before(from) && !s.After(to) {
-			events = append(events, tlEvent{s, "bmc", "QEMU started"})
+			events = append(events, tlEvent{At: s, Source: "bmc", What: "QEMU started"})
 		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })

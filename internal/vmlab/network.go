@@ -1,6 +1,7 @@
 package vmlab
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,6 +39,37 @@ const (
 	PoolEnd   = "192.0.2.150"
 )
 
+// The provisioning network's IPv6 addresses (Family IPv6 and Dual): a
+// unique local /64 that exists only inside the namespace.
+const (
+	// ServerIP6 is the bridge's IPv6 address: the boot server's.
+	ServerIP6 = "fd61:6e76:696c::1"
+	// PrefixLen6 is its prefix length.
+	PrefixLen6 = 64
+	// PoolStart6 and PoolEnd6 bound the addresses a DHCPv6 server in a
+	// lab hands out.
+	PoolStart6 = "fd61:6e76:696c::100"
+	PoolEnd6   = "fd61:6e76:696c::1ff"
+)
+
+// Family is the address families of a provisioning network.
+type Family string
+
+const (
+	// IPv4 (the default): the bridge holds ServerIP only.
+	IPv4 Family = "ipv4"
+	// IPv6 is IPv6 only: the bridge holds ServerIP6 only, so nothing on
+	// the network has an IPv4 address but what a machine makes itself.
+	IPv6 Family = "ipv6"
+	// Dual is dual-stack: the bridge holds ServerIP and ServerIP6.
+	Dual Family = "dual"
+)
+
+// HasIPv4 and HasIPv6 say whether f's bridge holds an address of that
+// family.
+func (f Family) HasIPv4() bool { return f != IPv6 }
+func (f Family) HasIPv6() bool { return f == IPv6 || f == Dual }
+
 // namePrefix starts every namespace vmlab creates; the creator's PID
 // follows, so that a later run can remove the namespaces of a run that was
 // killed before its clean-up (see removeStale).
@@ -67,6 +99,7 @@ type Network struct {
 	taps      int
 	procs     []*Process
 	stopRA    func()
+	family    Family
 }
 
 // NetworkOptions configure NewNetwork.
@@ -80,6 +113,13 @@ type NetworkOptions struct {
 	// DHCP acknowledgement under TCG, with this 0.1 s after. Off, the
 	// network is the usual provisioning network without IPv6 routers.
 	RouterAdvertisements bool
+	// Family is the network's address families (default IPv4). An IPv6
+	// or Dual network's bridge holds ServerIP6/64 (without duplicate
+	// address detection, so servers bind at once) and does not snoop
+	// multicast (DHCPv6 and neighbour discovery reach every port);
+	// RouterAdvertisements must then be off: the lab's boot server
+	// advertises the prefix with the managed flag instead.
+	Family Family
 }
 
 // ErrUnavailable marks what a machine lacks to run a lab (not root, no
@@ -95,9 +135,15 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, fmt.Errorf("%w: no ip command (Debian package iproute2)", ErrUnavailable)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	log := cmp.Or(opts.Logger, slog.Default())
+	family := cmp.Or(opts.Family, IPv4)
+	switch family {
+	case IPv4, IPv6, Dual:
+	default:
+		return nil, fmt.Errorf("vmlab: NetworkOptions.Family %q: want %q, %q or %q", opts.Family, IPv4, IPv6, Dual)
+	}
+	if family.HasIPv6() && opts.RouterAdvertisements {
+		return nil, fmt.Errorf("vmlab: NetworkOptions.RouterAdvertisements with Family %q: the boot server advertises the IPv6 prefix", family)
 	}
 	removeStale(ctx, log)
 	var rnd [4]byte
@@ -109,6 +155,7 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 		log:        log,
 		forks:      make(chan forkRequest),
 		forkerDone: make(chan struct{}),
+		family:     family,
 	}
 	if err := run(ctx, "ip", "netns", "add", n.name); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -122,9 +169,16 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 		// MAC, which changes as VMs come and go (and with it the source
 		// of what the bridge sends).
 		{"link", "add", BridgeName, "address", BridgeMAC, "type", "bridge", "forward_delay", "0"},
-		{"addr", "add", ServerIP + "/" + strconv.Itoa(PrefixLen), "dev", BridgeName},
-		{"link", "set", BridgeName, "up"},
 	}
+	if family.HasIPv4() {
+		steps = append(steps, []string{"addr", "add", ServerIP + "/" + strconv.Itoa(PrefixLen), "dev", BridgeName})
+	}
+	if family.HasIPv6() {
+		steps = append(steps,
+			[]string{"link", "set", BridgeName, "type", "bridge", "mcast_snooping", "0"},
+			[]string{"addr", "add", ServerIP6 + "/" + strconv.Itoa(PrefixLen6), "dev", BridgeName, "nodad"})
+	}
+	steps = append(steps, []string{"link", "set", BridgeName, "up"})
 	for _, s := range steps {
 		if err := run(ctx, "ip", append([]string{"-n", n.name}, s...)...); err != nil {
 			_ = n.Close()
@@ -146,8 +200,20 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 // Name is the namespace's name (for `ip netns exec`).
 func (n *Network) Name() string { return n.name }
 
-// ServerAddr is the bridge's address, where boot servers listen.
+// ServerAddr is the bridge's IPv4 address, where boot servers listen
+// (an IPv6-only network's bridge does not hold it).
 func (n *Network) ServerAddr() netip.Addr { return netip.MustParseAddr(ServerIP) }
+
+// ServerAddr6 is the bridge's IPv6 address (an IPv6 or Dual network's).
+func (n *Network) ServerAddr6() netip.Addr { return netip.MustParseAddr(ServerIP6) }
+
+// Prefix6 is the provisioning network's IPv6 prefix.
+func (n *Network) Prefix6() netip.Prefix {
+	return netip.PrefixFrom(n.ServerAddr6(), PrefixLen6).Masked()
+}
+
+// Family is the network's address families.
+func (n *Network) Family() Family { return n.family }
 
 // Prefix is the provisioning network's prefix.
 func (n *Network) Prefix() netip.Prefix {
@@ -158,10 +224,8 @@ func (n *Network) Prefix() netip.Prefix {
 // bridge and up, and returns its name (tap0, tap1, ...). QEMU opens it by
 // name, so it must run inside the namespace (Command does that).
 func (n *Network) AddTap(ctx context.Context) (string, error) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return "", errors.New("vmlab: network is closed")
+	if err := n.lockOpen("vmlab: network is closed"); err != nil {
+		return "", err
 	}
 	tap := "tap" + strconv.Itoa(n.taps)
 	n.taps++
@@ -231,11 +295,10 @@ func (n *Network) Command(name string, args ...string) *exec.Cmd {
 // Start starts cmd (from Command) and tracks it: Close stops it by PID if
 // it is still running.
 func (n *Network) Start(name string, cmd *exec.Cmd) (*Process, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, errors.New("vmlab: network is closed")
+	if err := n.lockOpen("vmlab: network is closed"); err != nil {
+		return nil, err
 	}
+	defer n.mu.Unlock()
 	p, err := startProcess(name, cmd, n.fork)
 	if err != nil {
 		return nil, err

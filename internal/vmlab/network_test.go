@@ -198,3 +198,62 @@ func TestProcessOutlivesDoThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkFamilies checks each family's bridge addresses: an IPv6
+// network's bridge holds ServerIP6 only (a server binds it at once: no
+// duplicate address detection) and no IPv4 address, a dual-stack one
+// both; and the options that contradict each other are refused.
+func TestNetworkFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		family     Family
+		want, none []string
+	}{
+		{IPv4, []string{ServerIP}, []string{ServerIP6}},
+		{IPv6, []string{ServerIP6}, []string{ServerIP}},
+		{Dual, []string{ServerIP, ServerIP6}, nil},
+	} {
+		t.Run(string(tc.family), func(t *testing.T) {
+			n := NewTestNetworkWith(t, NetworkOptions{Family: tc.family})
+			if n.Family() != tc.family {
+				t.Fatalf("Family() = %q, want %q", n.Family(), tc.family)
+			}
+			for _, a := range tc.want {
+				err := n.Do(func() error {
+					ln, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
+					if err == nil {
+						ln.Close()
+					}
+					return err
+				})
+				if err != nil {
+					t.Errorf("binding %s in the %s network: %v", a, tc.family, err)
+				}
+			}
+			for _, a := range tc.none {
+				err := n.Do(func() error {
+					ln, err := net.Listen("tcp", net.JoinHostPort(a, "0"))
+					if err == nil {
+						ln.Close()
+					}
+					return err
+				})
+				if err == nil {
+					t.Errorf("the %s network's bridge holds %s", tc.family, a)
+				}
+			}
+		})
+	}
+	if os.Getenv(EnvQEMU) != "1" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, o := range []NetworkOptions{{Family: "ipv5"}, {Family: IPv6, RouterAdvertisements: true}, {Family: Dual, RouterAdvertisements: true}} {
+		if n, err := NewNetwork(ctx, o); err == nil {
+			n.Close()
+			t.Errorf("NewNetwork(%+v) succeeded, want an error", o)
+		} else if !strings.Contains(err.Error(), "Family") {
+			t.Errorf("NewNetwork(%+v): %v, want one naming the Family", o, err)
+		}
+	}
+}

@@ -67,29 +67,54 @@ func TestOSImageReadsConfigDrive(t *testing.T) {
 	if uerr != nil && !errors.Is(uerr, ErrUnavailable) {
 		t.Fatal(uerr)
 	}
-	for _, fw := range []Firmware{BIOS, UEFI} {
-		t.Run(string(fw), func(t *testing.T) {
-			src, order, bootIndex, loader, mem := img.Raw, "c", "", "", 0
+	// The secure boot image under OVMF with secure boot on and
+	// Microsoft's keys: the firmware starts the fallback shim, which
+	// starts the signed GRUB, which has shim verify the kernel, which
+	// says secure boot is on.
+	sb, sberr := BuildSecureBootOSImage(ctx, cache, img)
+	if sberr != nil && !errors.Is(sberr, ErrUnavailable) {
+		t.Fatal(sberr)
+	}
+	for _, name := range []string{string(BIOS), string(UEFI), "uefi-secureboot"} {
+		t.Run(name, func(t *testing.T) {
+			fw, secure := Firmware(name), name == "uefi-secureboot"
+			src, order, bootIndex, mem := img.Raw, "c", "", 0
+			var lines []string
+			if secure {
+				fw = UEFI
+			}
 			if fw == UEFI {
-				if uerr != nil {
-					t.Skip(uerr.Error())
+				u, err := uefi, uerr
+				if secure {
+					u, err = sb, sberr
 				}
-				if _, err := os.Stat(OVMFCode); err != nil {
-					t.Skipf("no %s (Debian package ovmf)", OVMFCode)
+				if err != nil {
+					t.Skip(err.Error())
 				}
-				if got, err := fileSHA256(uefi.Raw); err != nil || got != uefi.RawSHA256 {
-					t.Fatalf("UEFI disk.raw SHA-256 %s (%v), recorded %s", got, err, uefi.RawSHA256)
+				for _, f := range []string{OVMFCode, OVMFSecureCode} {
+					if _, err := os.Stat(f); err != nil {
+						t.Skipf("no %s (Debian package ovmf)", f)
+					}
+				}
+				if got, err := fileSHA256(u.Raw); err != nil || got != u.RawSHA256 {
+					t.Fatalf("UEFI disk.raw SHA-256 %s (%v), recorded %s", got, err, u.RawSHA256)
 				}
 				// 1 GiB as the lab's machines: with 256 MiB GRUB's linux
 				// loader ran out of memory under OVMF.
-				src, order, bootIndex, loader, mem = uefi.Raw, "", ",bootindex=0", UEFIFallbackLoad, 1024
+				src, order, bootIndex, mem = u.Raw, "", ",bootindex=0", 1024
+				lines = []string{UEFIFallbackLoad}
+				if secure {
+					lines = append(lines, SecureBootLine)
+				}
 			}
-			disk := filepath.Join(dir, string(fw)+"-disk.raw")
+			lines = append(lines, OSDiskLine)
+			disk := filepath.Join(dir, name+"-disk.raw")
 			if err := copyFile(src, disk); err != nil {
 				t.Fatal(err)
 			}
 			vm, err := StartVM(ctx, n, VMOptions{
-				Name: "os-" + string(fw), MAC: "52:54:00:a0:00:09", BootOrder: order, NoROM: true, Firmware: fw, MemoryMB: mem,
+				Name: "os-" + name, MAC: "52:54:00:a0:00:09", BootOrder: order, NoROM: true, Firmware: fw, MemoryMB: mem,
+				SecureBoot: secure,
 				ExtraArgs: []string{
 					"-drive", "file=" + disk + ",format=raw,if=none,id=os0", "-device", "virtio-blk-pci,drive=os0" + bootIndex,
 					"-drive", "file=" + cd + ",format=raw,if=virtio,readonly=on",
@@ -99,13 +124,15 @@ func TestOSImageReadsConfigDrive(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer vm.Stop()
-			if loader != "" {
-				if _, err := vm.Console.WaitFor(ctx, loader); err != nil {
-					t.Fatalf("no %q: %v\n%s", loader, err, vm.Console.Transcript(vm.Started, 40))
+			// In order: the loader, the kernel's secure boot line, the
+			// OS's first line.
+			var last Line
+			for _, want := range lines {
+				l, err := vm.Console.WaitForAfter(ctx, last.At, want)
+				if err != nil {
+					t.Fatalf("no %q after %q: %v\n%s", want, last.Text, err, vm.Console.Transcript(vm.Started, 40))
 				}
-			}
-			if _, err := vm.Console.WaitFor(ctx, OSDiskLine); err != nil {
-				t.Fatalf("no %q: %v\n%s", OSDiskLine, err, vm.Console.Transcript(vm.Started, 40))
+				last = l
 			}
 			line, err := vm.Console.WaitFor(ctx, OSMarkerPrefix)
 			if err != nil {
@@ -114,7 +141,7 @@ func TestOSImageReadsConfigDrive(t *testing.T) {
 			if want := OSMarkerPrefix + " hostname=vm-os-host user-data=v-42"; !strings.Contains(line.Text, want) {
 				t.Fatalf("marker %q, want %q", line.Text, want)
 			}
-			t.Logf("%s: marker %.1fs after QEMU started", fw, line.At.Sub(vm.Started).Seconds())
+			t.Logf("%s: marker %.1fs after QEMU started", name, line.At.Sub(vm.Started).Seconds())
 		})
 	}
 }

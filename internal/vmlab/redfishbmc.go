@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -97,11 +96,8 @@ type RedfishMachine struct {
 // VM slots, held until Close. Without QEMU the error wraps
 // ErrUnavailable.
 func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOptions) (*RedfishMachine, error) {
-	if _, err := exec.LookPath(QEMUBinary); err != nil {
-		return nil, fmt.Errorf("%w: no %s (Debian package qemu-system-x86)", ErrUnavailable, QEMUBinary)
-	}
-	if !storedMAC(o.MAC) {
-		return nil, fmt.Errorf("vmlab: machine MAC %q: want lower-case aa:bb:cc:dd:ee:ff", o.MAC)
+	if err := checkMachine("machine", o.MAC, "Debian package qemu-system-x86", QEMUBinary); err != nil {
+		return nil, err
 	}
 	if o.Dir == "" {
 		return nil, errors.New("vmlab: RedfishMachineOptions.Dir is required")
@@ -110,27 +106,16 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	o.SystemID = cmp.Or(o.SystemID, "vm")
 	o.Username = cmp.Or(o.Username, "admin")
 	o.Password = cmp.Or(o.Password, "password")
-	if o.MemoryMB == 0 {
-		o.MemoryMB = 1024
-	}
-	if o.CPUs == 0 {
-		o.CPUs = 1
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	o.MemoryMB = cmp.Or(o.MemoryMB, 1024)
+	o.CPUs = cmp.Or(o.CPUs, 1)
+	log := cmp.Or(o.Logger, slog.Default())
 	mac := strings.ReplaceAll(o.MAC, ":", "")
 	m := &RedfishMachine{Username: o.Username, Password: o.Password, SystemID: o.SystemID, MAC: o.MAC,
 		UUID: "a1b2c3d4-e5f6-4000-8000-" + mac}
 	var bctx context.Context
 	bctx, m.cancel = context.WithCancel(context.Background())
 	ok := false
-	defer func() {
-		if !ok {
-			_ = m.Close()
-		}
-	}()
+	defer closeUnless(&ok, m)
 	var err error
 	if m.Tap, err = n.AddTap(ctx); err != nil {
 		return nil, err
@@ -149,7 +134,7 @@ func StartRedfishMachine(ctx context.Context, n *Network, o RedfishMachineOption
 	switch o.Firmware {
 	case "", BIOS:
 	case UEFI:
-		if err := newUEFIVars(m.hw.q.Vars); err != nil {
+		if err := newUEFIVars(m.hw.q.Vars, false); err != nil {
 			return nil, err
 		}
 	default:
@@ -225,9 +210,9 @@ type qemuHardware struct {
 	qmp string
 	wg  *sync.WaitGroup
 
-	mu     sync.Mutex
-	proc   *Process
-	closed bool
+	proc *Process // guarded by mu
+
+	closeOnce
 }
 
 // rfCdDevice is the QEMU id of the CD drive's device.
@@ -245,11 +230,10 @@ func (h *qemuHardware) running() bool {
 func (h *qemuHardware) runningLocked() bool { return h.proc.Running() }
 
 func (h *qemuHardware) start(target, medium string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return errors.New("machine closed")
+	if err := h.lockOpen("machine closed"); err != nil {
+		return err
 	}
+	defer h.mu.Unlock()
 	if h.runningLocked() {
 		return nil
 	}
@@ -318,12 +302,11 @@ func (h *qemuHardware) changeMedium(medium string) error {
 	return qmpCommand(ctx, h.qmp, "blockdev-change-medium", map[string]any{"id": rfCdDevice, "filename": medium, "format": "raw"})
 }
 
+// close stops QEMU; a start after it is refused, a second close does
+// nothing.
 func (h *qemuHardware) close() error {
-	h.mu.Lock()
-	h.closed = true
-	p := h.proc
-	h.mu.Unlock()
-	if p == nil {
+	var p *Process
+	if !h.begin(func() { p = h.proc }) || p == nil {
 		return nil
 	}
 	return p.Stop(5 * time.Second)

@@ -99,6 +99,8 @@ type Scenario struct {
 	// boot: a boot server that answers PXE too would otherwise be
 	// booted over TFTP first.
 	NoPXE bool
+	// SecureBoot (UEFI) boots OVMF with secure boot on (VMOptions.SecureBoot).
+	SecureBoot bool
 	// Expect are stages the boot server must have recorded, in this
 	// order (others may come between).
 	Expect []stage.Stage
@@ -161,6 +163,10 @@ type Result struct {
 	Boot, Total time.Duration
 }
 
+// SecureBootLine is what Linux prints when the firmware booted it with
+// secure boot on.
+const SecureBootLine = "secureboot: Secure boot enabled"
+
 // consoleMilestones are console lines worth a time, by first occurrence.
 // A milestone with atStart is timed at the start of its line.
 var consoleMilestones = []struct {
@@ -174,6 +180,7 @@ var consoleMilestones = []struct {
 	{"Configuring (net0", "iPXE DHCP started", true},
 	{"Configuring (net0", "iPXE network configured (DHCP and IPv6)", false},
 	{"Linux version", "kernel started", false},
+	{SecureBootLine, "kernel: secure boot enabled", false},
 	{"Unpacking initramfs", "initramfs unpacking", false},
 	{"Run /init as init process", "/init started", false},
 	{MarkerPrefix, "marker printed", false},
@@ -284,7 +291,7 @@ func RunNetbootScenario(t testing.TB, n *Network, sc Scenario, serve BootServer)
 	}
 	defer stopServer()
 
-	vmOpts := VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM, MemoryMB: sc.MemoryMB}
+	vmOpts := VMOptions{Name: "vm0", MAC: sc.MAC, Firmware: sc.Firmware, NoROM: sc.NoROM, MemoryMB: sc.MemoryMB, SecureBoot: sc.SecureBoot}
 	if sc.NoPXE {
 		vmOpts.ExtraArgs = append(vmOpts.ExtraArgs,
 			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",

@@ -1,6 +1,7 @@
 package vmlab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -32,6 +34,11 @@ const (
 const (
 	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	// OVMFSecureCode is OVMF built for secure boot (SMM), and
+	// OVMFSecureVars its variable store with Microsoft's keys enrolled
+	// and secure boot on.
+	OVMFSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.ms.fd"
+	OVMFSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 )
 
 // QEMUBinary is the QEMU that runs the VMs (Debian package
@@ -43,6 +50,23 @@ const QEMUBinary = "qemu-system-x86_64"
 func storedMAC(s string) bool {
 	mac, ok := macaddr.Parse(s)
 	return ok && mac == s
+}
+
+// checkMachine is what every machine's start checks first: the programs
+// it runs are on PATH (else an error wrapping ErrUnavailable names the
+// missing one and packages, the Debian packages that provide them), and
+// its MAC is in stored form (else an error naming the machine's kind,
+// what).
+func checkMachine(what, mac, packages string, programs ...string) error {
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			return fmt.Errorf("%w: no %s (%s)", ErrUnavailable, p, packages)
+		}
+	}
+	if !storedMAC(mac) {
+		return fmt.Errorf("vmlab: %s MAC %q: want lower-case aa:bb:cc:dd:ee:ff", what, mac)
+	}
+	return nil
 }
 
 // VMOptions describe a virtual machine.
@@ -72,6 +96,9 @@ type VMOptions struct {
 	// virtio-net driver and PXE then boot.
 	ROMFile string
 	NoROM   bool
+	// SecureBoot (UEFI only) runs OVMFSecureCode with OVMFSecureVars on
+	// a q35 machine with SMM: secure boot on, Microsoft's keys enrolled.
+	SecureBoot bool
 	// Kernel, Initrd and Append boot a kernel directly (QEMU -kernel),
 	// skipping the network boot.
 	Kernel, Initrd, Append string
@@ -116,30 +143,15 @@ type VM struct {
 // slots (ANVIL_VMLAB_SLOTS), held until Stop. The VM ends on its own when the guest powers off or reboots
 // (-no-reboot); Stop (or n.Close) kills it by PID.
 func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
-	if _, err := exec.LookPath(QEMUBinary); err != nil {
-		return nil, fmt.Errorf("%w: no %s (Debian package qemu-system-x86)", ErrUnavailable, QEMUBinary)
+	if err := checkMachine("VM", opts.MAC, "Debian package qemu-system-x86", QEMUBinary); err != nil {
+		return nil, err
 	}
-	if !storedMAC(opts.MAC) {
-		return nil, fmt.Errorf("vmlab: VM MAC %q: want lower-case aa:bb:cc:dd:ee:ff", opts.MAC)
-	}
-	if opts.Name == "" {
-		opts.Name = "vm"
-	}
-	if opts.MemoryMB == 0 {
-		opts.MemoryMB = 256
-	}
-	if opts.CPUs == 0 {
-		opts.CPUs = 1
-	}
-	if opts.BootOrder == "" {
-		opts.BootOrder = "n"
-	}
-	if opts.Firmware == "" {
-		opts.Firmware = BIOS
-	}
-	if opts.NICModel == "" {
-		opts.NICModel = "virtio-net-pci"
-	}
+	opts.Name = cmp.Or(opts.Name, "vm")
+	opts.MemoryMB = cmp.Or(opts.MemoryMB, 256)
+	opts.CPUs = cmp.Or(opts.CPUs, 1)
+	opts.BootOrder = cmp.Or(opts.BootOrder, "n")
+	opts.Firmware = cmp.Or(opts.Firmware, BIOS)
+	opts.NICModel = cmp.Or(opts.NICModel, "virtio-net-pci")
 	vm := &VM{Name: opts.Name, MAC: opts.MAC, dir: opts.Dir}
 	if vm.dir == "" {
 		// Short: the console socket's path must fit a sockaddr_un.
@@ -202,17 +214,24 @@ func StartVM(ctx context.Context, n *Network, opts VMOptions) (*VM, error) {
 	switch opts.Firmware {
 	case BIOS:
 	case UEFI:
-		for _, f := range []string{OVMFCode, OVMFVars} {
+		code, varsTemplate := OVMFCode, OVMFVars
+		if opts.SecureBoot {
+			code, varsTemplate = OVMFSecureCode, OVMFSecureVars
+			// The secure boot build keeps its variables behind SMM.
+			args[slices.Index(args, "pc,graphics=off")] = "q35,smm=on,graphics=off"
+			args = append(args, "-global", "driver=cfi.pflash01,property=secure,value=on")
+		}
+		for _, f := range []string{code, varsTemplate} {
 			if _, err := os.Stat(f); err != nil {
 				return fail(fmt.Errorf("%w: %s (Debian package ovmf)", ErrUnavailable, f))
 			}
 		}
 		vars := filepath.Join(vm.dir, "OVMF_VARS.fd")
-		if err := copyFile(OVMFVars, vars); err != nil {
+		if err := copyFile(varsTemplate, vars); err != nil {
 			return fail(err)
 		}
 		args = append(args,
-			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
 	default:
 		return fail(fmt.Errorf("vmlab: firmware %q: want %q or %q", opts.Firmware, BIOS, UEFI))

@@ -7,6 +7,12 @@
 # openstack/latest/user_data, and prints
 #   ANVIL-OS-MARKER hostname=<hostname> user-data=<value>
 # on the serial console, again every 10 s, keeping the machine up.
+# Before that it prints the root= of its command line and the device
+# holding it, and, when the initramfs has /sbin/mdadm (the partition
+# image adds it), assembles the software RAID arrays on the disks and
+# prints /proc/mdstat, as a distribution's initramfs assembles them:
+#   anvil-os: mdstat: md127 : active raid1 vdb1[1] vda1[0]
+#   anvil-os: root UUID=<uuid> is /dev/md127p1
 #
 # usage: build-image.sh KERNEL_DEB BUSYBOX OUT_DIR
 # writes OUT_DIR/disk.raw, OUT_DIR/disk.qcow2 and their .sha256/.sha512.
@@ -37,7 +43,7 @@ cp "$busybox" "$root/bin/busybox"
 for a in sh mount umount mkdir cat sed grep head findfs blkid modprobe insmod sleep echo ls tr; do
   ln -s busybox "$root/bin/$a"
 done
-for m in virtio_pci virtio_blk virtio_scsi sd_mod ata_piix ahci isofs vfat nls_cp437 nls_iso8859_1; do
+for m in virtio_pci virtio_blk virtio_scsi sd_mod ata_piix ahci isofs vfat nls_cp437 nls_iso8859_1 md_mod raid1; do
   modprobe --show-depends -d "$work/kernel" -S "$kver" "$m" 2>/dev/null || true
 done | awk '$1 == "insmod" {print $2}' | awk '!seen[$0]++' >"$work/modules"
 mkdir -p "$root/modules"
@@ -60,6 +66,18 @@ echo "anvil-os: booted from disk"
 while read -r ko; do
   insmod "/modules/$ko" 2>/dev/null
 done </modules/order
+# Software RAID (md): the arrays on the disks, assembled by mdadm where
+# the initramfs has it; the config drive may be on one.
+if [ -x /sbin/mdadm ]; then
+  mkdir -p /run /etc/mdadm
+  sleep 1 # the disks' partitions
+  /sbin/mdadm --assemble --scan 2>&1 | sed 's/^/anvil-os: mdadm: /'
+  grep -v '^[[:space:]]*$' /proc/mdstat | sed 's/^/anvil-os: mdstat: /'
+fi
+root=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^root=//p' | head -n1)
+if [ -n "$root" ]; then
+  echo "anvil-os: root $root is $(findfs "$root" 2>/dev/null || echo nowhere)"
+fi
 host=""
 data=""
 for i in $(seq 1 30); do

@@ -5,8 +5,9 @@
 // build (the IPA ramdisk's debootstrap takes minutes, more under load).
 //
 // It gets, in order, the Debian kernel, the marker initramfs (the boot
-// server tests), the OS image, its UEFI (GPT) form and the partition
-// image, and with an IPA source tarball the IPA
+// server tests), the OS image, its UEFI (GPT) form, its secure boot form
+// (Debian's signed shim and GRUB), the partition image and the software
+// RAID images made of it, and with an IPA source tarball the IPA
 // ramdisk and its ISO (the real-machine tests), printing one line for
 // each: built now or from the cache, the wall time and the path. An image
 // the machine cannot build (not root, a tool or Debian package missing)
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	haveRamdisk := false
 	var osImg vmlab.OSImage
 	haveOS := false
+	var partImg vmlab.PartitionImage
+	havePart := false
 	images := []image{
 		{"kernel", func(ctx context.Context) (string, bool, error) {
 			// The cache does not say whether the kernel was downloaded
@@ -97,12 +100,27 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			img, err := vmlab.BuildUEFIOSImage(ctx, cache, osImg)
 			return img.Raw, img.Built, err
 		}},
+		{"os-image-uefi-sb", func(ctx context.Context) (string, bool, error) {
+			if !haveOS {
+				return "", false, fmt.Errorf("%w: no OS image to make the secure boot image of", vmlab.ErrUnavailable)
+			}
+			img, err := vmlab.BuildSecureBootOSImage(ctx, cache, osImg)
+			return img.Raw, img.Built, err
+		}},
 		{"os-image-part", func(ctx context.Context) (string, bool, error) {
 			if !haveOS {
 				return "", false, fmt.Errorf("%w: no OS image to take the kernel and initramfs of", vmlab.ErrUnavailable)
 			}
 			img, err := vmlab.BuildPartitionImage(ctx, cache, osImg)
+			partImg, havePart = img, err == nil
 			return img.QCOW2, img.Built, err
+		}},
+		{"os-image-raid", func(ctx context.Context) (string, bool, error) {
+			if !havePart {
+				return "", false, fmt.Errorf("%w: no partition image to make the software RAID images of", vmlab.ErrUnavailable)
+			}
+			img, err := vmlab.BuildRAIDOSImage(ctx, cache, partImg)
+			return img.BIOS, img.Built, err
 		}},
 	}
 	if *tarball != "" {

@@ -23,10 +23,10 @@ func TestRunReportsUnavailableImages(t *testing.T) {
 	}
 	t.Log(out.String())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 8 || lines[0] != "cache "+cache {
+	if len(lines) != 10 || lines[0] != "cache "+cache {
 		t.Fatalf("want the cache line and one line per image, got:\n%s", out.String())
 	}
-	for i, name := range []string{"kernel", "marker-initramfs", "os-image", "os-image-uefi", "os-image-part", "ipa-ramdisk", "ipa-iso"} {
+	for i, name := range []string{"kernel", "marker-initramfs", "os-image", "os-image-uefi", "os-image-uefi-sb", "os-image-part", "os-image-raid", "ipa-ramdisk", "ipa-iso"} {
 		line := lines[i+1]
 		if !strings.HasPrefix(line, name+" ") {
 			t.Fatalf("line %d is not %s's: %q", i+1, name, line)
