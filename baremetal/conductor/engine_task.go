@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/anvilmetal/anvil/baremetal"
@@ -63,6 +64,10 @@ type task struct {
 	// noPorts leaves ports out of the driver's view, for the power sync,
 	// whose power reads need none (Ironic loads ports lazily).
 	noPorts bool
+	// released is set by the first release: a task releases its
+	// reservation once, however many paths (an early release and a
+	// deferred one) call release.
+	released atomic.Bool
 }
 
 func (c *Conductor) newTask(n *baremetal.Node) *task { return &task{c: c, node: n} }
@@ -81,7 +86,14 @@ func (c *Conductor) acquire(ctx context.Context, ident string) (*task, error) {
 	return c.newTask(locked), nil
 }
 
+// release gives the node's reservation back, once: a second call does
+// nothing. Releasing again would release, or take the reservation
+// book's count of, whatever else of this conductor reserved the node
+// since (the store knows only the conductor's name).
 func (t *task) release() {
+	if t.released.Swap(true) {
+		return
+	}
 	t.c.releaseQuietly(t.node.UUID)
 }
 
@@ -587,17 +599,13 @@ func (c *Conductor) runJob(ctx context.Context, j job) {
 	c.execute(ctx, t, in)
 }
 
-// retryLater queues j again after a short real-time delay: the node was
-// locked (by a heartbeat being processed, or another conductor), and the
-// intent is still in the database.
+// retryLater queues j again after a short real-time delay (on the
+// conductor's laterSet, which Stop ends): the node was locked (by a
+// heartbeat being processed, or another conductor), and the intent is
+// still in the database.
 func (c *Conductor) retryLater(j job) {
-	if !c.running.Load() {
-		return
-	}
-	time.AfterFunc(200*time.Millisecond, func() {
-		if c.running.Load() {
-			c.queue.push(job{uuid: j.uuid, kind: j.kind, watched: j.watched})
-		}
+	c.later.after(200*time.Millisecond, func() {
+		c.queue.push(job{uuid: j.uuid, kind: j.kind, watched: j.watched})
 	})
 }
 

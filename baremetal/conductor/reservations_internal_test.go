@@ -168,3 +168,58 @@ func TestReserveReleasesItsOwnPhantom(t *testing.T) {
 		t.Fatalf("second reserve while the first holds: %v, want ErrNodeLocked", err)
 	}
 }
+
+// TestPowerSyncMaintenanceReleasesOnce: a power sync that finds the
+// hardware's power state differing from the record past
+// PowerStateSyncMaxRetries releases its reservation, puts the node in
+// maintenance under a reservation of its own, and must not release
+// again. Its deferred release used to run as well, and with the node
+// already released it took one count from whatever else of this
+// conductor held or was taking the node: here a reservation counted
+// before the sync, as an operation's in flight is.
+func TestPowerSyncMaintenanceReleasesOnce(t *testing.T) {
+	ctx := context.Background()
+	st, reg := sqliteAndFakeRegistry(t)
+	n := &baremetal.Node{Name: "mismatch-1", Driver: builtin.FakeHardware, ProvisionState: statemachine.Available,
+		PowerState: driver.PowerOn, DriverInternalInfo: map[string]any{fake.PowerStateKey: string(driver.PowerOff)},
+		// The sync's attempt to force the power back fails, so the
+		// second sync finds the mismatch past the one retry allowed.
+		DriverInfo: map[string]any{fake.FailKey: "power.set_power_state"}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(st, reg, Options{Hostname: "mismatch-host", PowerStateSyncMaxRetries: 1,
+		SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Launch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(sctx)
+	}()
+	// Another operation of this conductor is taking the node.
+	if err := c.resv.begin(ctx, n.UUID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c.syncPowerStates(ctx)
+	}
+	got, err := st.GetNode(ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Maintenance || got.PowerState != driver.PowerOff || got.Reservation != "" {
+		t.Fatalf("after the sync: maintenance %v, power %q, reserved by %q; want maintenance, power off, unreserved",
+			got.Maintenance, got.PowerState, got.Reservation)
+	}
+	c.resv.mu.Lock()
+	held := c.resv.held[n.UUID]
+	c.resv.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("%d reservations of the node counted after the sync, want the other operation's 1", held)
+	}
+}
