@@ -69,6 +69,9 @@ type Conductor struct {
 	// releasing counts the background retries of releases the database
 	// refused (releaseQuietly); Stop ends and waits for them.
 	releasing sync.WaitGroup
+	// later owns the timers of short retries (retryLater,
+	// retryHeartbeat); Stop ends them.
+	later laterSet
 
 	queue   *jobQueue
 	handoff chan job // unbuffered: succeeds only when a worker is idle
@@ -269,6 +272,7 @@ func (c *Conductor) Stop(ctx context.Context) error {
 	close(c.stopCh)
 	c.queue.close()
 	c.mu.Unlock()
+	c.later.stop()
 
 	c.loops.Wait()
 	done := make(chan struct{})

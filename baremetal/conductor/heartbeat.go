@@ -388,13 +388,12 @@ func (c *Conductor) lockedBySelf(err error) bool {
 }
 
 // retryHeartbeat queues node uuid's pending heartbeat again after a
-// short real-time pause. The queue holds one heartbeat job per node, so
-// the retries of heartbeats that met the same hold merge into one.
+// short real-time pause (on the conductor's laterSet, which Stop ends).
+// The queue holds one heartbeat job per node, so the retries of
+// heartbeats that met the same hold merge into one.
 func (c *Conductor) retryHeartbeat(uuid string) {
-	time.AfterFunc(heartbeatRetryPause, func() {
-		if c.running.Load() {
-			c.queue.push(job{uuid: uuid, kind: jobHeartbeat})
-		}
+	c.later.after(heartbeatRetryPause, func() {
+		c.queue.push(job{uuid: uuid, kind: jobHeartbeat})
 	})
 }
 
