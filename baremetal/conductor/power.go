@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anvilmetal/anvil/agentclient"
+	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
@@ -24,9 +25,10 @@ func (c *Conductor) doPower(ctx context.Context, t *task, in intent) error {
 	return t.save(ctx)
 }
 
-// powerAction drives the node's power and records the result in the node
-// (unsaved): power_state, and the agent token and URL wiped by power-off
-// and reboot.
+// powerAction drives the node's power. It saves the node first (with the
+// agent's token and URL wiped for a power off or reboot; a fenced write
+// refuses the action before the BMC is asked), then records the result
+// in the node (unsaved): power_state.
 func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.PowerState, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = c.opts.PowerStateChangeTimeout
@@ -40,10 +42,32 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 		// preceded by a flush of its disks.
 		c.syncAgent(ctx, t)
 	}
+	// Ironic's node_power_action saves the node before it asks the BMC,
+	// the agent's URL, token and cached steps already wiped for anything
+	// but a power on. So the record says the previous boot's agent is
+	// gone before it is: the ramdisk this action boots never meets its
+	// predecessor's token, which would answer its lookup with the masked
+	// value and lock it out. And the write is fenced: a conductor that
+	// lost the node (its reservation broken, the node another's) is
+	// refused here and never touches the BMC of a machine another
+	// conductor drives.
+	d, err := t.driver()
+	if err != nil {
+		return err
+	}
+	if _, ok := d.Interface(driver.KindPower).(driver.PowerInterface); !ok {
+		return &driver.UnsupportedError{Node: n.UUID, Kind: driver.KindPower, Impl: d.Names[driver.KindPower], Operation: "change the power state"}
+	}
+	if target != driver.PowerOn {
+		forgetAgent(n)
+	}
+	if err := t.save(ctx); err != nil {
+		return fmt.Errorf("power action on node %s not started: %w", n.UUID, err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var got driver.PowerState
-	err := callIface(pctx, t, driver.KindPower, "change the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
+	err = callIface(pctx, t, driver.KindPower, "change the power state", func(d *driver.Driver, p driver.PowerInterface, v *driver.Task) error {
 		var err error
 		if target == driver.Reboot {
 			err = p.Reboot(pctx, v, timeout)
@@ -64,6 +88,18 @@ func (c *Conductor) powerAction(ctx context.Context, t *task, target driver.Powe
 	return nil
 }
 
+// forgetAgent wipes, in the node (unsaved), what a power off or reboot
+// ends: the agent's URL, token (unless pre-generated) and cached steps.
+func forgetAgent(n *baremetal.Node) {
+	if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; pre {
+		return
+	}
+	for _, k := range []string{driver.InternalAgentURL, driver.InternalAgentToken, driver.InternalAgentVerifyCA, "agent_cached_clean_steps",
+		"agent_cached_deploy_steps", "agent_cached_service_steps"} {
+		delete(n.DriverInternalInfo, k)
+	}
+}
+
 // powerChanged records a finished power action in the node (unsaved): the
 // power state read afterwards and, unless the node was powered on, the
 // agent's URL, token and cached steps forgotten (unless the token is
@@ -72,13 +108,7 @@ func (c *Conductor) powerChanged(t *task, target, got driver.PowerState) {
 	n := t.node
 	n.PowerState = got
 	if target != driver.PowerOn {
-		if _, pre := n.DriverInternalInfo[driver.InternalAgentTokenPregenerated]; !pre {
-			n.DriverInternalInfo = ensureMap(n.DriverInternalInfo)
-			for _, k := range []string{driver.InternalAgentURL, driver.InternalAgentToken, driver.InternalAgentVerifyCA, "agent_cached_clean_steps",
-				"agent_cached_deploy_steps", "agent_cached_service_steps"} {
-				delete(n.DriverInternalInfo, k)
-			}
-		}
+		forgetAgent(n)
 	}
 	c.publish(Event{Type: EventPower, NodeUUID: n.UUID, NodeName: n.Name, To: n.ProvisionState, PowerState: n.PowerState})
 }
