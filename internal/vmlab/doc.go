@@ -157,6 +157,9 @@
 // efibootmgr makes the boot entry "anvil-os"; TestVMProvisionUEFI and
 // TestVMProvisionUEFIRedfish check that OVMF loads that entry after the
 // last power on and that the boot server saw nothing since.
+// TestVMProvisionUEFIRedfish boots its ramdisk with redfish-virtual-media:
+// OVMF loads the virtual CD's El Torito EFI image (the IPA ISO's GRUB,
+// re-mastered with the node's parameters).
 // LabOptions.PartitionImage serves BuildPartitionImage's root file
 // system (Debian packages with GRUB, no boot loader installed) for
 // image_type partition: IPA partitions the disk and install_bootloader

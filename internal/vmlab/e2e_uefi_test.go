@@ -12,7 +12,6 @@ import (
 
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/conductor"
-	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/driver/pxe"
 	"github.com/anvilmetal/anvil/plugins/redfish/rfdriver"
 	"github.com/anvilmetal/anvil/statemachine"
@@ -78,11 +77,13 @@ func TestVMProvisionUEFI(t *testing.T) {
 
 // TestVMProvisionUEFIRedfish is TestVMProvisionUEFI's first phases on a
 // UEFI machine whose BMC is the lab's Redfish service (RedfishMachine)
-// with the real plugins/redfish: the boot override to Pxe (persistent
-// Hdd at the end, with BootSourceOverrideMode UEFI as the plugin sets
-// it) instead of IPMI's boot device; manage, inspect with ipxe over
-// UEFI PXE, provide, and the GPT image deployed and booted from its
-// disk through the boot entry IPA made.
+// with the real plugins/redfish and the redfish-virtual-media boot
+// interface: the IPA ISO (ISOLINUX and an El Torito EFI image with GRUB)
+// re-mastered with the node's kernel parameters, inserted as the BMC's
+// virtual CD with the boot override Cd (BootSourceOverrideMode UEFI),
+// and booted by OVMF from the CD (no network boot at all); manage,
+// inspect, provide, and the GPT image deployed and booted from its disk
+// through the boot entry IPA made (persistent Hdd at the end).
 func TestVMProvisionUEFIRedfish(t *testing.T) {
 	if os.Getenv(EnvVME2E) != "1" {
 		t.Skip(EnvVME2E + "=1 not set: VM end-to-end provisioning test skipped")
@@ -97,27 +98,22 @@ func TestVMProvisionUEFIRedfish(t *testing.T) {
 		}
 	}
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
-	bmc := e2eBMC{plugin: redfishPlugin, firmware: UEFI, LabBMC: LabBMC{
-		HardwareType: rfdriver.HardwareType, Boot: pxe.NameIPXE, Console: driver.NoConsole,
-		Start: func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
-			m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
-				Name: "vm-redfish-uefi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-3", Disks: disks, Logger: logger,
-				Firmware: UEFI, NoROM: true,
-			})
-			if err != nil {
-				return nil, err
-			}
-			lab.bmcInfo = map[string]any{
-				"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
-				"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID,
-			}
-			return m, nil
-		},
-		Node: func(lab *Lab, nd *baremetal.Node) {
-			redfishNode(lab, nd)
-			nd.BootInterface = pxe.NameIPXE
-		},
-	}}
+	bmc := redfishBMC()
+	bmc.firmware = UEFI
+	bmc.LabBMC.Start = func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+		m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
+			Name: "vm-redfish-uefi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-3", Disks: disks, Logger: logger,
+			Firmware: UEFI, NoROM: true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		lab.bmcInfo = map[string]any{
+			"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
+			"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
+		}
+		return m, nil
+	}
 	lab := startE2ELab(t, n, tarball, bmc)
 	lab.runUEFI(t, false)
 }
@@ -155,8 +151,13 @@ func (lab *e2eLab) runUEFI(t *testing.T, full bool) {
 	if got := fmt.Sprint(nd.Properties["cpu_arch"]); got != "x86_64" {
 		lab.fail(t, "inspected cpu_arch %q, want x86_64", got)
 	}
-	lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64)", "TFTP snponly.efi sent", "boot script", "ramdisk downloaded"}, nil)
-	phase("inspect (UEFI PXE, ipxe)", start)
+	if lab.bmc.LabBMC.Boot == rfdriver.ImplVirtualMedia {
+		lab.checkVirtualMediaBoot(t, start, time.Now())
+		phase("inspect (UEFI virtual media)", start)
+	} else {
+		lab.checkNetboot(t, start, time.Now(), []string{"(efi-x86_64)", "TFTP snponly.efi sent", "boot script", "ramdisk downloaded"}, nil)
+		phase("inspect (UEFI PXE, ipxe)", start)
+	}
 
 	start = time.Now()
 	if err := lab.cond.Provide(ctx, nd.UUID); err != nil {
@@ -295,6 +296,35 @@ func (lab *e2eLab) checkPartitionBoot(t *testing.T, from time.Time, marker Line)
 	}
 	t.Logf("partition image booted from disk: %q %.1fs and the marker %.1fs after the last power on; no boot server record since",
 		entry.Text, entry.At.Sub(last).Seconds(), marker.At.Sub(last).Seconds())
+}
+
+// checkVirtualMediaBoot checks that between from and to the ramdisk
+// booted from the BMC's virtual CD: the media server served the node's
+// re-mastered ISO, OVMF loaded its CD-ROM boot option, the boot server
+// served no boot program, script, kernel or ramdisk (the ramdisk's own
+// DHCP is all it saw), and the agent posted its inspection.
+func (lab *e2eLab) checkVirtualMediaBoot(t *testing.T, from, to time.Time) {
+	t.Helper()
+	var media bool
+	for _, e := range lab.tl.between(from, to) {
+		media = media || e.Source == "media" && strings.Contains(e.What, ".iso") && strings.HasSuffix(e.What, "→ 200")
+	}
+	if !media {
+		lab.fail(t, "the BMC never fetched the node's boot ISO from the media server")
+	}
+	var cd Line
+	for _, l := range lab.m.serial().Lines() {
+		if !l.At.Before(from) && !l.At.After(to) && strings.Contains(l.Text, "BdsDxe: loading Boot") {
+			cd = l
+			break
+		}
+	}
+	if !strings.Contains(cd.Text, "DVD-ROM") && !strings.Contains(cd.Text, "CD-ROM") {
+		lab.fail(t, "OVMF first loaded %q, want the virtual CD's boot option", cd.Text)
+	}
+	lab.checkNetboot(t, from, to, nil, []string{"TFTP", "boot script", "kernel", "ramdisk"})
+	lab.checkAgentCalled(t, from, to, "/v1/continue_inspection")
+	t.Logf("booted from the virtual CD: %q", truncate(cd.Text, 160))
 }
 
 // checkAgentCalled checks that the agent API answered a request to each
