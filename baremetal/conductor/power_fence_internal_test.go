@@ -36,19 +36,7 @@ func powerFenceConductor(t *testing.T, power driver.PowerInterface) (*Conductor,
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(st, reg, Options{Hostname: "fence-host", SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Stop(sctx)
-	})
-	return c, st, n.UUID
+	return launchQuiet(t, st, reg, Options{Hostname: "fence-host"}), st, n.UUID
 }
 
 // TestFencedConductorNeverTouchesTheBMC: a conductor whose reservation

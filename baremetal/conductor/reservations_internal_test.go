@@ -188,19 +188,7 @@ func TestPowerSyncMaintenanceReleasesOnce(t *testing.T) {
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(st, reg, Options{Hostname: "mismatch-host", PowerStateSyncMaxRetries: 1,
-		SyncPowerStateInterval: -1, CheckProvisionStateInterval: -1, PowerFailureRecoveryInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Stop(sctx)
-	}()
+	c := launchQuiet(t, st, reg, Options{Hostname: "mismatch-host", PowerStateSyncMaxRetries: 1})
 	// Another operation of this conductor is taking the node.
 	if err := c.resv.begin(ctx, n.UUID); err != nil {
 		t.Fatal(err)

@@ -101,18 +101,26 @@ func redfishBMC() e2eBMC {
 
 // redfishStart starts the RedfishMachine and sets the node's driver_info
 // for it.
-func redfishStart(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
-	m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
-		Name: "vm-redfish", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-2", Disks: disks, Logger: logger,
-	})
-	if err != nil {
-		return nil, err
+var redfishStart = redfishStarter(RedfishMachineOptions{Name: "vm-redfish", Password: "vm-bmc-pw-2"})
+
+// redfishStarter is a LabBMC.Start that starts a RedfishMachine with o
+// (its name, password and firmware; the lab's MAC, 1 GiB, 1 vCPU, the
+// lab's directory, disks and logger) and sets the node's driver_info for
+// it, the lab's IPA ISO as redfish_deploy_iso.
+func redfishStarter(o RedfishMachineOptions) func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+	return func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
+		o := o
+		o.MAC, o.MemoryMB, o.CPUs, o.Dir, o.Disks, o.Logger = e2eMAC, 1024, 1, dir, disks, logger
+		m, err := StartRedfishMachine(ctx, lab.n, o)
+		if err != nil {
+			return nil, err
+		}
+		lab.bmcInfo = map[string]any{
+			"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
+			"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
+		}
+		return m, nil
 	}
-	lab.bmcInfo = map[string]any{
-		"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
-		"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
-	}
-	return m, nil
 }
 
 // redfishNode fills the node's redfish driver, interfaces and driver_info.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -100,20 +99,7 @@ func TestVMProvisionUEFIRedfish(t *testing.T) {
 	n := NewTestNetworkWith(t, NetworkOptions{RouterAdvertisements: true})
 	bmc := redfishBMC()
 	bmc.firmware = UEFI
-	bmc.LabBMC.Start = func(ctx context.Context, lab *Lab, dir string, disks []Disk, logger *slog.Logger) (LabMachine, error) {
-		m, err := StartRedfishMachine(ctx, lab.n, RedfishMachineOptions{
-			Name: "vm-redfish-uefi", MAC: e2eMAC, MemoryMB: 1024, CPUs: 1, Dir: dir, Password: "vm-bmc-pw-3", Disks: disks, Logger: logger,
-			Firmware: UEFI, NoROM: true,
-		})
-		if err != nil {
-			return nil, err
-		}
-		lab.bmcInfo = map[string]any{
-			"redfish_address": m.URL, "redfish_username": m.Username, "redfish_password": m.Password,
-			"redfish_system_id": "/redfish/v1/Systems/" + m.SystemID, "redfish_deploy_iso": lab.deployISO,
-		}
-		return m, nil
-	}
+	bmc.LabBMC.Start = redfishStarter(RedfishMachineOptions{Name: "vm-redfish-uefi", Password: "vm-bmc-pw-3", Firmware: UEFI, NoROM: true})
 	lab := startE2ELab(t, n, tarball, bmc)
 	lab.runUEFI(t, false)
 }
