@@ -1,9 +1,7 @@
 package conductor_test
 
 import (
-	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,27 +29,8 @@ func TestCallbackTimeoutSparesQueuedHeartbeat(t *testing.T) {
 // callback ... (failed step deploy.write_image)") while every worker of
 // their owner sat in a 30 s power-off wait.
 func callbackTimeoutSparesQueuedHeartbeat(t *testing.T) {
-	var block atomic.Bool
-	started := make(chan struct{}, 1)
-	unblock := make(chan struct{})
-	cfg := fake.Config{
-		Delays: map[string]time.Duration{"power.set_power_state": time.Nanosecond},
-		Sleep: func(ctx context.Context, _ time.Duration) error {
-			if !block.Load() {
-				return nil
-			}
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-			select {
-			case <-unblock:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-	}
+	gate := newPowerGate()
+	cfg := gate.config()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware},
 		EnabledInterfaces: map[driver.Kind][]string{driver.KindDeploy: {fake.Name, agentdeploy.Name}}})
 	if err := reg.Register(builtin.Bundle(cfg)); err != nil {
@@ -62,7 +41,7 @@ func callbackTimeoutSparesQueuedHeartbeat(t *testing.T) {
 	}
 	clock := newFakeClock()
 	h := launchOnClock(t, clock, reg, conductor.Options{Hostname: "backlog-conductor", Workers: 1})
-	defer close(unblock)
+	defer gate.release()
 
 	waiting := func(name string) string {
 		n := h.manageable(name, agentdeploy.Name)
@@ -77,9 +56,9 @@ func callbackTimeoutSparesQueuedHeartbeat(t *testing.T) {
 	busy := h.manageable("backlog-busy", fake.Name)
 
 	// The only worker starts a power action that does not end.
-	block.Store(true)
+	gate.arm()
 	h.must(h.c.SetPowerState(h.ctx, busy.UUID, statemachine.PowerOn, 0))
-	<-started
+	<-gate.started
 
 	// Both agents called; heard's latest heartbeat is recent, silent's
 	// is as old as the node's wait.

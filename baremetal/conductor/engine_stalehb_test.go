@@ -1,8 +1,6 @@
 package conductor_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,27 +28,8 @@ func TestPreviousBootHeartbeatDropped(t *testing.T) {
 // failed against the new boot's ("x509: certificate signed by unknown
 // authority"). A heartbeat with the current token is processed.
 func previousBootHeartbeatDropped(t *testing.T) {
-	var block atomic.Bool
-	started := make(chan struct{}, 1)
-	unblock := make(chan struct{})
-	cfg := fake.Config{
-		Delays: map[string]time.Duration{"power.set_power_state": time.Nanosecond},
-		Sleep: func(ctx context.Context, _ time.Duration) error {
-			if !block.Load() {
-				return nil
-			}
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-			select {
-			case <-unblock:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-	}
+	gate := newPowerGate()
+	cfg := gate.config()
 	reg := driver.NewRegistry(driver.Config{EnabledHardwareTypes: []string{builtin.FakeHardware}})
 	if err := reg.Register(builtin.Bundle(cfg)); err != nil {
 		t.Fatal(err)
@@ -70,15 +49,15 @@ func previousBootHeartbeatDropped(t *testing.T) {
 	busy := h.manageable("stale-hb-busy", fake.Name)
 
 	// The only worker is busy; the previous boot's heartbeat waits.
-	block.Store(true)
+	gate.arm()
 	h.must(h.c.SetPowerState(h.ctx, busy.UUID, statemachine.PowerOn, 0))
-	<-started
+	<-gate.started
 	backend := h.c.AgentBackend()
 	h.must(backend.RecordHeartbeat(h.ctx, agentclient.Heartbeat{NodeUUID: uuid, CallbackURL: "https://192.0.2.10:9999",
 		AgentToken: previous, AgentVersion: "10.0.0", ReceivedAt: clock.Now()}))
 	// Meanwhile the node was rebooted and its new ramdisk looked up.
 	setToken(current)
-	close(unblock)
+	gate.release()
 	synctest.Wait()
 
 	n, err := h.store.GetNode(h.ctx, uuid)
