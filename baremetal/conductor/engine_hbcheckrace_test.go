@@ -11,7 +11,6 @@ import (
 	"github.com/anvilmetal/anvil/agentclient"
 	"github.com/anvilmetal/anvil/baremetal"
 	"github.com/anvilmetal/anvil/baremetal/sqlstore"
-	"github.com/anvilmetal/anvil/driver"
 	"github.com/anvilmetal/anvil/statemachine"
 )
 
@@ -120,20 +119,5 @@ func TestCallbackTimeoutSparesHeartbeatRefusedByItsHold(t *testing.T) {
 			got.ProvisionState, got.LastError, statemachine.DeployWait)
 	}
 	// The heartbeat is processed once the check let the node go.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err = store.GetNode(ctx, n.UUID)
-		h.must(err)
-		if _, ok := got.DriverInternalInfo[driver.InternalAgentLastHeartbeat]; ok && got.Reservation == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("heartbeat not processed once the check let the node go: %s, reserved by %q, driver_internal_info %v",
-				got.ProvisionState, got.Reservation, got.DriverInternalInfo)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got.ProvisionState != statemachine.DeployWait {
-		t.Fatalf("after its heartbeat: %s (last error %q), want %s", got.ProvisionState, got.LastError, statemachine.DeployWait)
-	}
+	waitHeartbeatProcessed(t, store, n.UUID, "once the check let the node go")
 }

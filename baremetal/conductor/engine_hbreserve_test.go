@@ -102,22 +102,7 @@ func TestCallbackTimeoutSparesHeartbeatBeingReserved(t *testing.T) {
 	// The reservation goes through: the heartbeat is processed, and the
 	// node keeps waiting for its agent.
 	letGo()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err = store.GetNode(ctx, n.UUID)
-		h.must(err)
-		if _, ok := got.DriverInternalInfo[driver.InternalAgentLastHeartbeat]; ok && got.Reservation == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("heartbeat not processed once its reservation went through: %s, reserved by %q, driver_internal_info %v",
-				got.ProvisionState, got.Reservation, got.DriverInternalInfo)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got.ProvisionState != statemachine.DeployWait {
-		t.Fatalf("after its heartbeat: %s (last error %q), want %s", got.ProvisionState, got.LastError, statemachine.DeployWait)
-	}
+	waitHeartbeatProcessed(t, store, n.UUID, "once its reservation went through")
 }
 
 // deployWaitConductor launches a conductor on a fake clock over a fresh
@@ -171,4 +156,31 @@ func deployWaitConductor(t *testing.T, host, name string, wrap func(*sqlstore.St
 	h.must(c.Deploy(ctx, n.UUID, conductor.DeployOptions{}))
 	h.waitFor(n.UUID, statemachine.DeployWait)
 	return c, h, clock, n
+}
+
+// waitHeartbeatProcessed waits (10 s at most) until node uuid's
+// heartbeat was processed, its last heartbeat recorded and its
+// reservation let go, and checks that the node still waits in deploy
+// wait; when names the moment the test expects it, for the failure.
+func waitHeartbeatProcessed(t *testing.T, store baremetal.Store, uuid, when string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := store.GetNode(ctx, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got.DriverInternalInfo[driver.InternalAgentLastHeartbeat]; ok && got.Reservation == "" {
+			if got.ProvisionState != statemachine.DeployWait {
+				t.Fatalf("after its heartbeat: %s (last error %q), want %s", got.ProvisionState, got.LastError, statemachine.DeployWait)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeat not processed %s: %s, reserved by %q, driver_internal_info %v",
+				when, got.ProvisionState, got.Reservation, got.DriverInternalInfo)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
